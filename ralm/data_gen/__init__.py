@@ -1,0 +1,10 @@
+"""Self-supervised reranking data (`ralm data-gen`): for sampled prefixes of a training corpus, retrieve
+BM25 candidates and score each with the frozen LM (In-Context RALM §6.2).
+
+Modules, one job each:
+``prefixes`` (tokenize documents once, seeded sampling over stride boundaries), ``candidates`` (BM25 with
+same-document exclusion), ``scoring`` (one prefix's candidates plus no retrieval in one scorer batch),
+``schema`` (the dataset's columns, format ``ralm-rerank-data/1``), ``metadata`` (config fingerprint and
+mismatch messages), ``shards`` (shard plan, atomic shard files, resume), ``merge`` (join shards into the
+final dataset), ``summary`` (end-of-run statistics), ``command`` (the CLI).
+"""

@@ -1,0 +1,331 @@
+"""`ralm data-gen`: reranker training data, sharded and resumable; `ralm data-gen merge` joins shards.
+
+ralm data-gen --documents train.jsonl --index idx/ --lm gpt2 --output data/rerank [--limit 100]
+torchrun --nproc-per-node 8 -m ralm data-gen ...         # each rank takes every 8th shard
+ralm data-gen ... --num-shards 2 --shard-id 1            # one slice, e.g. one job of a cluster array
+ralm data-gen merge --output data/rerank                 # when shards ran as separate jobs
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+import ralm
+from ralm.command_args import call_with_args, parser_for
+from ralm.data_gen.generate import GenerationSettings, check_corpus_matches_index, shard_rows
+from ralm.data_gen.merge import merge_shards, missing_shards
+from ralm.data_gen.metadata import read_json, refuse_if_different, run_config, write_json_atomic
+from ralm.data_gen.prefixes import sample_prefixes, tokenize_documents
+from ralm.data_gen.schema import FORMAT, METADATA_FILE
+from ralm.data_gen.scoring import PassageTokens
+from ralm.data_gen.shards import ShardStore, plan_shards, shards_for_worker, worker_from_env
+from ralm.data_gen.summary import format_summary
+from ralm.errors import RalmInputError
+
+# Prefixes whose candidates are checked against their own document's text before the first shard.
+_AGREEMENT_SAMPLE = 64
+
+
+@dataclass
+class Sampling:
+    num_prefixes: int = 300_000
+    """Prefixes to sample (the paper: 300,000 from WikiText-103's training set)."""
+    stride: int = 4
+    """s: target length in tokens; prefixes end on multiples of it."""
+    query_tokens: int = 32
+    """ℓ: the BM25 query is the last ℓ prefix tokens; no prefix ends inside a document's first ℓ tokens."""
+    min_prefix_tokens: int = 32
+    """Shortest prefix (in tokens) that may be sampled; the effective floor is max(ℓ, this)."""
+    seed: int = 0
+    """Seed of the prefix sample."""
+    limit: int | None = None
+    """Only the first LIMIT prefixes of the sample (a quick look)."""
+
+
+@dataclass
+class Candidates:
+    k: int = 16
+    """BM25 candidates per prefix."""
+    allow_same_doc: bool = False
+    """Keep passages of the prefix's own document (excluded by default; recorded in the metadata)."""
+    retrieval_threads: int = 1
+    """Threads for BM25 batch search."""
+
+
+@dataclass
+class Scoring:
+    max_length: int = 1024
+    """LM input length (passage + prefix + target); capped at the LM's own context."""
+    max_passage_tokens: int = 256
+    """Passages are cut to this many tokens."""
+    device: str = "auto"
+    """auto: cuda when available, else cpu."""
+    dtype: str = "auto"
+    """auto: bf16 on a GPU that supports it, else fp32."""
+
+
+@dataclass
+class Sharding:
+    num_shards: int | None = None
+    """Shards to cut the sample into (default: one per PREFIXES_PER_SHARD prefixes)."""
+    shard_id: int | None = None
+    """Run only this shard (default: all, or every WORLD_SIZE-th from RANK under torchrun)."""
+    prefixes_per_shard: int = 1000
+    """Shard size when --num-shards is not given; a killed run loses at most one shard per process."""
+    keep_shards: bool = False
+    """Keep shards/ after merging."""
+
+
+# Defaults of the argument groups (never mutated; the parser builds fresh instances from the command line).
+_DEFAULT_SAMPLING, _DEFAULT_CANDIDATES, _DEFAULT_SCORING, _DEFAULT_SHARDING = Sampling(), Candidates(), Scoring(), Sharding()
+
+
+def _check_options(sampling: Sampling, candidates: Candidates, scoring: Scoring, sharding: Sharding) -> None:
+    positive = {
+        "num_prefixes": sampling.num_prefixes,
+        "stride": sampling.stride,
+        "query_tokens": sampling.query_tokens,
+        "k": candidates.k,
+        "max_length": scoring.max_length,
+        "prefixes_per_shard": sharding.prefixes_per_shard,
+        "retrieval_threads": candidates.retrieval_threads,
+    }
+    for name, value in positive.items():
+        if value < 1:
+            raise RalmInputError(f"--{name.replace('_', '-')}: must be at least 1, got {value}")
+    if sampling.limit is not None and sampling.limit < 1:
+        raise RalmInputError(f"--limit: must be at least 1, got {sampling.limit}")
+    if scoring.max_passage_tokens < 0 or sampling.min_prefix_tokens < 0:
+        raise RalmInputError("--max-passage-tokens and --min-prefix-tokens: must not be negative")
+
+
+def _prepare_output(output: Path) -> None:
+    """Fail on an unwritable output before loading anything (permissions, a file in the way)."""
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+        probe = output / f".write-test-{socket.gethostname()}-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as err:
+        raise RalmInputError(f"{output}: output folder is not writable ({err.strerror or err})") from None
+
+
+def data_gen(
+    documents: str,
+    index: str,
+    lm: str,
+    output: str,
+    passages: str | None = None,
+    gguf_file: str | None = None,
+    sampling: Sampling = _DEFAULT_SAMPLING,
+    candidates: Candidates = _DEFAULT_CANDIDATES,
+    scoring: Scoring = _DEFAULT_SCORING,
+    sharding: Sharding = _DEFAULT_SHARDING,
+    progress: bool = True,
+) -> dict:
+    """Score BM25 candidates of sampled training prefixes with a frozen LM (reranker training data).
+
+    Args:
+        documents: Training documents (JSONL, folder of .txt, or datasets folder), as for `ralm index`.
+        index: Index folder built by `ralm index` from the retrieval corpus.
+        lm: Hugging Face id, model folder, or .gguf file of the frozen LM.
+        output: Dataset folder (shards are kept under OUTPUT/shards until merged).
+        passages: The index's passages file, to check the index is not stale (optional).
+        gguf_file: GGUF file name inside the LM folder, if any.
+        progress: Show progress bars.
+    """
+    from ralm.lm.loading import load_lm
+    from ralm.retrieval.index import open_index
+    from ralm.retrieval.passages import read_documents
+
+    _check_options(sampling, candidates, scoring, sharding)
+    out = Path(output)
+    _prepare_output(out)
+    retriever = open_index(index, passages) if passages else open_index(index)
+    num_passages = int(retriever.meta.get("num_passages", 0))
+    if num_passages < 1:
+        raise RalmInputError(f"{index}/ralm_index.json: num_passages is missing or zero")
+
+    model = load_lm(lm, device=scoring.device, dtype=scoring.dtype, gguf_file=gguf_file)
+    max_length = min(scoring.max_length, model.max_length)
+    needed = scoring.max_passage_tokens + sampling.query_tokens + sampling.stride
+    if max_length < needed:
+        raise RalmInputError(
+            f"--max-length: the LM holds {max_length} tokens, less than max_passage_tokens {scoring.max_passage_tokens}"
+            f" + query_tokens {sampling.query_tokens} + stride {sampling.stride} = {needed}; lower --max-passage-tokens"
+        )
+
+    corpus = tokenize_documents(read_documents(documents), model.encode_batch, progress=progress)
+    floor = max(sampling.query_tokens, sampling.min_prefix_tokens)
+    sample = sample_prefixes(corpus.lengths, sampling.stride, floor, sampling.num_prefixes, sampling.seed)
+    num_examples = min(len(sample.doc), sampling.limit or len(sample.doc))
+    if num_examples == 0:
+        raise RalmInputError(
+            f"{documents}: no document is long enough for a {floor}-token prefix and a {sampling.stride}-token target"
+        )
+    num_shards = sharding.num_shards or max(1, math.ceil(num_examples / sharding.prefixes_per_shard))
+    if num_shards > num_examples:
+        raise RalmInputError(f"--num-shards: {num_shards} shards for only {num_examples} prefixes")
+
+    config = run_config(
+        lm=model.name,
+        tokenizer=str(getattr(model.tokenizer, "name_or_path", "")),
+        dtype=str(model.dtype).removeprefix("torch."),
+        documents_sha256=corpus.texts_sha256,
+        index_meta=retriever.meta,
+        stride=sampling.stride,
+        query_tokens=sampling.query_tokens,
+        k=candidates.k,
+        min_prefix_tokens=floor,
+        max_length=max_length,
+        max_passage_tokens=scoring.max_passage_tokens,
+        seed=sampling.seed,
+        num_prefixes=sampling.num_prefixes,
+        num_examples=num_examples,
+        num_shards=num_shards,
+        exclude_same_doc=not candidates.allow_same_doc,
+    )
+    meta = {
+        "format": FORMAT,
+        "config": config,
+        "lm": model.name,
+        "tokenizer": config["tokenizer"],
+        "s": sampling.stride,
+        "l": sampling.query_tokens,
+        "k": candidates.k,
+        "seed": sampling.seed,
+        "max_length": max_length,
+        "max_passage_tokens": scoring.max_passage_tokens,
+        "num_prefixes": sampling.num_prefixes,
+        "limit": sampling.limit,
+        "num_examples": num_examples,
+        "exclude_same_doc": not candidates.allow_same_doc,
+        "index": retriever.meta,
+        "index_hash": config["index_hash"],
+        "documents": str(documents),
+        "documents_available_prefixes": sample.available,
+        "documents_skipped_too_short": sample.skipped_docs,
+        "documents_total": len(corpus.doc_ids),
+        "ralm_version": ralm.__version__,
+        "complete": False,
+    }
+    meta_path = out / METADATA_FILE
+    if meta_path.exists():
+        found = read_json(meta_path)
+        refuse_if_different(meta_path, config, found.get("config", {}))
+        if found.get("complete"):
+            print(f"{out}: already complete\n{format_summary(found.get('summary', {}))}")
+            return found
+    else:
+        write_json_atomic(meta_path, meta)
+
+    store = ShardStore(out)
+    store.prepare(config)
+    rank, world_size = worker_from_env(os.environ)
+    mine = shards_for_worker(plan_shards(num_examples, num_shards), sharding.shard_id, rank, world_size)
+    todo = [s for s in mine if not store.is_complete(s)]
+    settings = GenerationSettings(
+        stride=sampling.stride,
+        query_tokens=sampling.query_tokens,
+        k=candidates.k,
+        max_length=max_length,
+        max_passage_tokens=scoring.max_passage_tokens,
+        exclude_same_doc=not candidates.allow_same_doc,
+        num_passages=num_passages,
+        retrieval_threads=candidates.retrieval_threads,
+    )
+
+    def check_documents(docs: list[int], hits) -> None:
+        docs, hits = docs[:_AGREEMENT_SAMPLE], hits[:_AGREEMENT_SAMPLE]
+        texts = [model.decode(corpus.tokens(d).tolist()) for d in docs]
+        check_corpus_matches_index(documents, texts, [corpus.doc_ids[d] for d in docs], hits)
+
+    token_cache = PassageTokens(model, scoring.max_passage_tokens)
+    total_pairs = sum(s.stop - s.start for s in todo) * candidates.k
+    bar = tqdm(total=total_pairs, unit="pair", desc="score candidates", disable=not progress, smoothing=0.05)
+    pairs, seconds = 0, 0.0
+    for n, shard in enumerate(todo):
+        rows, counts = shard_rows(
+            shard,
+            sample,
+            corpus,
+            retriever,
+            model,
+            token_cache,
+            settings,
+            on_prefix=bar.update,
+            check_documents=check_documents if n == 0 and settings.exclude_same_doc else None,
+        )
+        store.write(shard, rows, {"config": config, **counts})
+        pairs, seconds = pairs + counts["pairs"], seconds + counts["seconds"]
+    bar.close()
+    rate = pairs / seconds if seconds else float("nan")
+    print(
+        f"{len(todo)} shard(s) written by this process, {len(mine) - len(todo)} already complete; {rate:.1f} pairs/s"
+    )
+
+    missing = missing_shards(out, config)
+    if missing:
+        print(
+            f"{len(missing)} shard(s) still missing (other workers?); `ralm data-gen merge --output {out}` joins them"
+        )
+        return {**meta, "missing_shards": missing}
+    final = merge_shards(out, keep_shards=sharding.keep_shards)
+    if final is None:
+        print("another process is merging the shards")
+        return meta
+    print(f"{out}: {final['summary']['examples']} examples\n{format_summary(final['summary'])}")
+    return final
+
+
+def merge(output: str, keep_shards: bool = False) -> dict | None:
+    """Join the shards of a `ralm data-gen` run into the final dataset.
+
+    Args:
+        output: The run's output folder.
+        keep_shards: Keep shards/ after merging.
+    """
+    final = merge_shards(output, keep_shards)
+    if final is None:
+        print("another process is merging the shards")
+    else:
+        print(f"{output}: {final['summary']['examples']} examples\n{format_summary(final['summary'])}")
+    return final
+
+
+def build_parser():
+    return parser_for(data_gen, prog="ralm data-gen")
+
+
+def build_merge_parser():
+    return parser_for(merge, prog="ralm data-gen merge")
+
+
+# Switches that may be given bare (`--allow-same-doc`), as the issue spells them; jsonargparse wants a value.
+_SWITCHES = {"--allow-same-doc", "--allow_same_doc", "--keep-shards", "--keep_shards"}
+
+
+def _bare_switches(argv: list[str]) -> list[str]:
+    """Give a bare switch the value ``true`` (``--allow-same-doc --k 8`` -> ``--allow-same-doc true --k 8``)."""
+    out = []
+    for i, arg in enumerate(argv):
+        out.append(arg)
+        following = argv[i + 1] if i + 1 < len(argv) else None
+        if arg in _SWITCHES and (following is None or following.startswith("--")):
+            out.append("true")
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = _bare_switches(list(sys.argv[1:] if argv is None else argv))
+    if argv and argv[0] == "merge":
+        call_with_args(merge, build_merge_parser(), argv[1:])
+    else:
+        call_with_args(data_gen, build_parser(), argv)

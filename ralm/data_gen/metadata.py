@@ -1,0 +1,112 @@
+"""The run's configuration as recorded in ``ralm_data_gen.json`` and every shard, and mismatch checks.
+
+``config`` holds exactly the values that decide which rows exist and what they contain (plus the shard
+plan); two runs with equal ``config`` produce identical rows, so their shards may be mixed. Everything
+else in the metadata (paths, versions, device, counts, summary) is informational.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ralm.errors import RalmInputError
+
+# Index metadata that names a place or a moment rather than content: left out of the index hash so the
+# same index copied to another machine (torchrun nodes) or rebuilt identically still matches.
+_INDEX_VOLATILE = {"created", "passages_path", "ralm_version", "index_dir"}
+
+
+def index_hash(index_meta: dict) -> str:
+    """sha256 of the index metadata's content fields (backend, analyzer, passage count, passages hash)."""
+    stable = {k: v for k, v in index_meta.items() if k not in _INDEX_VOLATILE}
+    return hashlib.sha256(json.dumps(stable, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def run_config(
+    *,
+    lm: str,
+    tokenizer: str,
+    dtype: str,
+    documents_sha256: str,
+    index_meta: dict,
+    stride: int,
+    query_tokens: int,
+    k: int,
+    min_prefix_tokens: int,
+    max_length: int,
+    max_passage_tokens: int,
+    seed: int,
+    num_prefixes: int,
+    num_examples: int,
+    num_shards: int,
+    exclude_same_doc: bool,
+) -> dict[str, Any]:
+    """The fields that decide the rows (and the shard plan). Kept flat so a difference names one field."""
+    return {
+        "lm": lm,
+        "tokenizer": tokenizer,
+        "dtype": dtype,
+        "documents_sha256": documents_sha256,
+        "index_hash": index_hash(index_meta),
+        "s": stride,
+        "l": query_tokens,
+        "k": k,
+        "min_prefix_tokens": min_prefix_tokens,
+        "max_length": max_length,
+        "max_passage_tokens": max_passage_tokens,
+        "seed": seed,
+        "num_prefixes": num_prefixes,
+        "num_examples": num_examples,
+        "num_shards": num_shards,
+        "exclude_same_doc": exclude_same_doc,
+    }
+
+
+def config_diff(this_run: dict, found: dict) -> list[str]:
+    """``"field: found X, this run Y"`` for every field whose values differ (missing counts as differing)."""
+    diffs = []
+    for key in sorted(set(this_run) | set(found)):
+        mine, theirs = this_run.get(key, "<absent>"), found.get(key, "<absent>")
+        if mine != theirs:
+            diffs.append(f"{key}: found {_short(theirs)}, this run {_short(mine)}")
+    return diffs
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 24 else text[:12] + "…"
+
+
+def refuse_if_different(path: Path, this_run: dict, found: dict) -> None:
+    """Raise naming the differing fields when `path` was written by a run with another config."""
+    diffs = config_diff(this_run, found)
+    if diffs:
+        raise RalmInputError(
+            f"{path}: made with a different data-gen config ({'; '.join(diffs)}); "
+            "use another --output or remove it"
+        )
+
+
+def read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise RalmInputError(f"{path}: unreadable metadata ({err})") from None
+
+
+def write_json_atomic(path: Path, value: dict) -> None:
+    """Write JSON to a temporary file in the same folder, then rename: readers see all of it or nothing."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(value, f, indent=2, sort_keys=True, default=str)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,107 @@
+"""Passage choosers that decide before the evaluated LM scores a window.
+
+- BM25 top-1 (``--reranker none``): the first hit.
+- A trained predictive reranker (``--reranker PATH``, §6.2): argmax of its scores over the candidates,
+  plus the empty passage when it was trained to abstain (then nothing is prepended if "" wins).
+- Zero-shot reranking with a *different* LM (``--rerank-lm``, §6.1; GPT-2 110M reranking for 1.5B in the
+  paper): the window's context is decoded to text and re-tokenised with the reranking LM's tokenizer;
+  each candidate is scored by log p_φ(y' | [d_i; prefix]) with y' its last ``s'`` tokens.
+Oracle and same-LM zero-shot choose inside ``ralm.eval.perplexity`` (they need the evaluated LM's pass).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from ralm.eval.perplexity import Candidate
+from ralm.eval.windows import Window
+from ralm.lm.loading import FrozenLM
+from ralm.lm.scoring import ScoreRequest, score_continuations
+
+
+def top1(windows: Sequence[Window], candidates: Sequence[Sequence[Candidate]]) -> list[int | None]:
+    return [0 if w.retrieves and candidates[w.index] else None for w in windows]
+
+
+def _argmax_first(values: Sequence[float]) -> int:
+    """Index of the largest value; ties go to the earlier candidate (higher in BM25 order)."""
+    return max(range(len(values)), key=lambda i: (values[i], -i))
+
+
+def context_texts(
+    lm: FrozenLM, tokens: Sequence[int], windows: Sequence[Window], tail_tokens: int
+) -> list[str]:
+    """Decoded last `tail_tokens` of each window's context (what a text-level reranker reads as prefix)."""
+    spans = [tokens[max(w.begin, w.target_start - tail_tokens) : w.target_start] for w in windows]
+    return list(lm.tokenizer.batch_decode([list(s) for s in spans]))
+
+
+def trained_reranker(
+    reranker,
+    lm: FrozenLM,
+    tokens: Sequence[int],
+    windows: Sequence[Window],
+    candidates: Sequence[Sequence[Candidate]],
+    tail_tokens: int = 512,
+) -> list[int | None]:
+    """Chosen candidate per window by a ``PredictiveReranker`` (``.score(prefixes, candidates)``)."""
+    todo = [w for w in windows if w.retrieves and candidates[w.index]]
+    chosen: list[int | None] = [None] * len(windows)
+    if not todo:
+        return chosen
+    prefixes = context_texts(lm, tokens, todo, tail_tokens)
+    groups = [[c.text for c in candidates[w.index]] + ([""] if reranker.abstain else []) for w in todo]
+    scores = reranker.score(prefixes, groups)
+    for w, group_scores in zip(todo, scores, strict=True):
+        best = _argmax_first(list(group_scores))
+        # With abstention the last slot is the empty passage: winning it means no retrieval here.
+        chosen[w.index] = None if best == len(candidates[w.index]) else best
+    return chosen
+
+
+def zero_shot_other_lm(
+    rerank_lm: FrozenLM,
+    lm: FrozenLM,
+    tokens: Sequence[int],
+    windows: Sequence[Window],
+    candidates: Sequence[Sequence[Candidate]],
+    *,
+    rank_tokens: int,
+    max_length: int,
+    max_passage_tokens: int,
+    batch_size: int = 8,
+    max_batch_tokens: int = 8192,
+    on_batch: Callable[[int, int], None] | None = None,
+) -> list[int | None]:
+    """Chosen candidate per window by log p_φ(y' | [d_i; x]) under a reranking LM with its own tokenizer."""
+    todo = [w for w in windows if w.retrieves and candidates[w.index]]
+    chosen: list[int | None] = [None] * len(windows)
+    if not todo:
+        return chosen
+    contexts = rerank_lm.encode_batch(context_texts(lm, tokens, todo, max_length))
+    passage_ids: dict[str, tuple[int, ...]] = {}
+    unique = {c.id: c.text for w in todo for c in candidates[w.index]}
+    for pid, ids in zip(unique, rerank_lm.encode_batch(list(unique.values())), strict=True):
+        passage_ids[pid] = tuple(ids[:max_passage_tokens])
+    requests, owners = [], []
+    for w, ctx in zip(todo, contexts, strict=True):
+        y = ctx[-rank_tokens:]
+        prefix = ctx[: len(ctx) - len(y)]
+        for i, c in enumerate(candidates[w.index]):
+            requests.append(ScoreRequest(passage_ids[c.id], prefix, y))
+            owners.append((w.index, i))
+    scores = score_continuations(
+        rerank_lm,
+        requests,
+        max_length=max_length,
+        max_passage_tokens=max_passage_tokens,
+        batch_size=batch_size,
+        max_batch_tokens=max_batch_tokens,
+        on_batch=on_batch,
+    )
+    by_window: dict[int, list[float]] = {}
+    for (index, _), s in zip(owners, scores, strict=True):
+        by_window.setdefault(index, []).append(float(s.double().sum()))
+    for index, values in by_window.items():
+        chosen[index] = _argmax_first(values)
+    return chosen

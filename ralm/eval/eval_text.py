@@ -1,0 +1,71 @@
+"""The evaluation text of ``ralm eval ppl``: one string, tokenized once.
+
+- a ``datasets`` folder (``save_to_disk``): rows of the text field joined as eval_lm.py joins WikiText,
+  ``"".join(x or " \\n")`` (WikiText rows carry their own newlines; empty rows become " \\n");
+- ``.jsonl``: one document per line with a text field; documents joined by a blank line (they usually
+  carry no trailing newline, and gluing two documents' words together would invent tokens);
+- anything else: a UTF-8 text file, read as is.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ralm.errors import RalmInputError
+
+
+def _from_dataset(path: Path, field: str) -> str:
+    from datasets import load_from_disk
+
+    data = load_from_disk(str(path))
+    if hasattr(data, "keys") and not hasattr(data, "column_names"):  # a DatasetDict: take its only/test split
+        splits = list(data.keys())
+        data = data["test"] if "test" in splits else data[splits[0]] if len(splits) == 1 else None
+        if data is None:
+            raise RalmInputError(
+                f"{path}: a dataset with splits {splits} and no 'test' split; point at one split"
+            )
+    if field not in data.column_names:
+        raise RalmInputError(f"{path}: dataset has no column {field!r} (columns: {data.column_names})")
+    return "".join(x if x else " \n" for x in data[field])
+
+
+def _from_jsonl(path: Path, field: str) -> str:
+    texts = []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise RalmInputError(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
+            if not isinstance(row, dict) or not isinstance(row.get(field), str):
+                raise RalmInputError(f"{path}:{lineno}: missing string field {field!r}")
+            texts.append(row[field])
+    return "\n\n".join(texts)
+
+
+def read_eval_text(path: str | Path, field: str = "text") -> str:
+    """The whole evaluation text; an empty or whitespace-only text is a ``RalmInputError``."""
+    path = Path(path)
+    if not path.exists():
+        raise RalmInputError(f"{path}: evaluation text not found")
+    if path.is_dir():
+        text = _from_dataset(path, field)
+    elif path.suffix == ".jsonl":
+        text = _from_jsonl(path, field)
+    else:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as err:
+            raise RalmInputError(f"{path}: not UTF-8 text (byte {err.start})") from None
+    if not text.strip():
+        raise RalmInputError(f"{path}: the evaluation text is empty")
+    return text
+
+
+def word_counts(text: str) -> dict[str, int]:
+    """Both word divisors: whitespace-separated words, and eval_lm.py's ``text.count(" ")``."""
+    return {"words": len(text.split()), "words_eval_lm": text.count(" ")}

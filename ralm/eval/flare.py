@@ -1,0 +1,324 @@
+"""FLARE-direct (Jiang et al., 2023) and its baselines, on a local LM whose token probabilities we read.
+
+Methods (``FlareConfig.method``):
+- ``no-retrieval``: the LM answers from the prompt alone.
+- ``single``: retrieve once with the question, then generate the whole answer.
+- ``window``: retrieve with the question, then every ``window_tokens`` generated tokens with that window.
+- ``sentence``: retrieve with the question, then after each sentence with that sentence.
+- ``flare``: retrieve with the question; then repeatedly generate a look-ahead of up to ``lookahead_tokens``
+  with the current passages, cut it at its first sentence end; if every token's probability is >= theta the
+  sentence is kept as it is (greedy decoding would regenerate it unchanged); otherwise retrieve with the
+  sentence (``masked``: tokens with probability < beta removed; ``full``: all of it), replace the passages
+  and regenerate the sentence with them.
+
+As in the authors' code (``look_ahead_pre_retrieval="first"``, ``ctx_increase="replace"``) the look-ahead
+sees the passages retrieved last; new passages replace the old ones. The answer is generated as token
+ids appended to the prompt's ids, so every step's prompt extends the previous one and the generator's KV
+cache serves it. A masked query left empty falls back to the whole sentence. Sentences end at ``.``,
+``!`` or ``?`` (with closing quotes or brackets) before whitespace, or at a newline: a rule instead of
+NLTK's trained splitter, so "Dr. Smith" splits after "Dr.".
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ralm.errors import RalmInputError
+from ralm.eval.qa_data import QAExample
+from ralm.eval.qa_prompts import PassageFitter, PromptPassage, flare_prompt
+from ralm.lm.generation import Generation, Generator, generate_batch
+
+METHODS = ("flare", "no-retrieval", "single", "window", "sentence")
+QUERY_MODES = ("masked", "full")
+_SENTENCE_END = re.compile(r"[.!?][\"')\]]*(?=\s)|\n")
+
+
+@dataclass
+class FlareConfig:
+    """FLARE and baseline settings (defaults: the paper's 2WikiMultihopQA setup)."""
+
+    method: str = "flare"
+    """flare, no-retrieval, single, window or sentence."""
+    theta: float = 0.8
+    """A look-ahead sentence is kept when every token has at least this probability."""
+    beta: float = 0.4
+    """Masked queries drop the look-ahead tokens whose probability is below this."""
+    query: str = "masked"
+    """How FLARE forms its query from an unsure sentence: masked or full."""
+    docs: int = 2
+    """Passages shown to the LM (earlier ones are replaced, not accumulated)."""
+    lookahead_tokens: int = 64
+    """Look-ahead length before it is cut at the first sentence end."""
+    window_tokens: int = 16
+    """Tokens between retrievals for the window baseline."""
+    max_new_tokens: int = 256
+    """Most tokens generated per answer."""
+    max_query_tokens: int = 64
+    """Queries keep at most their last this many tokens."""
+    stop: str = "\n\n"
+    """End-of-answer pattern: generation stops when the answer contains it (it is cut off)."""
+    keep_confident: bool = True
+    """Keep a confident look-ahead instead of regenerating it (identical under greedy decoding)."""
+
+    def check(self) -> None:
+        """Bad settings are input errors, raised before any model is loaded."""
+        if self.method not in METHODS:
+            raise RalmInputError(f"--method must be one of {', '.join(METHODS)}, got '{self.method}'")
+        if self.query not in QUERY_MODES:
+            hint = " (explicit question queries are not implemented)" if self.query == "explicit" else ""
+            raise RalmInputError(f"--query must be masked or full, got '{self.query}'{hint}")
+        for name in ("theta", "beta"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise RalmInputError(f"--{name} must be in [0, 1], got {value}")
+        for name in ("docs", "lookahead_tokens", "window_tokens", "max_new_tokens", "max_query_tokens"):
+            if getattr(self, name) < 1:
+                raise RalmInputError(
+                    f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}"
+                )
+        if not self.stop:
+            raise RalmInputError("--stop must be a non-empty end-of-answer pattern")
+
+
+def sentence_end(text: str) -> int | None:
+    """Character offset just past the first sentence of `text` (leading whitespace skipped), or None."""
+    start = len(text) - len(text.lstrip())
+    match = _SENTENCE_END.search(text, start)
+    return match.end() if match else None
+
+
+def first_sentence_length(decode: Callable[[list[int]], str], tokens: list[int]) -> int:
+    """How many of `tokens` make up the first sentence (all of them when no sentence end is seen)."""
+    end = sentence_end(decode(tokens))
+    if end is None:
+        return len(tokens)
+    for n in range(1, len(tokens) + 1):
+        if len(decode(tokens[:n])) >= end:
+            return n
+    return len(tokens)
+
+
+def masked_query(tokens: Sequence[int], probs: Sequence[float], beta: float) -> list[int]:
+    """The implicit query: the sentence's tokens without those whose probability is below beta."""
+    return [t for t, p in zip(tokens, probs, strict=True) if p >= beta]
+
+
+class FlareRunner:
+    """Answers examples with one method; keeps the generator (and its KV cache) across examples."""
+
+    def __init__(
+        self,
+        lm: Any,
+        config: FlareConfig,
+        source: Any = None,
+        exemplars: Sequence[tuple[str, str]] = (),
+        max_length: int = 1024,
+        reuse_cache: bool = True,
+    ):
+        if config.method != "no-retrieval" and source is None:
+            raise RalmInputError(f"--method {config.method} needs --index")
+        self.lm, self.cfg, self.source, self.exemplars = lm, config, source, list(exemplars)
+        self.max_length = min(max_length, lm.max_length)
+        self.generator = Generator(lm, reuse_cache=reuse_cache)
+        self.fitter = PassageFitter(lm, self.max_length)
+
+    # ------------------------------------------------------------------ helpers
+    def prompt_for(self, question: str) -> Callable[[Sequence[PromptPassage]], str]:
+        return lambda passages: flare_prompt(question, passages, self.exemplars)
+
+    def check(self, examples: Sequence[QAExample]) -> None:
+        """Every question must fit the context without passages (checked before generating anything)."""
+        for ex in examples:
+            self.fitter.check_question_fits(self.prompt_for(ex.question), 1, f"example '{ex.id}'")
+
+    def query_for(self, text: str) -> str:
+        ids = self.lm.encode(text.strip())
+        return self.lm.decode(ids[-self.cfg.max_query_tokens :]).strip()
+
+    def _retrieve(self, query: str, context: str) -> list[PromptPassage]:
+        return self.source.search([query], [context], self.cfg.docs)[0]
+
+    def _answer_stop(self, answer: list[int]) -> Callable[[list[int]], bool]:
+        tail = self.lm.decode(answer)[-len(self.cfg.stop) :] if answer else ""
+        return lambda toks: self.cfg.stop in tail + self.lm.decode(toks)
+
+    def _sentence_stop(self, answer: list[int]) -> Callable[[list[int]], bool]:
+        answer_stop = self._answer_stop(answer)
+        return lambda toks: answer_stop(toks) or sentence_end(self.lm.decode(toks)) is not None
+
+    def _generate(self, head: list[int], answer: list[int], budget: int, stop) -> Generation:
+        return self.generator.generate(head + answer, budget, stop)
+
+    # ------------------------------------------------------------------ one example
+    def answer(self, ex: QAExample) -> dict:
+        """Generate the answer to one example; returns its text, trace and work counters."""
+        cfg, start = self.cfg, time.perf_counter()
+        before = asdict(self.generator.counters)
+        searches_before = self.source.searches if self.source is not None else 0
+        state = _State(ex.question, self.prompt_for(ex.question))
+        if cfg.method != "no-retrieval":
+            query = self.query_for(ex.question)
+            state.passages = self._retrieve(query, ex.question)
+            state.trace.append({"step": "input", "query": query, "passages": [p.id for p in state.passages]})
+        step_fn = {
+            "no-retrieval": self._step_whole,
+            "single": self._step_whole,
+            "window": self._step_window,
+            "sentence": self._step_sentence,
+            "flare": self._step_flare,
+        }[cfg.method]
+        while not state.finished and len(state.answer) < cfg.max_new_tokens:
+            step_fn(state)
+        after = asdict(self.generator.counters)
+        sentences = [s for s in state.trace if "text" in s]
+        return {
+            "generation": self.lm.decode(state.answer).split(cfg.stop, 1)[0],
+            "trace": state.trace,
+            "steps": len(sentences),
+            "retrievals": (self.source.searches - searches_before) if self.source is not None else 0,
+            "retrieval_steps": sum(1 for s in sentences if s.get("retrieved")),
+            "lm_calls": after["calls"] - before["calls"],
+            "tokens_fed": after["tokens_fed"] - before["tokens_fed"],
+            "tokens_reused": after["tokens_reused"] - before["tokens_reused"],
+            "seconds": time.perf_counter() - start,
+        }
+
+    def _head(self, state: _State, step: dict) -> list[int]:
+        """Prompt ids with the current passages (cut to fit), recording which passages were shown."""
+        head, shown = self.fitter.fit(state.render, state.passages, reserve=self.cfg.max_new_tokens)
+        step["passages"] = [p.id for p in shown]
+        return head
+
+    def _budget(self, state: _State, cap: int) -> int:
+        return min(cap, self.cfg.max_new_tokens - len(state.answer))
+
+    def _accept(self, state: _State, gen: Generation, piece: list[int], step: dict) -> None:
+        """Append a piece of answer; decide whether the answer is complete."""
+        state.answer += piece
+        step["text"] = self.lm.decode(piece)
+        state.trace.append(step)
+        ended = len(piece) == len(gen.token_ids) and gen.stop_reason in ("eos", "context")
+        if not piece or ended or self.cfg.stop in self.lm.decode(state.answer):
+            state.finished = True
+
+    def _sentence(self, state: _State, step: dict) -> tuple[Generation, list[int]]:
+        """Generate a look-ahead with the current passages and cut it at its first sentence end."""
+        head = self._head(state, step)
+        gen = self.generator.generate(
+            head + state.answer,
+            self._budget(state, self.cfg.lookahead_tokens),
+            self._sentence_stop(state.answer),
+        )
+        return gen, gen.token_ids[: first_sentence_length(self.lm.decode, gen.token_ids)]
+
+    def _step_whole(self, state: _State) -> None:
+        step: dict = {}
+        head = self._head(state, step)
+        gen = self.generator.generate(
+            head + state.answer, self._budget(state, self.cfg.max_new_tokens), self._answer_stop(state.answer)
+        )
+        self._accept(state, gen, gen.token_ids, step)
+
+    def _step_window(self, state: _State) -> None:
+        step: dict = {}
+        head = self._head(state, step)
+        gen = self.generator.generate(
+            head + state.answer, self._budget(state, self.cfg.window_tokens), self._answer_stop(state.answer)
+        )
+        self._accept(state, gen, gen.token_ids, step)
+        self._retrieve_after(state, step)
+
+    def _step_sentence(self, state: _State) -> None:
+        step: dict = {}
+        gen, piece = self._sentence(state, step)
+        self._accept(state, gen, piece, step)
+        self._retrieve_after(state, step)
+
+    def _retrieve_after(self, state: _State, step: dict) -> None:
+        """Backward-looking baselines: the piece just generated is the next query."""
+        if state.finished or len(state.answer) >= self.cfg.max_new_tokens:
+            return
+        query = self.query_for(step["text"])
+        if query:
+            state.passages = self._retrieve(query, f"{state.question} {self.lm.decode(state.answer)}")
+            step["next_query"] = query
+
+    def _step_flare(self, state: _State) -> None:
+        cfg = self.cfg
+        step: dict = {}
+        gen, piece = self._sentence(state, step)
+        if not piece:
+            self._accept(state, gen, piece, step)
+            return
+        probs = gen.probs[: len(piece)]
+        step["min_prob"] = min(probs)
+        step["retrieved"] = min(probs) < cfg.theta
+        if step["retrieved"]:
+            kept = masked_query(piece, probs, cfg.beta) if cfg.query == "masked" else piece
+            query = self.query_for(self.lm.decode(kept)) or self.query_for(self.lm.decode(piece))
+            step["query"] = query
+            context = f"{state.question} {self.lm.decode(state.answer)}"
+            state.passages = self._retrieve(query, context)  # replaces the earlier passages
+        if step["retrieved"] or not cfg.keep_confident:
+            step["lookahead"] = self.lm.decode(piece)
+            gen, piece = self._sentence(state, step)
+        self._accept(state, gen, piece, step)
+
+
+@dataclass
+class _State:
+    """One example's answer in progress."""
+
+    question: str
+    render: Callable[[Sequence[PromptPassage]], str]
+    answer: list[int] = field(default_factory=list)
+    passages: list[PromptPassage] = field(default_factory=list)
+    trace: list[dict] = field(default_factory=list)
+    finished: bool = False
+
+
+def run_batched(runner: FlareRunner, examples: Sequence[QAExample], batch_size: int) -> list[dict]:
+    """``no-retrieval`` and ``single`` have one generation per example: decode `batch_size` at once."""
+    cfg, lm = runner.cfg, runner.lm
+    start = time.perf_counter()
+    passages: list[list[PromptPassage]] = [[] for _ in examples]
+    queries = [runner.query_for(ex.question) for ex in examples]
+    if cfg.method == "single":
+        passages = runner.source.search(queries, [ex.question for ex in examples], cfg.docs)
+    heads, shown = [], []
+    for ex, ps in zip(examples, passages, strict=True):
+        head, fitted = runner.fitter.fit(runner.prompt_for(ex.question), ps, reserve=cfg.max_new_tokens)
+        heads.append(head)
+        shown.append(fitted)
+    stop = cfg.stop
+    gens = []
+    for i in range(0, len(heads), batch_size):
+        gens += generate_batch(
+            lm, heads[i : i + batch_size], cfg.max_new_tokens, lambda t: stop in lm.decode(t)
+        )
+    seconds = (time.perf_counter() - start) / max(len(examples), 1)
+    out = []
+    for q, fitted, head, gen in zip(queries, shown, heads, gens, strict=True):
+        trace = []
+        if cfg.method == "single":
+            trace.append({"step": "input", "query": q, "passages": [p.id for p in fitted]})
+        text = lm.decode(gen.token_ids)
+        trace.append({"passages": [p.id for p in fitted], "text": text})
+        out.append(
+            {
+                "generation": text.split(stop, 1)[0],
+                "trace": trace,
+                "steps": 1,
+                "retrievals": int(cfg.method == "single"),
+                "retrieval_steps": 0,
+                "lm_calls": 1,
+                "tokens_fed": len(head) + len(gen.token_ids),
+                "tokens_reused": 0,
+                "seconds": seconds,
+            }
+        )
+    return out

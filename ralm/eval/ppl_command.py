@@ -1,0 +1,253 @@
+"""`ralm eval ppl`: strided In-Context RALM perplexity with no retrieval, BM25 top-1, zero-shot, trained
+or oracle reranking, and sweeps over the stride or the query length.
+
+ralm eval ppl --text test.txt --lm gpt2 --index idx/ --output runs/bm25            # BM25 top-1, s=4, ℓ=32
+ralm eval ppl --text test.txt --lm gpt2 --no-retrieval --output runs/base
+ralm eval ppl ... --reranker zero-shot --k 16 [--rerank-lm distilgpt2]              # §6.1
+ralm eval ppl ... --reranker runs/reranker/export                                    # §6.2, a trained folder
+ralm eval ppl ... --sweep stride=4,8,16,32                                           # Figure 5
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ralm.command_args import call_with_args, parser_for
+from ralm.errors import RalmInputError
+from ralm.eval.eval_text import read_eval_text
+from ralm.eval.sweep import Sweep, parse_sweep, plot_sweep
+
+PAPER_MAX_LENGTH = 1024
+NAMED_RERANKERS = ("none", "zero-shot", "oracle")
+
+
+@dataclass
+class Windowing:
+    stride: int = 4
+    """s: retrieve every s tokens; each window scores its last s tokens (the paper's s=4)."""
+    query_tokens: int = 32
+    """ℓ: the query is the decoded last ℓ tokens before the window's targets (32 for BM25)."""
+    max_length: int | None = None
+    """LM input length (passage + prefix + targets); default: the LM's context capped at 1024."""
+    max_passage_tokens: int = 256
+    """Retrieved passages are cut to this many tokens."""
+
+
+@dataclass
+class Reranking:
+    reranker: str = "none"
+    """none (BM25 top-1), zero-shot (§6.1), oracle (best candidate on the true targets), or a trained reranker folder."""
+    k: int = 16
+    """Candidates retrieved per window (and reranked by zero-shot, oracle or a trained reranker)."""
+    rerank_lm: str | None = None
+    """Zero-shot reranking LM (id, folder or .gguf), may use another tokenizer; default: the evaluated LM."""
+    rank_tokens: int = 16
+    """s': zero-shot reranking scores the s' prefix tokens just before the targets."""
+
+
+@dataclass
+class Runtime:
+    device: str = "auto"
+    """auto: cuda when available, else cpu."""
+    dtype: str = "auto"
+    """auto: bf16 on a GPU that supports it, else fp32."""
+    batch_size: int = 8
+    """Most scoring inputs per LM forward."""
+    max_batch_tokens: int = 8192
+    """Most padded tokens per LM forward."""
+    retrieval_threads: int = 1
+    """Threads for the batched BM25 search."""
+
+
+_WINDOWING, _RERANKING, _RUNTIME = Windowing(), Reranking(), Runtime()
+
+
+def _check_options(
+    window: Windowing, reranking: Reranking, runtime: Runtime, no_retrieval: bool, index: str | None
+):
+    positive = {
+        "stride": window.stride, "query_tokens": window.query_tokens, "max_passage_tokens": window.max_passage_tokens,
+        "k": reranking.k, "rank_tokens": reranking.rank_tokens, "batch_size": runtime.batch_size,
+        "max_batch_tokens": runtime.max_batch_tokens, "retrieval_threads": runtime.retrieval_threads,
+    }  # fmt: skip
+    for name, value in positive.items():
+        if value < 1:
+            raise RalmInputError(f"--{name.replace('_', '-')}: must be at least 1, got {value}")
+    if window.max_length is not None and window.max_length < 2:
+        raise RalmInputError(f"--max-length: must be at least 2, got {window.max_length}")
+    if no_retrieval and (reranking.reranker != "none" or reranking.rerank_lm):
+        raise RalmInputError(f"--no-retrieval: cannot be combined with --reranker {reranking.reranker}")
+    if not no_retrieval and index is None:
+        raise RalmInputError("--index: required unless --no-retrieval")
+    if reranking.rerank_lm and reranking.reranker != "zero-shot":
+        raise RalmInputError("--rerank-lm: only used with --reranker zero-shot")
+
+
+def _check_lengths(
+    max_length: int, stride: int, max_passage_tokens: int, retrieval: bool, rank_tokens: int
+) -> None:
+    """Every input must hold a whole passage, the targets and (same-LM zero-shot) the ranking tokens."""
+    if stride > max_length:
+        raise RalmInputError(f"--stride {stride}: larger than --max-length {max_length}")
+    if not retrieval:
+        return
+    needed = max_passage_tokens + stride + rank_tokens
+    if max_length < needed:
+        parts = f"a {max_passage_tokens}-token passage and {stride} target tokens"
+        if rank_tokens:
+            parts += f" and {rank_tokens} ranking tokens"
+        raise RalmInputError(
+            f"--max-length {max_length}: too small to hold {parts}; lower --max-passage-tokens"
+        )
+
+
+def _prepare_output(output: Path) -> None:
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+        probe = output / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as err:
+        raise RalmInputError(f"{output}: output folder is not writable ({err.strerror or err})") from None
+
+
+def eval_ppl(
+    text: str,
+    lm: str,
+    output: str,
+    index: str | None = None,
+    passages: str | None = None,
+    no_retrieval: bool = False,
+    gguf_file: str | None = None,
+    text_field: str = "text",
+    max_tokens: int | None = None,
+    retrieval_cache: str | None = None,
+    sweep: str | None = None,
+    window: Windowing = _WINDOWING,
+    reranking: Reranking = _RERANKING,
+    runtime: Runtime = _RUNTIME,
+    progress: bool = True,
+) -> dict:
+    """Strided In-Context RALM perplexity (Ram et al. 2023) of a text under a frozen LM.
+
+    Args:
+        text: Evaluation text: a text file, JSONL documents, or a `datasets` folder.
+        lm: Hugging Face id, model folder, or .gguf file of the frozen LM.
+        output: Folder for results.json and windows.jsonl (per point of a sweep: OUTPUT/stride=8/...).
+        index: Index folder built by `ralm index` (not needed with --no-retrieval).
+        passages: The index's passages file, checked against the index (a stale or foreign index is an error).
+        no_retrieval: The baseline: the LM alone, same windows.
+        gguf_file: GGUF file name inside the LM folder, if any.
+        text_field: Text column of a JSONL or datasets input.
+        max_tokens: Evaluate only the first MAX_TOKENS tokens of the text (quick runs).
+        retrieval_cache: Retrieval cache file (default: under $RALM_CACHE, keyed by the index).
+        sweep: Run several points sharing one retrieval pass, e.g. stride=4,8,16,32 or query-tokens=16,32,64.
+        progress: Show a progress bar.
+    """
+    from ralm.eval.ppl_run import PplOptions, evaluate
+    from ralm.eval.retrieval_cache import default_cache_path
+    from ralm.lm.loading import load_lm
+
+    started = time.perf_counter()
+    _check_options(window, reranking, runtime, no_retrieval, index)
+    plan: Sweep | None = parse_sweep(sweep) if sweep else None
+    if max_tokens is not None and max_tokens < 2:
+        raise RalmInputError(f"--max-tokens: must be at least 2, got {max_tokens}")
+    out = Path(output)
+    _prepare_output(out)
+    raw = read_eval_text(text, text_field)
+
+    retriever = reranker_model = None
+    if no_retrieval:
+        mode = "no-retrieval"
+    else:
+        from ralm.retrieval.index import open_index
+
+        retriever = open_index(index, passages) if passages else open_index(index)
+        mode = {"none": "bm25", "zero-shot": "zero-shot", "oracle": "oracle"}.get(
+            reranking.reranker, "trained"
+        )
+        if mode == "trained":
+            if not Path(reranking.reranker).is_dir():
+                raise RalmInputError(
+                    f"--reranker {reranking.reranker!r}: expected none, zero-shot, oracle or a reranker folder"
+                )
+            from ralm.rerank.inference import PredictiveReranker
+
+            reranker_model = PredictiveReranker.from_pretrained(reranking.reranker, device=runtime.device)
+
+    model = load_lm(lm, device=runtime.device, dtype=runtime.dtype, gguf_file=gguf_file)
+    max_length = min(window.max_length or PAPER_MAX_LENGTH, model.max_length)
+    strides = plan.values if plan and plan.field == "stride" else (window.stride,)
+    query_lengths = plan.values if plan and plan.field == "query_tokens" else (window.query_tokens,)
+    same_lm_zero_shot = mode == "zero-shot" and not reranking.rerank_lm
+    for stride in strides:
+        rank_tokens = reranking.rank_tokens if same_lm_zero_shot else 0
+        _check_lengths(max_length, stride, window.max_passage_tokens, mode != "no-retrieval", rank_tokens)
+    rerank_lm = None
+    rerank_max_length = max_length
+    if reranking.rerank_lm:
+        rerank_lm = load_lm(reranking.rerank_lm, device=runtime.device, dtype=runtime.dtype)
+        rerank_max_length = min(window.max_length or PAPER_MAX_LENGTH, rerank_lm.max_length)
+        if rerank_max_length < window.max_passage_tokens + reranking.rank_tokens:
+            raise RalmInputError(
+                f"--rerank-lm {reranking.rerank_lm}: its {rerank_max_length} tokens cannot hold a"
+                f" {window.max_passage_tokens}-token passage and {reranking.rank_tokens} ranking tokens"
+            )
+
+    options = PplOptions(
+        strides=tuple(strides), query_lengths=tuple(query_lengths), max_length=max_length,
+        max_passage_tokens=window.max_passage_tokens, k=reranking.k, rank_tokens=reranking.rank_tokens,
+        batch_size=runtime.batch_size, max_batch_tokens=runtime.max_batch_tokens,
+        retrieval_threads=runtime.retrieval_threads, mode=mode, reranker=reranking.reranker,
+        rerank_lm=reranking.rerank_lm, max_tokens=max_tokens, text_field=text_field,
+    )  # fmt: skip
+    cache_path = None
+    if retriever is not None:
+        cache_path = Path(retrieval_cache) if retrieval_cache else default_cache_path(retriever.meta)
+    summaries = evaluate(
+        model, raw, str(text), options, out, retriever=retriever, index_dir=index, reranker=reranker_model,
+        rerank_lm=rerank_lm, rerank_max_length=rerank_max_length, cache_path=cache_path, sweep=plan,
+        progress=progress, started=started,
+    )  # fmt: skip
+    for _, point_dir, results in summaries:
+        _print_summary(results, point_dir)
+
+    if plan is None:
+        return summaries[0][2]
+    sweep_points = [
+        {"value": p[0] if plan.field == "stride" else p[1], "dir": str(d), **r["metrics"]}
+        for p, d, r in summaries
+    ]
+    sweep_results = {"field": plan.field, "values": list(plan.values), "points": sweep_points}
+    from ralm.eval.ppl_outputs import write_json_atomic
+
+    write_json_atomic(out / "sweep.json", sweep_results)
+    plot_sweep(plan, sweep_points, out / "sweep.png")
+    print(f"sweep: {out / 'sweep.json'} and {out / 'sweep.png'}")
+    return sweep_results
+
+
+def _print_summary(results: dict, out_dir: Path) -> None:
+    m, c, t = results["metrics"], results["counts"], results["timings"]
+    cfg = results["config"]
+    lines = [
+        f"ralm eval ppl: {cfg['mode']} (s={cfg['stride']}, ℓ={cfg['query_tokens']}, max_length={cfg['max_length']})",
+        f"  token perplexity {m['token_ppl']:.4f} over {m['scored_tokens']} scored tokens",
+        f"  word perplexity  {m['word_ppl']:.4f} over {c['words']} words"
+        f" (eval_lm.py divisors: {m['word_ppl_eval_lm'] or float('nan'):.4f} words, {m['token_ppl_eval_lm']:.4f} tokens)",
+        f"  windows {c['windows']}, with a passage {c['windows_with_passage']} (rate {m['retrieval_rate']:.3f})",
+        f"  scoring {t['scoring_s']:.1f}s ({(t['tokens_per_s'] or 0):.1f} tok/s), retrieval {t['retrieval_s']:.1f}s",
+        f"  -> {out_dir / 'results.json'}",
+    ]
+    print("\n".join(lines))
+
+
+def build_parser():
+    return parser_for(eval_ppl, prog="ralm eval ppl")
+
+
+def main(argv: list[str] | None = None) -> None:
+    call_with_args(eval_ppl, build_parser(), argv)

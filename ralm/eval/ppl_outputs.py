@@ -1,0 +1,122 @@
+"""Files of ``ralm eval ppl`` (docs/formats.md §6): ``results.json`` and per-window ``windows.jsonl``.
+
+Per-window lines are appended to ``windows.jsonl.partial`` as chunks finish; its first line holds a key of
+the run's configuration, so a killed run with the same configuration resumes where it stopped and a run
+with another configuration starts over. When all windows are done the file is renamed to ``windows.jsonl``
+and ``results.json`` is written under a temporary name and renamed: nothing half-written is left behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+RESULTS_FORMAT = "ralm-eval-ppl/1"
+WINDOWS_FILE = "windows.jsonl"
+RESULTS_FILE = "results.json"
+
+
+def config_key(config: dict) -> str:
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def write_json_atomic(path: Path, value: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(value, f, indent=2, default=str)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+class WindowLog:
+    """Append-only per-window records with resume by configuration key."""
+
+    def __init__(self, out_dir: Path, key: str):
+        self.partial = out_dir / f"{WINDOWS_FILE}.partial"
+        self.final = out_dir / WINDOWS_FILE
+        self.key = key
+        self.done: dict[int, dict] = {}
+        if self.partial.is_file():
+            self._load()
+        if not self.done:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            with open(self.partial, "w", encoding="utf-8") as f:
+                f.write(json.dumps({"config_key": key}) + "\n")
+
+    def _load(self) -> None:
+        with open(self.partial, encoding="utf-8") as f:
+            lines = f.read().split("\n")
+        try:
+            header = json.loads(lines[0])
+        except (json.JSONDecodeError, IndexError):
+            return
+        if header.get("config_key") != self.key:
+            return
+        # The last line may be cut short by a kill mid-write; every complete line is a finished window.
+        for line in lines[1:]:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                break
+            self.done[row["window"]] = row
+        # Drop the torn tail so later appends start on a clean line.
+        with open(self.partial, "w", encoding="utf-8") as f:
+            f.write(json.dumps(header) + "\n")
+            for row in self.done.values():
+                f.write(json.dumps(row) + "\n")
+
+    def append(self, rows: Iterable[dict]) -> None:
+        with open(self.partial, "a", encoding="utf-8") as f:
+            for row in rows:
+                self.done[row["window"]] = row
+                f.write(json.dumps(row) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def finish(self) -> list[dict]:
+        """All rows in window order, written to ``windows.jsonl`` (atomic rename of a complete file)."""
+        rows = [self.done[i] for i in sorted(self.done)]
+        fd, tmp = tempfile.mkstemp(prefix=f".{WINDOWS_FILE}.", dir=self.final.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            for row in rows:
+                f.write(json.dumps(row) + "\n")
+        os.replace(tmp, self.final)
+        self.partial.unlink(missing_ok=True)
+        return rows
+
+
+def perplexity_metrics(rows: list[dict], num_tokens: int, words: int, words_eval_lm: int) -> dict:
+    """Token and word perplexity, and the divisors eval_lm.py used for its published numbers.
+
+    eval_lm.py divides the total NLL by ``text.count(" ")`` (word level) or by all N tokens (token level,
+    although the first token is never scored); both are given beside the honest divisors.
+    """
+    total = math.fsum(r["nll"] for r in rows)
+    scored = sum(r["num_targets"] for r in rows)
+    retrieving = [r for r in rows if r["window"] > 0]
+    with_passage = sum(1 for r in retrieving if r["passage_id"] is not None)
+
+    def ppl(divisor: int) -> float | None:
+        return math.exp(total / divisor) if divisor > 0 else None
+
+    return {
+        "total_nll": total,
+        "scored_tokens": scored,
+        "token_ppl": ppl(scored),
+        "word_ppl": ppl(words),
+        "token_ppl_eval_lm": ppl(num_tokens),
+        "word_ppl_eval_lm": ppl(words_eval_lm),
+        "windows": len(rows),
+        "retrieval_rate": with_passage / len(retrieving) if retrieving else 0.0,
+    }

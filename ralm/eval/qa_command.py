@@ -1,0 +1,134 @@
+"""`ralm eval qa`: the RALM paper's open-domain QA, closed book (``--docs 0``) or open book.
+
+Passages come from a DPR-format results file (``ctxs`` with each question) or are retrieved on the fly
+from ``--index`` (optionally reranked). Writes ``predictions.jsonl`` (resumable), ``run.json`` and
+``results.json`` (exact match, has-answer rate of the passages shown) into ``--output``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+from jsonargparse import ArgumentParser
+from tqdm import tqdm
+
+from ralm.command_args import call_with_args, parser_for
+from ralm.errors import RalmInputError
+from ralm.eval.qa import QARunner
+from ralm.eval.qa_data import load_examples
+from ralm.eval.qa_predictions import RESULTS, PredictionWriter, mean_of, write_json_atomic
+from ralm.eval.qa_retrieval import open_source
+
+
+def eval_qa(
+    data: str,
+    output: str,
+    lm: str,
+    docs: int = 2,
+    index: str | None = None,
+    passages: str | None = None,
+    format: str = "auto",
+    split: str = "dev",
+    rerank: str = "none",
+    candidates: int = 16,
+    max_new_tokens: int = 10,
+    max_length: int = 1024,
+    batch_size: int = 8,
+    limit: int | None = None,
+    device: str = "auto",
+    dtype: str = "auto",
+    gguf_file: str | None = None,
+    overwrite: bool = False,
+) -> dict:
+    """Open-domain QA with a frozen LM: closed book (docs 0) or the top `docs` passages in the prompt.
+
+    Args:
+        data: Questions: JSONL {id, question, answers}, a DPR results file (question, answers, ctxs) or a
+            2WikiMultihopQA / StrategyQA / ASQA file.
+        output: Folder for predictions.jsonl, run.json and results.json (a rerun resumes).
+        lm: Hugging Face id or folder of the causal LM, or a .gguf file.
+        docs: Passages shown to the LM (0: closed book).
+        index: Index folder to retrieve from when the data carries no ctxs.
+        passages: Passages JSONL of the index, when it moved since indexing.
+        format: Input format: auto, jsonl, 2wiki, strategyqa, asqa or dpr.
+        split: ASQA split to read.
+        rerank: none, zero-shot (the LM scores each candidate) or a trained reranker folder.
+        candidates: BM25 candidates handed to the reranker.
+        max_new_tokens: Greedy tokens generated per answer (the paper: 10).
+        max_length: Context cap in tokens (the LM's own context if smaller).
+        batch_size: Examples decoded together.
+        limit: Only the first this many examples.
+        device: auto (cuda when available), cpu or cuda[:n].
+        dtype: auto (bf16 on cuda, fp32 on cpu), float32, bfloat16 or float16.
+        gguf_file: GGUF file name inside the `lm` folder.
+        overwrite: Discard predictions already in `output` instead of resuming.
+    """
+    if docs < 0:
+        raise RalmInputError(f"--docs must be 0 or more, got {docs}")
+    if max_new_tokens < 1 or batch_size < 1:
+        raise RalmInputError("--max-new-tokens and --batch-size must be at least 1")
+    examples = load_examples(data, format, split, limit)
+    if docs > 0 and index is None:
+        missing = next((ex for ex in examples if ex.ctxs is None), None)
+        if missing is not None:
+            raise RalmInputError(f"{data}: example '{missing.id}' has no ctxs; give --index or --docs 0")
+    settings = {
+        "command": "eval qa", "data": str(Path(data).resolve()), "lm": lm, "docs": docs, "index": index,
+        "format": format, "split": split, "rerank": rerank, "candidates": candidates,
+        "max_new_tokens": max_new_tokens, "max_length": max_length,
+    }  # fmt: skip
+    writer = PredictionWriter(output, settings, overwrite=overwrite)
+    todo = [ex for ex in examples if ex.id not in writer.done]
+
+    from ralm.lm.loading import load_lm
+
+    model = load_lm(lm, device=device, dtype=dtype, gguf_file=gguf_file)
+    source = open_source(index, model, rerank, candidates, max_length, passages) if docs > 0 else None
+    runner = QARunner(model, docs=docs, source=source, max_new_tokens=max_new_tokens, max_length=max_length)
+    runner.check(examples)
+    start = time.perf_counter()
+    with writer, tqdm(total=len(examples), initial=len(examples) - len(todo), desc="qa") as bar:
+        for i in range(0, len(todo), batch_size):
+            chunk = todo[i : i + batch_size]
+            for record in runner.answer_batch(chunk):
+                writer.write(record)
+            bar.update(len(chunk))
+        records = writer.records([ex.id for ex in examples])
+    results = {
+        "format": "ralm-eval-qa/1",
+        "config": settings,
+        "examples": len(examples),
+        "done": len(records),
+        "metrics": {
+            "em": mean_of(records, "em"),
+            "has_answer": mean_of(records, "has_answer"),
+            "seconds_per_example": mean_of(records, "seconds"),
+        },
+        "passages_cut": runner.fitter.cuts,
+        "timings": {
+            "seconds": time.perf_counter() - start,
+            "device": str(model.device),
+            "dtype": str(model.dtype),
+        },
+    }
+    write_json_atomic(Path(output) / RESULTS, results)
+    m = results["metrics"]
+    book = "closed book" if docs == 0 else f"open book, {docs} passages"
+    has = f"  has-answer {m['has_answer']:.3f}" if m["has_answer"] is not None else ""
+    print(f"qa ({book}) {len(records)} examples: EM {m['em']:.3f}{has}  -> {Path(output) / RESULTS}")
+    return results
+
+
+def build_parser() -> ArgumentParser:
+    return parser_for(eval_qa, prog="ralm eval qa")
+
+
+def main(argv: list[str] | None = None) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    call_with_args(eval_qa, build_parser(), argv)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""Resumable per-example predictions and the atomic ``results.json`` of `ralm eval qa` and `ralm eval flare`.
+
+Each finished example is appended to ``predictions.jsonl`` and flushed to disk at once, so a killed run
+loses at most the example it was on. ``run.json`` records the settings that change predictions; rerunning
+into the same folder skips the ids already written when the settings match, and refuses to mix runs when
+they differ. A torn last line (a kill mid-write) is dropped on resume. ``results.json`` is written to a
+temporary name and renamed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ralm.errors import RalmInputError
+
+PREDICTIONS = "predictions.jsonl"
+RUN = "run.json"
+RESULTS = "results.json"
+
+
+def write_json_atomic(path: Path, payload: Any) -> None:
+    """Write JSON to a temporary file beside `path`, then rename it over `path`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(payload, f, indent=2, ensure_ascii=False)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class PredictionWriter:
+    """Appends one JSON line per finished example; knows which example ids are already done."""
+
+    def __init__(self, out_dir: str | Path, settings: dict, overwrite: bool = False):
+        self.out_dir = Path(out_dir)
+        self.path = self.out_dir / PREDICTIONS
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        run_path = self.out_dir / RUN
+        if overwrite:
+            self.path.unlink(missing_ok=True)
+            (self.out_dir / RESULTS).unlink(missing_ok=True)
+        elif run_path.exists() and self.path.exists():
+            previous = json.loads(run_path.read_text(encoding="utf-8"))
+            if previous != json.loads(json.dumps(settings)):
+                changed = sorted(
+                    k for k in set(previous) | set(settings) if previous.get(k) != settings.get(k)
+                )
+                raise RalmInputError(
+                    f"{self.out_dir}: holds predictions made with other settings ({', '.join(changed)}); "
+                    "use another --output or --overwrite true"
+                )
+        write_json_atomic(run_path, settings)
+        self.done: dict[str, dict] = self._read_done()
+        self._file = open(self.path, "a", encoding="utf-8")
+
+    def _read_done(self) -> dict[str, dict]:
+        if not self.path.exists():
+            return {}
+        done, good_bytes = {}, 0
+        with open(self.path, "rb") as f:
+            for raw in f:
+                try:
+                    record = json.loads(raw)
+                except json.JSONDecodeError:
+                    break  # a torn last line from a killed run: drop it and everything after
+                if not raw.endswith(b"\n"):
+                    break
+                done[str(record["id"])] = record
+                good_bytes += len(raw)
+        if good_bytes != self.path.stat().st_size:
+            with open(self.path, "r+b") as f:
+                f.truncate(good_bytes)
+        return done
+
+    def write(self, record: dict) -> None:
+        """Append and flush one finished example."""
+        self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self.done[str(record["id"])] = record
+
+    def close(self) -> None:
+        self._file.close()
+
+    def records(self, ids: Iterable[str]) -> list[dict]:
+        """The finished records for `ids`, in that order (examples not done are left out)."""
+        return [self.done[i] for i in ids if i in self.done]
+
+    def __enter__(self) -> PredictionWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def mean_of(records: list[dict], key: str) -> float | None:
+    """Mean of a per-example number over the records that have it (None when none has)."""
+    values = [r[key] for r in records if r.get(key) is not None]
+    return sum(values) / len(values) if values else None

@@ -1,0 +1,122 @@
+"""Prompts for open-domain QA (the RALM paper's, verbatim) and FLARE, and fitting passages into the context.
+
+The ODQA prompts are those of the RALM authors' ``eval_qa.py`` (PAPERS.md, paper appendix C): closed book
+``Answer these questions:\\nQ: {q}\\nA:``; open book the passages as ``{title}\\n\\n{text}`` blocks joined by
+blank lines, then ``Based on these texts`` (``this text`` for one passage) ``, answer these questions:``.
+Questions are normalised as there: a final "?" added, the first letter lower-cased.
+
+When a prompt does not fit the LM's context, the passages are cut (each keeps an equal share of the room
+left), never the question; the authors' script instead dropped tokens from the start of the prompt.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ralm.errors import RalmInputError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PromptPassage:
+    """A passage as shown in a prompt: its id (for traces), title and body text."""
+
+    id: str
+    title: str
+    text: str
+
+
+def normalize_question(question: str) -> str:
+    """As the RALM authors' ``normalize_question``: end with "?" and lower-case the first character."""
+    question = question.strip()
+    if not question.endswith("?"):
+        question += "?"
+    return question[0].lower() + question[1:]
+
+
+def ralm_qa_prompt(question: str, passages: Sequence[PromptPassage]) -> str:
+    """The paper's closed-book (no passages) or open-book prompt."""
+    q = normalize_question(question)
+    if not passages:
+        return f"Answer these questions:\nQ: {q}\nA:"
+    docs = "\n\n".join(f"{p.title}\n\n{p.text}" for p in passages)
+    which = "this text" if len(passages) == 1 else "these texts"
+    return f"{docs}\n\nBased on {which}, answer these questions:\nQ: {q}\nA:"
+
+
+def flare_prompt(
+    question: str, passages: Sequence[PromptPassage], exemplars: Sequence[tuple[str, str]]
+) -> str:
+    """FLARE's layout: few-shot exemplars, then the passages prepended to the user input, then the input.
+
+    The exemplars come first so that their KV cache is shared by every step, whatever was retrieved.
+    The answer is generated right after ``Answer:``.
+    """
+    shots = "".join(f"Question: {q}\nAnswer: {a}\n\n" for q, a in exemplars)
+    docs = ""
+    if passages:
+        docs = (
+            "Search results:\n"
+            + "".join(f"[{i + 1}] {p.title}: {p.text}\n" for i, p in enumerate(passages))
+            + "\n"
+        )
+    return f"{shots}{docs}Question: {question.strip()}\nAnswer:"
+
+
+class PassageFitter:
+    """Cuts passages so that ``render(passages)`` plus `reserve` new tokens fits in `max_length` tokens."""
+
+    def __init__(self, lm: Any, max_length: int):
+        self.lm = lm
+        self.max_length = max_length
+        self.cuts = 0
+        self._warned = False
+
+    def check_question_fits(
+        self, render: Callable[[Sequence[PromptPassage]], str], reserve: int, where: str
+    ) -> None:
+        """Raise when even the prompt without passages leaves no room (before any generation starts)."""
+        n = len(self.lm.encode(render([])))
+        if n + min(reserve, 1) > self.max_length:
+            raise RalmInputError(
+                f"{where}: the prompt without passages is {n} tokens, longer than the LM's context ({self.max_length})"
+            )
+
+    def fit(
+        self,
+        render: Callable[[Sequence[PromptPassage]], str],
+        passages: Sequence[PromptPassage],
+        reserve: int,
+    ) -> tuple[list[int], list[PromptPassage]]:
+        """Token ids of the rendered prompt and the (possibly cut) passages, leaving `reserve` tokens free."""
+        budget = self.max_length - reserve
+        ids = self.lm.encode(render(passages))
+        if len(ids) <= budget or not passages:
+            return ids, list(passages)
+        skeleton = len(self.lm.encode(render([PromptPassage(p.id, p.title, "") for p in passages])))
+        texts = [self.lm.encode(p.text) for p in passages]
+        share = max((budget - skeleton) // len(passages), 0)
+        while True:
+            cut = [
+                PromptPassage(p.id, p.title, self.lm.decode(t[:share]))
+                for p, t in zip(passages, texts, strict=True)
+            ]
+            ids = self.lm.encode(render(cut))
+            if len(ids) <= budget or share == 0:
+                break
+            # Re-tokenising the joined text can merge or split tokens at the cut: shrink until it fits.
+            share = max(share - max((len(ids) - budget) // len(passages), 1), 0)
+        self.cuts += 1
+        if not self._warned:
+            log.warning(
+                "prompts longer than the LM's context (%d tokens): passages are cut, never the question",
+                self.max_length,
+            )
+            self._warned = True
+        if share == 0 and len(ids) > budget:
+            return self.lm.encode(render([])), []
+        return ids, cut

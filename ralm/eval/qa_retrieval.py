@@ -1,0 +1,125 @@
+"""Passages for QA and FLARE: BM25 (or any index) candidates, optionally reranked, best first.
+
+Rerankers (``--rerank``):
+- ``none``: the index's own order; only ``docs`` passages are fetched.
+- ``zero-shot``: fetch ``candidates`` passages and order them by the LM's log-probability of the query given
+  each passage (the RALM paper's §6.1 rule, with the retrieval query as the scored continuation), through
+  ``ralm.lm.scoring.score_continuations``, the one scorer every stage uses.
+- a folder: a trained predictive reranker (``ralm.rerank.inference.PredictiveReranker``) scores each
+  candidate against the question plus the answer generated so far. If it was trained to abstain, the empty
+  passage is a candidate too and, when it ranks among the top ``docs``, fewer passages are shown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ralm.errors import RalmInputError
+from ralm.eval.qa_prompts import PromptPassage
+from ralm.retrieval.types import Hit
+
+
+def hit_to_passage(hit: Hit) -> PromptPassage:
+    """A retrieved hit as a prompt passage: the title line is shown apart from the body."""
+    body = hit.contents.split("\n", 1)[1] if "\n" in hit.contents else hit.contents
+    return PromptPassage(hit.id, hit.title, body)
+
+
+def ctx_to_passage(ctx: dict, index: int) -> PromptPassage:
+    """A DPR results ``ctxs`` entry as a prompt passage."""
+    return PromptPassage(str(ctx.get("id", index)), str(ctx.get("title", "")), ctx["text"])
+
+
+class PassageSource:
+    """Searches an index and reranks its candidates; counts searches for the results file."""
+
+    def __init__(
+        self,
+        retriever: Any,
+        lm: Any = None,
+        rerank: str = "none",
+        candidates: int = 16,
+        max_length: int = 1024,
+        max_passage_tokens: int = 256,
+    ):
+        self.retriever = retriever
+        self.lm = lm
+        self.rerank = rerank
+        self.candidates = candidates
+        self.max_length = max_length
+        self.max_passage_tokens = max_passage_tokens
+        self.searches = 0
+        self._reranker = None
+        if rerank not in ("none", "zero-shot"):
+            if not Path(rerank).is_dir():
+                raise RalmInputError(
+                    f"--rerank: expected none, zero-shot or a reranker folder, got '{rerank}'"
+                )
+            from ralm.rerank.inference import PredictiveReranker
+
+            self._reranker = PredictiveReranker.from_pretrained(rerank)
+
+    def search(self, queries: Sequence[str], contexts: Sequence[str], k: int) -> list[list[PromptPassage]]:
+        """The top `k` passages per query; `contexts` (question + answer so far) feed a trained reranker."""
+        self.searches += len(queries)
+        fetch = k if self.rerank == "none" else max(k, self.candidates)
+        hits = self.retriever.search(list(queries), fetch)
+        if self.rerank == "none":
+            return [[hit_to_passage(h) for h in row[:k]] for row in hits]
+        if self.rerank == "zero-shot":
+            scores = self._zero_shot_scores(queries, hits)
+        else:
+            scores = self._trained_scores(contexts, hits)
+        out = []
+        for row, row_scores in zip(hits, scores, strict=True):
+            # Stable sort: ties keep the retriever's order.
+            order = sorted(range(len(row_scores)), key=lambda i: -row_scores[i])[:k]
+            out.append([hit_to_passage(row[i]) for i in order if i < len(row)])  # index len(row) = abstain
+        return out
+
+    def _zero_shot_scores(self, queries: Sequence[str], hits: list[list[Hit]]) -> list[list[float]]:
+        from ralm.lm.scoring import ScoreRequest, score_continuations
+
+        requests, shape = [], []
+        for query, row in zip(queries, hits, strict=True):
+            target = self.lm.encode(" " + query.strip())
+            requests += [
+                ScoreRequest(passage=self.lm.encode(h.contents), prefix=[], target=target) for h in row
+            ]
+            shape.append(len(row))
+        logprobs = score_continuations(
+            self.lm, requests, max_length=self.max_length, max_passage_tokens=self.max_passage_tokens
+        )
+        flat = [float(t.sum()) for t in logprobs]
+        out, start = [], 0
+        for n in shape:
+            out.append(flat[start : start + n])
+            start += n
+        return out
+
+    def _trained_scores(self, contexts: Sequence[str], hits: list[list[Hit]]) -> list[list[float]]:
+        candidates = [[h.contents for h in row] for row in hits]
+        if getattr(self._reranker, "abstain", False):
+            candidates = [c + [""] for c in candidates]  # the empty passage sits at index len(row)
+        return self._reranker.score(list(contexts), candidates)
+
+
+def open_source(
+    index: str | None,
+    lm: Any,
+    rerank: str,
+    candidates: int,
+    max_length: int,
+    passages: str | None = None,
+) -> PassageSource | None:
+    """Open `index` (None: no retrieval) and wrap it with the chosen reranker."""
+    if index is None:
+        if rerank != "none":
+            raise RalmInputError("--rerank needs --index")
+        return None
+    from ralm.retrieval.index import open_index
+
+    retriever = open_index(index, passages_path=passages) if passages else open_index(index)
+    return PassageSource(retriever, lm=lm, rerank=rerank, candidates=candidates, max_length=max_length)

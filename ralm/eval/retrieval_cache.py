@@ -1,0 +1,110 @@
+"""Retrieval results of an eval run, cached in a JSONL file keyed by query *text*.
+
+Keys are characters, not token offsets (the authors' ``prepare_retrieval_data.py`` stores token offsets,
+tying its file to one tokenizer), so a second LM, reranker, stride or sweep point reuses every query it
+shares with an earlier run. The file is tied to one index: its first line records the index identity and
+``k``; a file for another index or a smaller ``k`` is not reused. Writes go to a temporary name first.
+
+Line 1: ``{"format": "ralm-eval-retrieval/1", "index": {...}, "index_key": str, "k": int}``;
+then one line per query: ``{"query": str, "hits": [{"id", "score", "contents", "title", "doc_id"}]}``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from ralm.retrieval.types import Hit, Retriever
+
+FORMAT = "ralm-eval-retrieval/1"
+# Fields of ralm_index.json that do not change what a search returns.
+_VOLATILE = {"created", "passages_path", "ralm_version"}
+
+
+def index_key(meta: dict) -> str:
+    """A short hash of what makes an index's answers what they are (backend, analyzer, passages hash)."""
+    stable = {k: v for k, v in meta.items() if k not in _VOLATILE}
+    return hashlib.sha256(json.dumps(stable, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def default_cache_path(meta: dict) -> Path:
+    from ralm.lm.loading import cache_root
+
+    return cache_root() / "retrieval" / f"{index_key(meta)}.jsonl"
+
+
+def _hit_json(hit: Hit) -> dict:
+    return {
+        "id": hit.id,
+        "score": hit.score,
+        "contents": hit.contents,
+        "title": hit.title,
+        "doc_id": hit.doc_id,
+    }
+
+
+def read_cache(path: Path, meta: dict, k: int) -> dict[str, list[Hit]]:
+    """Cached hits by query, or {} when the file is missing, for another index, or holds fewer than k hits."""
+    if not path.is_file():
+        return {}
+    with open(path, encoding="utf-8") as f:
+        try:
+            header = json.loads(f.readline())
+        except json.JSONDecodeError:
+            return {}
+        if (
+            header.get("format") != FORMAT
+            or header.get("index_key") != index_key(meta)
+            or header.get("k", 0) < k
+        ):
+            return {}
+        cached = {}
+        for line in f:
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            cached[row["query"]] = [Hit(**h) for h in row["hits"][:k]]
+    return cached
+
+
+def write_cache(path: Path, meta: dict, k: int, results: dict[str, list[Hit]]) -> None:
+    """Write all `results` atomically (temporary file in the same folder, then rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    header = {"format": FORMAT, "index": meta, "index_key": index_key(meta), "k": k}
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(json.dumps(header, default=str) + "\n")
+            for query, hits in results.items():
+                f.write(json.dumps({"query": query, "hits": [_hit_json(h) for h in hits]}) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def retrieve_cached(
+    retriever: Retriever,
+    queries: Sequence[str],
+    k: int,
+    cache_path: Path | None,
+    threads: int = 1,
+) -> tuple[dict[str, list[Hit]], int]:
+    """Top-k hits for every distinct query; the missing ones in ONE batched search call.
+
+    Returns (hits by query, number of queries searched now). With `cache_path` None nothing is cached.
+    """
+    cached = read_cache(cache_path, retriever.meta, k) if cache_path is not None else {}
+    missing = list(dict.fromkeys(q for q in queries if q not in cached))
+    if missing:
+        found = retriever.search(missing, k, threads=threads)
+        for query, hits in zip(missing, found, strict=True):
+            cached[query] = list(hits)
+        if cache_path is not None:
+            write_cache(cache_path, retriever.meta, k, cached)
+    return {q: cached[q] for q in dict.fromkeys(queries)}, len(missing)

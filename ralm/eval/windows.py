@@ -1,0 +1,80 @@
+"""The strided windows of In-Context RALM perplexity, exactly as the authors' ``eval_lm.py`` lays them out.
+
+For ``begin in range(0, N, stride)``: ``end = min(begin + max_length, N)``, the window scores the tokens
+``prev_end .. end - 1`` (``trg_len = end - prev_end``) and the loop stops once ``end == N``. Window 0
+retrieves nothing and scores all of its tokens but the first (which has no context); every later window
+retrieves with a query made of the ``ℓ`` tokens before ``prev_end`` (Ram et al. 2023, eq. 4).
+
+Two departures from the reference script, both where it is broken:
+- text shorter than one window is scored (the script's slicing crashes there);
+- a passage replaces the first positions of a window's *context* only, never the tokens the script would
+  also overwrite when the passage is longer than the context: then the passage sits right before the
+  targets (the script silently conditions on a passage that covers the tokens just before them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Window:
+    """One scoring step: context ``tokens[begin:target_start]``, targets ``tokens[target_start:end]``."""
+
+    index: int
+    begin: int
+    end: int
+    prev_end: int
+    """Where this window's new tokens start (the previous window's end); queries end here."""
+
+    @property
+    def target_start(self) -> int:
+        # A target run as long as the window (window 0, or stride == max_length) leaves its first token
+        # without context: eval_lm.py scores max_length - 1 tokens then, as plain chunked perplexity does.
+        return max(self.prev_end, self.begin + 1)
+
+    @property
+    def num_targets(self) -> int:
+        return self.end - self.target_start
+
+    @property
+    def retrieves(self) -> bool:
+        """Window 0 never retrieves (there is no prefix to make a query from)."""
+        return self.index > 0
+
+    def context_start(self, passage_len: int) -> int:
+        """First context token kept once a `passage_len`-token passage takes the window's first positions."""
+        return min(self.begin + passage_len, self.target_start)
+
+    def query_span(self, query_tokens: int) -> tuple[int, int]:
+        """Token span of the retrieval query: the last ℓ tokens before ``prev_end`` (from the whole prefix)."""
+        return max(0, self.prev_end - query_tokens), self.prev_end
+
+
+def strided_windows(num_tokens: int, max_length: int, stride: int) -> list[Window]:
+    """The windows eval_lm.py evaluates for a text of `num_tokens` tokens."""
+    if stride < 1 or max_length < 2 or stride > max_length:
+        raise ValueError(
+            f"need 1 <= stride <= max_length and max_length >= 2 (stride {stride}, max_length {max_length})"
+        )
+    windows: list[Window] = []
+    prev_end = 0
+    for begin in range(0, num_tokens, stride):
+        end = min(begin + max_length, num_tokens)
+        windows.append(Window(index=len(windows), begin=begin, end=end, prev_end=prev_end))
+        prev_end = end
+        if end == num_tokens:
+            break
+    return windows
+
+
+def ranking_span(window: Window, rank_tokens: int, max_passage_tokens: int) -> tuple[int, int]:
+    """Tokens ``y'`` a zero-shot reranker scores: the `rank_tokens` just before the targets (§6.1).
+
+    Kept inside the part of the context that no passage of up to `max_passage_tokens` can cover, so the
+    same forward pass that ranks a candidate also gives its target log-probabilities under exactly the
+    input the final scoring uses (eval_lm.py does the same when the context is long enough, which at the
+    paper's 1024 tokens and 256-token passages it always is).
+    """
+    start = max(window.target_start - rank_tokens, window.context_start(max_passage_tokens))
+    return start, window.target_start

@@ -1,0 +1,208 @@
+"""Load a frozen causal LM (Hugging Face id, local folder, or GGUF file) with device and dtype chosen at run time.
+
+A GGUF file (the offline SmolLM2 of ASSETS.md) is dequantised once and cached as an ordinary Hugging Face
+folder under ``$RALM_CACHE`` (default ``~/.cache/ralm``), keyed by the file's SHA-256, so later loads take
+seconds instead of the 12-18 s dequantisation. Nothing here assumes GPT-2: BOS, padding and vocabulary all
+come from the model's own config and tokenizer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ralm.errors import RalmInputError
+
+_DTYPES = {
+    "float32": torch.float32,
+    "fp32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+}
+
+
+def resolve_device(device: str | torch.device = "auto") -> torch.device:
+    """``"auto"`` is the first CUDA device when one is visible, else the CPU."""
+    if str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def resolve_dtype(dtype: str | torch.dtype = "auto", device: torch.device | None = None) -> torch.dtype:
+    """``"auto"`` is bf16 on a GPU that supports it and fp32 elsewhere (CPU bf16 matmuls are slow and lossy)."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype == "auto":
+        device = device or resolve_device("auto")
+        if device.type == "cuda" and torch.cuda.is_bf16_supported():
+            return torch.bfloat16
+        return torch.float32
+    if dtype not in _DTYPES:
+        raise RalmInputError(f"--dtype {dtype!r}: expected auto or one of {sorted(_DTYPES)}")
+    return _DTYPES[dtype]
+
+
+def _context_length(config: Any) -> int | None:
+    """The model's positional limit from its config, under whichever name the architecture uses."""
+    for name in ("max_position_embeddings", "n_positions", "n_ctx", "seq_length", "max_sequence_length"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+@dataclass
+class FrozenLM:
+    """A causal LM in eval mode with gradients off, plus the tokenizer that goes with it.
+
+    ``max_length`` is the model's own context (callers cap it, e.g. at 1024 as the paper did).
+    ``encode`` never adds special tokens: In-Context RALM concatenates passage and prefix token lists
+    itself, and a BOS in the middle of an input would change what is scored.
+    """
+
+    model: Any
+    tokenizer: Any
+    device: torch.device
+    dtype: torch.dtype
+    name: str
+    max_length: int
+    extra: dict = field(default_factory=dict)
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of `text` with no special tokens."""
+        return list(self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        """``encode`` for many texts in one tokenizer call (the fast tokenizers batch in Rust)."""
+        if not texts:
+            return []
+        out = self.tokenizer(list(texts), add_special_tokens=False, verbose=False)["input_ids"]
+        return [list(ids) for ids in out]
+
+    def decode(self, ids: list[int]) -> str:
+        """Text of `ids` as the tokenizer decodes it (the form queries are made from)."""
+        return self.tokenizer.decode(list(ids))
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.model.get_output_embeddings().weight.shape[0])
+
+
+def cache_root() -> Path:
+    """Where converted weights are kept: ``$RALM_CACHE`` or ``~/.cache/ralm``."""
+    return Path(os.environ.get("RALM_CACHE") or Path.home() / ".cache" / "ralm")
+
+
+def file_sha256(path: Path, chunk: int = 1 << 22) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def convert_gguf(gguf_path: Path) -> Path:
+    """Dequantise a GGUF file to an fp32 Hugging Face folder once; return the cached folder.
+
+    The folder is written under a temporary name and renamed into place, so a killed conversion leaves
+    nothing that a later run would mistake for a finished one, and two concurrent runs cannot mix files.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf_path = Path(gguf_path)
+    if not gguf_path.is_file():
+        raise RalmInputError(f"{gguf_path}: GGUF file not found")
+    target = cache_root() / "gguf" / f"{gguf_path.stem}-{file_sha256(gguf_path)[:16]}"
+    if (target / "config.json").is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    folder, name = str(gguf_path.parent), gguf_path.name
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
+    # The dequantised weights are plain fp32; a stale quantization_config would make from_pretrained
+    # try to quantise them again on reload.
+    model.config.quantization_config = None
+    if getattr(model, "hf_quantizer", None) is not None:  # transformers 5 refuses to save "gguf-quantised"
+        model.hf_quantizer = None
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        try:
+            os.rename(tmp, target)
+        except OSError:
+            if not (target / "config.json").is_file():  # not a lost race with another process
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def _split_gguf(name_or_path: str, gguf_file: str | None) -> tuple[str, str | None]:
+    """Accept ``file.gguf`` as well as ``folder`` + ``gguf_file``; return (folder or id, gguf path or None)."""
+    if gguf_file is not None:
+        path = Path(gguf_file)
+        if not path.is_absolute():
+            path = Path(name_or_path) / gguf_file
+        return name_or_path, str(path)
+    if name_or_path.endswith(".gguf"):
+        return str(Path(name_or_path).parent), name_or_path
+    return name_or_path, None
+
+
+def load_lm(
+    name_or_path: str | os.PathLike,
+    *,
+    device: str | torch.device = "auto",
+    dtype: str | torch.dtype = "auto",
+    gguf_file: str | None = None,
+) -> FrozenLM:
+    """A frozen causal LM by Hugging Face id, local folder, or GGUF file (converted once and cached).
+
+    SDPA attention is requested (the fast fused kernels on CPU and GPU); an architecture without it falls
+    back to its default attention.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    name_or_path = str(name_or_path)
+    _, gguf_path = _split_gguf(name_or_path, gguf_file)
+    folder = str(convert_gguf(Path(gguf_path))) if gguf_path else name_or_path
+    # A hub id is "org/name", so only an absolute or ./-relative path is known to be a local folder.
+    if not gguf_path and (Path(folder).is_absolute() or folder.startswith(".")) and not Path(folder).exists():
+        raise RalmInputError(f"{name_or_path}: model folder not found")
+    if Path(folder).is_dir() and not (Path(folder) / "config.json").is_file():
+        raise RalmInputError(f"{folder}: not a Hugging Face model folder (no config.json)")
+
+    torch_device = resolve_device(device)
+    torch_dtype = resolve_dtype(dtype, torch_device)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch_dtype, attn_implementation="sdpa")
+    except (ValueError, ImportError):  # an architecture without an SDPA implementation
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch_dtype)
+    model.to(torch_device).eval().requires_grad_(False)
+
+    context = _context_length(model.config)
+    tokenizer_limit = getattr(tokenizer, "model_max_length", None)
+    if context is None and isinstance(tokenizer_limit, int) and tokenizer_limit < 10**9:
+        context = tokenizer_limit
+    if context is None:
+        raise RalmInputError(f"{name_or_path}: cannot tell the model's context length from its config")
+    return FrozenLM(
+        model=model,
+        tokenizer=tokenizer,
+        device=torch_device,
+        dtype=torch_dtype,
+        name=name_or_path,
+        max_length=context,
+        extra={"folder": folder, "gguf_file": gguf_path},
+    )

@@ -1,0 +1,154 @@
+"""Per-token log-probabilities of target tokens given [passage; prefix], for a frozen causal LM.
+
+``compose`` is the one rule every stage uses to build an In-Context RALM input (Ram et al. 2023, §3):
+the passage is cut to ``max_passage_tokens``, prepended with no separator, and prefix tokens are dropped
+from the start until passage + prefix + target fit in ``max_length``.
+
+``score_continuations`` is the fast path: requests are sorted by length and batched (right padding, so
+every real token keeps positions 0..n-1 and, under the causal mask, never sees a pad: no attention mask or
+position ids are needed and SDPA takes its causal fast path); the LM head is applied only at the positions
+that predict target tokens (``logits_to_keep``), which at stride 4 skips >99% of the vocabulary projection.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from ralm.lm.loading import FrozenLM
+
+
+@dataclass(frozen=True)
+class ScoreRequest:
+    """Token ids (no special tokens) of one scoring input; ``target`` is what gets log-probabilities."""
+
+    passage: Sequence[int]
+    prefix: Sequence[int]
+    target: Sequence[int]
+
+
+def compose(
+    passage: Sequence[int],
+    prefix: Sequence[int],
+    target: Sequence[int],
+    max_length: int,
+    max_passage_tokens: int = 256,
+) -> list[int]:
+    """``passage[:max_passage_tokens] + prefix[drop:] + target``, dropping the fewest prefix tokens to fit.
+
+    Raises ValueError when the cut passage plus the target alone exceed `max_length` (callers validate
+    their options up front so users see a ``RalmInputError`` instead), or when the first target token
+    would have no context at all to be predicted from.
+    """
+    passage = list(passage[:max_passage_tokens])
+    target = list(target)
+    room = max_length - len(passage) - len(target)
+    if room < 0:
+        raise ValueError(
+            f"a {len(passage)}-token passage and {len(target)} target tokens do not fit in max_length {max_length}"
+        )
+    prefix = list(prefix)
+    kept = prefix[len(prefix) - room :] if room < len(prefix) else prefix
+    if target and not passage and not kept:
+        raise ValueError("the first target token has no context to be predicted from")
+    return passage + kept + target
+
+
+# How each model takes `logits_to_keep`, found on first use: "2d" (a per-row position tensor, recent
+# transformers), "int" (keep the last n positions), or "none" (full logits, then gather).
+_KEEP_MODE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _scored_logits(model, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """Logits (B, K, V) at `positions` (B, K) of each row, computing the head only where needed."""
+    mode = _KEEP_MODE.get(model)
+    if mode in (None, "2d"):
+        try:
+            logits = model(input_ids=input_ids, logits_to_keep=positions, use_cache=False).logits
+            if logits.ndim == 3 and logits.shape[:2] == positions.shape:
+                _KEEP_MODE[model] = "2d"
+                return logits
+        except (TypeError, IndexError, RuntimeError, ValueError):
+            if mode == "2d":
+                raise
+        mode = None
+    if mode in (None, "int"):
+        first = int(positions.min())
+        keep = input_ids.shape[1] - first
+        try:
+            logits = model(input_ids=input_ids, logits_to_keep=keep, use_cache=False).logits
+            _KEEP_MODE[model] = "int"
+            return torch.take_along_dim(logits, (positions - first)[..., None], dim=1)
+        except TypeError:
+            if mode == "int":
+                raise
+    _KEEP_MODE[model] = "none"
+    logits = model(input_ids=input_ids, use_cache=False).logits
+    return torch.take_along_dim(logits, positions[..., None], dim=1)
+
+
+def _batches(lengths: list[int], batch_size: int, max_batch_tokens: int) -> list[list[int]]:
+    """Indices grouped longest first, so each batch pads little and fits `max_batch_tokens` padded tokens."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches: list[list[int]] = []
+    for i in order:
+        if batches:
+            last = batches[-1]
+            width = lengths[last[0]]  # the longest row of the batch sets its padded width
+            if len(last) < batch_size and (len(last) + 1) * width <= max_batch_tokens:
+                last.append(i)
+                continue
+        batches.append([i])
+    return batches
+
+
+def score_continuations(
+    lm: FrozenLM,
+    requests: Sequence[ScoreRequest],
+    *,
+    max_length: int,
+    max_passage_tokens: int = 256,
+    batch_size: int = 8,
+    max_batch_tokens: int = 8192,
+    on_batch: Callable[[int, int], None] | None = None,
+) -> list[torch.Tensor]:
+    """Float32 log p(target_t | passage, prefix, target_<t) for each request, in request order.
+
+    `on_batch(num_requests, num_target_tokens)` is called after each batch (progress bars).
+    """
+    inputs: list[list[int]] = []
+    n_targets: list[int] = []
+    for request in requests:
+        ids = compose(request.passage, request.prefix, request.target, max_length, max_passage_tokens)
+        n_targets.append(len(request.target))
+        inputs.append(ids[:-1])  # the last target token predicts nothing that is scored
+    results: list[torch.Tensor] = [torch.zeros(0, dtype=torch.float32) for _ in requests]
+    todo = [i for i, n in enumerate(n_targets) if n > 0]
+    lengths = [len(inputs[i]) for i in todo]
+    pad_id = 0  # any valid id: right padding sits after every real token, so the causal mask hides it
+    with torch.inference_mode():
+        for group in _batches(lengths, batch_size, max_batch_tokens):
+            rows = [todo[g] for g in group]
+            width = max(len(inputs[r]) for r in rows)
+            keep = max(n_targets[r] for r in rows)
+            input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+            positions = torch.empty((len(rows), keep), dtype=torch.long)
+            labels = torch.zeros((len(rows), keep), dtype=torch.long)
+            for b, r in enumerate(rows):
+                seq, n = inputs[r], n_targets[r]
+                input_ids[b, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+                # Position p predicts token p + 1, so the n targets are predicted by the last n inputs.
+                positions[b, :n] = torch.arange(len(seq) - n, len(seq))
+                positions[b, n:] = len(seq) - 1  # filler columns, discarded below
+                labels[b, :n] = torch.tensor(requests[r].target, dtype=torch.long)
+            logits = _scored_logits(lm.model, input_ids.to(lm.device), positions.to(lm.device))
+            logprobs = torch.log_softmax(logits.float(), dim=-1)
+            picked = torch.gather(logprobs, -1, labels.to(lm.device)[..., None])[..., 0].cpu()
+            for b, r in enumerate(rows):
+                results[r] = picked[b, : n_targets[r]].clone()
+            if on_batch is not None:
+                on_batch(len(rows), sum(n_targets[r] for r in rows))
+    return results

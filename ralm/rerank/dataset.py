@@ -1,0 +1,205 @@
+"""Reading ``ralm-rerank-data/1`` (docs/formats.md §4) into candidate groups for the reranker.
+
+One row is one prefix with its BM25 top-k and the frozen LM's log-prob of the target given each
+candidate. A group is everything the loss needs for that prefix: the prefix text, the candidate
+passages (BM25 order, so candidate 0 is BM25's top-1) and their LM log-probs. With ``abstain`` the
+empty passage joins every group, with the no-retrieval log-prob as its LM log-prob.
+
+The rows stay in the Arrow files (memory-mapped by ``datasets``); only the columns we use are read.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow.compute as pc
+import torch
+from transformers import PreTrainedTokenizerBase
+
+from ralm.errors import RalmInputError
+from ralm.rerank.inputs import encode_groups
+from ralm.rerank.losses import MASKED
+
+DATA_FORMAT = "ralm-rerank-data/1"
+META_FILE = "ralm_data_gen.json"
+_COLUMNS = ["prefix", "doc_id", "candidate_texts", "lm_logprobs"]
+
+
+@dataclass
+class RerankData:
+    """The usable rows of a reranking dataset, split by source document."""
+
+    path: str
+    meta: dict
+    train_rows: list[int]
+    val_rows: list[int]
+    skipped_small: int
+    """Rows skipped because their group had fewer than 2 candidates."""
+    abstain: bool
+    columns: list[str] = field(default_factory=list)
+
+
+def _load(path: str):
+    import datasets
+
+    if not os.path.isdir(path):
+        raise RalmInputError(f"{path}: no such dataset folder (expected `ralm data-gen` output)")
+    try:
+        ds = datasets.load_from_disk(path)
+    except (FileNotFoundError, ValueError) as err:
+        raise RalmInputError(f"{path}: not a saved `datasets` dataset ({str(err).splitlines()[0]})") from None
+    if isinstance(ds, datasets.DatasetDict):
+        raise RalmInputError(f"{path}: a DatasetDict; give the folder of one split ({', '.join(ds)})")
+    return ds
+
+
+def read_meta(path: str) -> dict:
+    """``ralm_data_gen.json`` if present (its format must match); {} for a dataset written without it."""
+    meta_path = os.path.join(path, META_FILE)
+    if not os.path.exists(meta_path):
+        return {}
+    try:
+        with open(meta_path) as f:
+            meta = json.load(f)
+    except json.JSONDecodeError as err:
+        raise RalmInputError(f"{meta_path}:{err.lineno}: not valid JSON") from None
+    if meta.get("format", DATA_FORMAT) != DATA_FORMAT:
+        raise RalmInputError(f"{meta_path}: field 'format' is {meta.get('format')!r}, expected {DATA_FORMAT!r}")
+    if meta.get("complete") is False:
+        raise RalmInputError(f"{meta_path}: field 'complete' is false (`ralm data-gen` has not finished; rerun it)")
+    return meta
+
+
+def open_dataset(path: str, *, abstain: bool):
+    """The dataset restricted to the columns a group needs; raises RalmInputError on a missing column."""
+    ds = _load(path)
+    needed = _COLUMNS + (["no_retrieval_logprob"] if abstain else [])
+    for column in needed:
+        if column not in ds.column_names:
+            hint = " (the rows carry no LM scores: is this `ralm data-gen` output?)" if "logprob" in column else ""
+            raise RalmInputError(f"{path}: column {column!r} is missing{hint}")
+    return ds.select_columns(needed)
+
+
+def load_rerank_data(
+    path: str, *, abstain: bool, val_fraction: float, seed: int, max_val_prefixes: int | None = None
+) -> RerankData:
+    """Check every row, drop groups of fewer than 2 candidates, split train/validation by ``doc_id``."""
+    if not 0.0 < val_fraction < 1.0:
+        raise RalmInputError(f"val_fraction={val_fraction}: must be between 0 and 1")
+    meta = read_meta(path)
+    ds = open_dataset(path, abstain=abstain)
+    table = ds.data.table if hasattr(ds.data, "table") else ds.data
+    n_texts = pc.list_value_length(table.column("candidate_texts")).to_numpy(zero_copy_only=False)
+    n_logprobs = pc.list_value_length(table.column("lm_logprobs")).to_numpy(zero_copy_only=False)
+    mismatch = np.flatnonzero(n_texts != n_logprobs)
+    if mismatch.size:
+        row = int(mismatch[0])
+        raise RalmInputError(
+            f"{path}: row {row}: {n_texts[row]} candidate_texts but {n_logprobs[row]} lm_logprobs"
+        )
+    flat = pc.list_flatten(table.column("lm_logprobs")).to_numpy(zero_copy_only=False)
+    if flat.size and not np.isfinite(flat).all():
+        bad = int(np.searchsorted(np.cumsum(n_logprobs), int(np.flatnonzero(~np.isfinite(flat))[0]), side="right"))
+        raise RalmInputError(f"{path}: row {bad}: lm_logprobs holds a NaN or infinite value")
+    if abstain:
+        none = table.column("no_retrieval_logprob").to_numpy(zero_copy_only=False).astype(np.float64)
+        if not np.isfinite(none).all():
+            raise RalmInputError(f"{path}: row {int(np.flatnonzero(~np.isfinite(none))[0])}: no_retrieval_logprob is not finite")
+    sizes = n_texts + (1 if abstain else 0)
+    usable = np.flatnonzero(sizes >= 2)
+    doc_ids = table.column("doc_id").to_pylist()
+    docs = sorted({doc_ids[i] for i in usable})
+    if len(docs) < 2:
+        raise RalmInputError(
+            f"{path}: {len(usable)} usable prefixes from {len(docs)} source document(s); the train/validation "
+            "split is by document and needs at least 2"
+        )
+    order = np.random.default_rng(seed).permutation(len(docs))
+    n_val = min(len(docs) - 1, max(1, round(val_fraction * len(docs))))
+    val_docs = {docs[i] for i in order[:n_val]}
+    train_rows = [int(i) for i in usable if doc_ids[i] not in val_docs]
+    val_rows = [int(i) for i in usable if doc_ids[i] in val_docs]
+    if max_val_prefixes is not None:
+        val_rows = val_rows[:max_val_prefixes]
+    return RerankData(
+        path=path, meta=meta, train_rows=train_rows, val_rows=val_rows,
+        skipped_small=int(len(sizes) - len(usable)), abstain=abstain, columns=list(ds.column_names),
+    )
+
+
+class GroupDataset(torch.utils.data.Dataset):
+    """Candidate groups for the given row numbers; an item is a dict of plain Python values."""
+
+    def __init__(self, path: str, rows: list[int], *, abstain: bool):
+        self.path, self.rows, self.abstain = path, rows, abstain
+        self._ds = None  # opened lazily so the object pickles cheaply into dataloader workers
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int) -> dict:
+        if self._ds is None:
+            self._ds = open_dataset(self.path, abstain=self.abstain)
+        row = self._ds[self.rows[i]]
+        passages = list(row["candidate_texts"])
+        logprobs = [float(x) for x in row["lm_logprobs"]]
+        is_empty = [False] * len(passages)
+        if self.abstain:
+            passages.append("")
+            logprobs.append(float(row["no_retrieval_logprob"]))
+            is_empty.append(True)
+        return {"prefix": row["prefix"], "passages": passages, "lm_logprobs": logprobs, "is_empty": is_empty}
+
+    def __getstate__(self):
+        return {**self.__dict__, "_ds": None}
+
+
+class GroupCollator:
+    """Tokenizes a batch of groups (in the dataloader worker) and pads the candidate axis.
+
+    Only real (prefix, passage) pairs are encoded; ``mask`` says where they go in the (prefixes, k)
+    grid, and padded slots carry ``MASKED`` log-probs so no loss or metric ever selects them.
+    """
+
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, *, max_length: int, max_prefix_tokens: int):
+        self.tokenizer, self.max_length, self.max_prefix_tokens = tokenizer, max_length, max_prefix_tokens
+
+    def __call__(self, groups: list[dict]) -> dict[str, torch.Tensor]:
+        k = max(len(g["passages"]) for g in groups)
+        mask = torch.zeros(len(groups), k, dtype=torch.bool)
+        lm = torch.full((len(groups), k), MASKED, dtype=torch.float32)
+        is_empty = torch.zeros(len(groups), k, dtype=torch.bool)
+        for i, g in enumerate(groups):
+            n = len(g["passages"])
+            mask[i, :n] = True
+            lm[i, :n] = torch.tensor(g["lm_logprobs"], dtype=torch.float32)
+            is_empty[i, :n] = torch.tensor(g["is_empty"])
+        encoded = encode_groups(
+            self.tokenizer, [g["prefix"] for g in groups], [g["passages"] for g in groups],
+            max_length=self.max_length, max_prefix_tokens=self.max_prefix_tokens,
+        )
+        return {**dict(encoded), "mask": mask, "lm_logprobs": lm, "is_empty": is_empty}
+
+
+def scatter_scores(flat_scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Place per-pair scores (real pairs, prefix-major) into the (prefixes, k) grid; padding gets MASKED."""
+    grid = torch.full(mask.shape, MASKED, dtype=flat_scores.dtype, device=flat_scores.device)
+    return grid.masked_scatter(mask, flat_scores)
+
+
+def describe(data: RerankData) -> str:
+    """One line for the run summary."""
+    return (
+        f"{len(data.train_rows)} train / {len(data.val_rows)} validation prefixes (split by document), "
+        f"{data.skipped_small} skipped with < 2 candidates"
+    )
+
+
+def finite_or_none(value: float) -> float | None:
+    """JSON has no NaN: metrics that are undefined are written as null."""
+    return value if math.isfinite(value) else None

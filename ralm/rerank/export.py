@@ -1,0 +1,98 @@
+"""Export a training checkpoint as a Hugging Face folder that loads without Lightning.
+
+The folder (format ``ralm-reranker/1``, docs/formats.md §5) holds ``save_pretrained`` weights with
+one output label, the encoder's tokenizer, and ``ralm_reranker.json`` with the input rule's lengths.
+It is written under a temporary name and renamed, so a crash never leaves a half-written reranker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import torch
+
+from ralm import __version__
+from ralm.errors import RalmInputError
+from ralm.rerank.inputs import INPUT_FORMAT
+from ralm.rerank.inference import RERANKER_FILE, RERANKER_FORMAT
+from ralm.rerank.model import load_cross_encoder, load_tokenizer
+
+
+def read_checkpoint(path: str) -> dict:
+    """A Lightning checkpoint file (or DeepSpeed checkpoint folder, converted) as a dict on the CPU."""
+    if os.path.isdir(path):  # DeepSpeed writes a folder of shards
+        from lightning.pytorch.utilities.deepspeed import get_fp32_state_dict_from_zero_checkpoint
+
+        return {"state_dict": get_fp32_state_dict_from_zero_checkpoint(path), "hyper_parameters": {}}
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+    except FileNotFoundError:
+        raise RalmInputError(f"{path}: no such checkpoint") from None
+    except Exception as err:  # a truncated or foreign file: pickle, zip and torch each raise their own
+        raise RalmInputError(f"{path}: not a readable PyTorch checkpoint ({type(err).__name__})") from None
+    if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
+        raise RalmInputError(f"{path}: not a Lightning checkpoint (no 'state_dict')")
+    return checkpoint
+
+
+def check_compatible(path: str, hyper_parameters: dict, expected: dict) -> None:
+    """A checkpoint made with another encoder or input rule cannot be resumed into this run."""
+    if not hyper_parameters:
+        raise RalmInputError(f"{path}: not a `ralm train` checkpoint (no hyper-parameters)")
+    for key in ("encoder_name", "abstain", "max_length", "max_prefix_tokens"):
+        if key in expected and hyper_parameters.get(key) != expected[key]:
+            raise RalmInputError(
+                f"{path}: checkpoint has {key}={hyper_parameters.get(key)!r}, this run asks for {expected[key]!r}"
+            )
+
+
+def export_reranker(
+    checkpoint_path: str,
+    out_dir: str,
+    *,
+    hyper_parameters: dict,
+    trained_on: dict,
+    metrics: dict | None = None,
+) -> str:
+    """Write the folder ``out_dir`` from a checkpoint; returns ``out_dir``."""
+    checkpoint = read_checkpoint(checkpoint_path)
+    hp = {**hyper_parameters, **checkpoint.get("hyper_parameters", {})}
+    model = load_cross_encoder(hp["encoder_name"])
+    prefix = "encoder."
+    state = {k[len(prefix) :]: v for k, v in checkpoint["state_dict"].items() if k.startswith(prefix)}
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    # Tied or buffer-only keys may be absent from a checkpoint; real weights may not.
+    if unexpected or [k for k in missing if "position_ids" not in k]:
+        raise RalmInputError(
+            f"{checkpoint_path}: weights do not match encoder {hp['encoder_name']} "
+            f"(missing {len(missing)}, unexpected {len(unexpected)})"
+        )
+    tokenizer = load_tokenizer(hp["encoder_name"])
+    tokenizer.model_max_length = hp["max_length"]
+    tmp = f"{out_dir.rstrip(os.sep)}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    info = {
+        "format": RERANKER_FORMAT,
+        "base_model": hp["encoder_name"],
+        "max_length": hp["max_length"],
+        "max_prefix_tokens": hp["max_prefix_tokens"],
+        "input_format": INPUT_FORMAT,
+        "abstain": bool(hp["abstain"]),
+        "loss": hp["loss"],
+        "trained_on": trained_on,
+        "checkpoint": os.path.basename(checkpoint_path),
+        "metrics": metrics or {},
+        "ralm_version": __version__,
+    }
+    with open(os.path.join(tmp, RERANKER_FILE), "w") as f:
+        json.dump(info, f, indent=2)
+    old = f"{out_dir.rstrip(os.sep)}.old-{os.getpid()}"
+    if os.path.exists(out_dir):
+        os.replace(out_dir, old)
+    os.replace(tmp, out_dir)
+    shutil.rmtree(old, ignore_errors=True)
+    return out_dir

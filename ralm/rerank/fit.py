@@ -1,0 +1,206 @@
+"""Set up and run reranker training: checks, Lightning Trainer, best-checkpoint export, summary.
+
+Everything cheap is checked first (options, the dataset's columns and rows, a resumed checkpoint's
+model), so bad input fails in seconds with a one-line ``RalmInputError``, before any model loads.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+
+import lightning.pytorch as pl
+import torch
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+from lightning.pytorch.loggers import CSVLogger, Logger
+
+from ralm.errors import RalmInputError
+from ralm.rerank.datamodule import RerankDataModule
+from ralm.rerank.dataset import describe, finite_or_none, load_rerank_data
+from ralm.rerank.export import check_compatible, export_reranker, read_checkpoint
+from ralm.rerank.inputs import check_lengths
+from ralm.rerank.lit_module import RerankerModule
+from ralm.rerank.model import load_tokenizer
+from ralm.rerank.settings import EncoderArgs, LoaderArgs, OptimArgs, RunArgs
+
+BEST_METRIC = "val/gain_recovered"
+
+
+def check_settings(encoder: EncoderArgs, loader: LoaderArgs, optim: OptimArgs, run: RunArgs) -> None:
+    """Option values that cannot work, named by their field."""
+    try:
+        check_lengths(encoder.max_length, encoder.max_prefix_tokens, field="encoder.max_prefix_tokens")
+    except ValueError as err:
+        raise RalmInputError(str(err)) from None
+    positive = {
+        "loader.batch_size": loader.batch_size, "loader.val_batch_size": loader.val_batch_size,
+        "optim.max_steps": optim.max_steps, "optim.accumulate": optim.accumulate,
+        "run.val_every": run.val_every, "run.save_every": run.save_every, "run.log_every": run.log_every,
+        "optim.lr": optim.lr, "optim.temperature": optim.temperature,
+    }
+    for name, value in positive.items():
+        if value <= 0:
+            raise RalmInputError(f"{name}={value}: must be > 0")
+    if not 0 <= optim.warmup_steps <= optim.max_steps:
+        raise RalmInputError(f"optim.warmup_steps={optim.warmup_steps}: must be between 0 and max_steps")
+
+
+def resolve_hardware(run: RunArgs) -> tuple[str, str]:
+    """(accelerator, precision) chosen at run time; DeepSpeed without CUDA is refused here."""
+    has_cuda = torch.cuda.is_available()
+    accelerator = run.accelerator if run.accelerator != "auto" else ("gpu" if has_cuda else "cpu")
+    on_gpu = accelerator in ("gpu", "cuda") and has_cuda
+    if "deepspeed" in run.strategy.lower():
+        if not on_gpu:
+            raise RalmInputError(
+                f"run.strategy={run.strategy}: DeepSpeed needs CUDA GPUs and this run has none "
+                "(use strategy 'ddp' on CPU, or a GPU machine)"
+            )
+        if importlib.util.find_spec("deepspeed") is None:
+            raise RalmInputError(f"run.strategy={run.strategy}: DeepSpeed is not installed (pip install 'ralm[deepspeed]')")
+    if run.precision != "auto":
+        return accelerator, run.precision
+    return accelerator, "bf16-mixed" if on_gpu and torch.cuda.is_bf16_supported() else "32-true"
+
+
+def build_loggers(out_dir: str, run: RunArgs) -> list[Logger]:
+    """CSV always; wandb when installed (or asked for); TensorBoard when asked for."""
+    loggers: list[Logger] = [CSVLogger(os.path.join(out_dir, "logs"), name="csv")]
+    has_wandb = importlib.util.find_spec("wandb") is not None
+    if run.wandb == "on" and not has_wandb:
+        raise RalmInputError("run.wandb=on: wandb is not installed (pip install 'ralm[wandb]')")
+    if run.wandb == "on" or (run.wandb == "auto" and has_wandb):
+        from lightning.pytorch.loggers import WandbLogger
+
+        loggers.append(WandbLogger(project="ralm-rerank", save_dir=out_dir, offline=os.environ.get("WANDB_MODE") == "offline"))
+    if run.tensorboard:
+        if importlib.util.find_spec("tensorboard") is None and importlib.util.find_spec("tensorboardX") is None:
+            raise RalmInputError("run.tensorboard=true: tensorboard is not installed (pip install 'ralm[tensorboard]')")
+        from lightning.pytorch.loggers import TensorBoardLogger
+
+        loggers.append(TensorBoardLogger(os.path.join(out_dir, "logs"), name="tensorboard"))
+    return loggers
+
+
+class _ValidateAtEnd(Callback):
+    """Validate after the last step too when max_steps is not a multiple of val_every."""
+
+    def __init__(self, val_every: int):
+        self.val_every = val_every
+
+    def on_train_batch_end(self, trainer: pl.Trainer, *args) -> None:
+        if trainer.global_step >= trainer.max_steps and trainer.global_step % self.val_every:
+            trainer.should_stop = True  # Lightning validates once more when asked to stop
+
+
+def resolve_ckpt_path(ckpt_path: str | None, out_dir: str) -> str | None:
+    """``last`` is ``OUT/checkpoints/last.ckpt`` (absent: start fresh); other paths must exist."""
+    if ckpt_path is None:
+        return None
+    if ckpt_path == "last":
+        last = os.path.join(out_dir, "checkpoints", "last.ckpt")
+        if os.path.exists(last):
+            return last
+        print(f"--ckpt-path last: no {last} yet, starting from scratch")
+        return None
+    if not os.path.exists(ckpt_path):
+        raise RalmInputError(f"ckpt_path={ckpt_path}: no such checkpoint")
+    return ckpt_path
+
+
+def fit_reranker(
+    data: str,
+    out_dir: str,
+    *,
+    encoder: EncoderArgs,
+    loader: LoaderArgs,
+    optim: OptimArgs,
+    run: RunArgs,
+    abstain: bool = False,
+    ckpt_path: str | None = None,
+    seed: int = 0,
+    extra_callbacks: Sequence[Callback] = (),
+) -> dict:
+    """Train, keep the best checkpoint by gain recovered, export it to ``OUT/reranker``; returns the summary."""
+    check_settings(encoder, loader, optim, run)
+    accelerator, precision = resolve_hardware(run)
+    rerank_data = load_rerank_data(
+        data, abstain=abstain, val_fraction=loader.val_fraction, seed=seed, max_val_prefixes=loader.max_val_prefixes
+    )
+    hparams = {
+        "encoder_name": encoder.name, "loss": optim.loss, "temperature": optim.temperature, "lr": optim.lr,
+        "weight_decay": optim.weight_decay, "warmup_steps": optim.warmup_steps, "max_steps": optim.max_steps,
+        "gradient_checkpointing": encoder.gradient_checkpointing, "abstain": abstain,
+        "max_length": encoder.max_length, "max_prefix_tokens": encoder.max_prefix_tokens,
+    }
+    resume = resolve_ckpt_path(ckpt_path, out_dir)
+    if resume is not None:
+        check_compatible(resume, read_checkpoint(resume).get("hyper_parameters", {}), hparams)
+    os.makedirs(out_dir, exist_ok=True)
+    loggers = build_loggers(out_dir, run)
+
+    pl.seed_everything(seed, workers=True, verbose=False)
+    tokenizer = load_tokenizer(encoder.name)
+    module = RerankerModule(**hparams)
+    datamodule = RerankDataModule(
+        rerank_data, tokenizer, batch_size=loader.batch_size, val_batch_size=loader.val_batch_size,
+        total_batches=optim.max_steps * optim.accumulate, max_length=encoder.max_length,
+        max_prefix_tokens=encoder.max_prefix_tokens, num_workers=loader.num_workers, seed=seed,
+    )
+    ckpt_dir = os.path.join(out_dir, "checkpoints")
+    val_every = min(run.val_every, optim.max_steps)
+    best = ModelCheckpoint(
+        dirpath=ckpt_dir, filename="best-step{step}", auto_insert_metric_name=False,
+        monitor=BEST_METRIC, mode="max", save_top_k=1,
+    )
+    last = ModelCheckpoint(
+        dirpath=ckpt_dir, every_n_train_steps=run.save_every, save_top_k=0, save_last=True,
+        save_on_train_epoch_end=True,
+    )
+    trainer = pl.Trainer(
+        accelerator=accelerator, devices=run.devices, num_nodes=run.num_nodes, strategy=run.strategy,
+        precision=precision, max_steps=optim.max_steps, max_epochs=1,
+        accumulate_grad_batches=optim.accumulate, gradient_clip_val=optim.grad_clip or None,
+        val_check_interval=val_every * optim.accumulate, check_val_every_n_epoch=1, num_sanity_val_steps=0,
+        log_every_n_steps=run.log_every, logger=loggers, callbacks=[best, last, _ValidateAtEnd(val_every), *extra_callbacks],
+        enable_progress_bar=run.progress_bar, enable_model_summary=False,
+        use_distributed_sampler=False,  # our batch samplers shard by rank themselves
+        default_root_dir=out_dir,
+    )
+    started = time.perf_counter()
+    trainer.fit(module, datamodule=datamodule, ckpt_path=resume)
+    seconds = time.perf_counter() - started
+    if not trainer.is_global_zero:
+        return {}
+    chosen = best.best_model_path or last.last_model_path
+    metrics = {k: finite_or_none(float(v)) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
+    trained_on = {
+        "path": os.path.abspath(data), "format": rerank_data.meta.get("format"), "lm": rerank_data.meta.get("lm"),
+        "train_prefixes": len(rerank_data.train_rows), "val_prefixes": len(rerank_data.val_rows),
+    }
+    export_dir = export_reranker(
+        chosen, os.path.join(out_dir, "reranker"), hyper_parameters=hparams, trained_on=trained_on,
+        metrics={"best_" + BEST_METRIC: finite_or_none(float(best.best_model_score)) if best.best_model_score is not None else None},
+    )
+    summary = {
+        "data": describe(rerank_data),
+        "steps": trainer.global_step,
+        "seconds": round(seconds, 2),
+        "accelerator": accelerator, "precision": precision, "strategy": run.strategy,
+        "world_size": trainer.world_size,
+        "best_checkpoint": chosen,
+        "best_gain_recovered": finite_or_none(float(best.best_model_score)) if best.best_model_score is not None else None,
+        "last_validation": metrics,
+        "reranker": export_dir,
+        "config": {"encoder": asdict(encoder), "loader": asdict(loader), "optim": asdict(optim), "run": asdict(run),
+                   "abstain": abstain, "seed": seed, "data": data},
+    }
+    tmp = os.path.join(out_dir, f"summary.json.tmp-{os.getpid()}")
+    with open(tmp, "w") as f:
+        json.dump(summary, f, indent=2)
+    os.replace(tmp, os.path.join(out_dir, "summary.json"))
+    return summary

@@ -1,0 +1,114 @@
+"""Scoring with an exported reranker (``ralm train`` output); what ``ralm eval ppl --reranker`` uses.
+
+No Lightning here: the folder is a plain Hugging Face model plus ``ralm_reranker.json``, and the input
+rule is the one training used (``ralm.rerank.inputs``). Reranking k passages costs k encoder passes,
+batched, and no LM pass.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+
+import torch
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+from ralm.errors import RalmInputError
+from ralm.rerank.inputs import INPUT_FORMAT, encode_groups
+
+RERANKER_FORMAT = "ralm-reranker/1"
+RERANKER_FILE = "ralm_reranker.json"
+
+
+def _read_info(folder: str) -> dict:
+    path = os.path.join(folder, RERANKER_FILE)
+    if not os.path.isdir(folder):
+        raise RalmInputError(f"{folder}: no such reranker folder")
+    if not os.path.exists(path):
+        raise RalmInputError(f"{folder}: not an exported reranker (no {RERANKER_FILE}; export one with `ralm train`)")
+    try:
+        with open(path) as f:
+            info = json.load(f)
+    except json.JSONDecodeError as err:
+        raise RalmInputError(f"{path}:{err.lineno}: not valid JSON") from None
+    if info.get("format") != RERANKER_FORMAT:
+        raise RalmInputError(f"{path}: field 'format' is {info.get('format')!r}, expected {RERANKER_FORMAT!r}")
+    if info.get("input_format") != INPUT_FORMAT:
+        raise RalmInputError(f"{path}: field 'input_format' is {info.get('input_format')!r}, this ralm reads {INPUT_FORMAT!r}")
+    for key in ("max_length", "max_prefix_tokens"):
+        if not isinstance(info.get(key), int):
+            raise RalmInputError(f"{path}: field {key!r} must be an integer")
+    return info
+
+
+def _pick_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+class PredictiveReranker:
+    """A trained cross-encoder: ``score(prefixes, candidates)`` gives one score per candidate passage."""
+
+    def __init__(self, model, tokenizer, info: dict, device: torch.device, batch_size: int = 64):
+        self.model, self.tokenizer, self.info = model, tokenizer, info
+        self.device, self.batch_size = device, batch_size
+        self.max_length: int = info["max_length"]
+        self.max_prefix_tokens: int = info["max_prefix_tokens"]
+        self.abstain: bool = bool(info.get("abstain", False))
+        """Trained with the empty passage as a candidate: callers offer "" too and skip retrieval if it wins."""
+
+    @classmethod
+    def from_pretrained(
+        cls, folder: str | os.PathLike, *, device: str = "auto", dtype: str = "auto", batch_size: int = 64
+    ) -> PredictiveReranker:
+        """Load an exported folder; cuda + bf16 when available, else cpu + fp32 (or as given)."""
+        folder = os.fspath(folder)
+        info = _read_info(folder)
+        torch_device = _pick_device(device)
+        if dtype == "auto":
+            torch_dtype = torch.bfloat16 if torch_device.type == "cuda" and torch.cuda.is_bf16_supported() else torch.float32
+        else:
+            torch_dtype = getattr(torch, dtype)
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(folder)
+            model = AutoModelForSequenceClassification.from_pretrained(folder, dtype=torch_dtype)
+        except (OSError, ValueError) as err:
+            raise RalmInputError(f"{folder}: cannot load the reranker model ({str(err).splitlines()[0]})") from None
+        if model.config.num_labels != 1:
+            raise RalmInputError(f"{folder}: model has {model.config.num_labels} labels, a reranker has 1")
+        model.to(torch_device).eval()
+        return cls(model, tokenizer, info, torch_device, batch_size)
+
+    @torch.inference_mode()
+    def score(self, prefixes: Sequence[str], candidates: Sequence[Sequence[str]]) -> list[list[float]]:
+        """Scores for each prefix's candidates (higher is better), same nesting as ``candidates``."""
+        if len(prefixes) != len(candidates):
+            raise ValueError(f"{len(prefixes)} prefixes but {len(candidates)} candidate lists")
+        out: list[list[float]] = []
+        # Chunk by prefixes so each prefix is cut once and a chunk holds about batch_size pairs.
+        i = 0
+        while i < len(prefixes):
+            j, pairs = i, 0
+            while j < len(prefixes) and (pairs == 0 or pairs + len(candidates[j]) <= self.batch_size):
+                pairs += len(candidates[j])
+                j += 1
+            flat = self._score_chunk(prefixes[i:j], candidates[i:j]) if pairs else []
+            for group in candidates[i:j]:
+                out.append(flat[: len(group)])
+                flat = flat[len(group) :]
+            i = j
+        return out
+
+    def _score_chunk(self, prefixes: Sequence[str], candidates: Sequence[Sequence[str]]) -> list[float]:
+        encoded = encode_groups(
+            self.tokenizer, prefixes, candidates, max_length=self.max_length, max_prefix_tokens=self.max_prefix_tokens
+        )
+        inputs = {k: v.to(self.device) for k, v in encoded.items()}
+        return self.model(**inputs).logits.squeeze(-1).float().cpu().tolist()
+
+    def best(self, prefix: str, candidates: Sequence[str]) -> int:
+        """Index of the highest-scoring candidate for one prefix."""
+        scores = self.score([prefix], [candidates])[0]
+        return max(range(len(scores)), key=scores.__getitem__)

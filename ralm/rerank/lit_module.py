@@ -1,0 +1,122 @@
+"""The LightningModule: cross-encoder scores, the configured loss, AdamW with linear warmup and decay.
+
+Validation accumulates ``SelectionSums`` (top-1 agreement with the LM's best candidate, LM log-prob
+of the pick against BM25's top-1 and the oracle), adds them across processes, and logs
+``val/gain_recovered``, the metric the best checkpoint is chosen by.
+"""
+
+from __future__ import annotations
+
+import math
+
+import lightning.pytorch as pl
+import torch
+from transformers import get_linear_schedule_with_warmup
+
+from ralm.rerank.dataset import scatter_scores
+from ralm.rerank.losses import rerank_loss
+from ralm.rerank.metrics import SelectionSums, selection_sums
+from ralm.rerank.model import load_cross_encoder
+
+_PAIR_KEYS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+class RerankerModule(pl.LightningModule):
+    """Trains ``f(prefix, passage)`` so that ``softmax_i f`` puts its mass where the frozen LM does best."""
+
+    def __init__(
+        self,
+        encoder_name: str,
+        *,
+        loss: str = "marginal",
+        temperature: float = 1.0,
+        lr: float = 1e-5,
+        weight_decay: float = 0.01,
+        warmup_steps: int = 1000,
+        max_steps: int = 10_000,
+        gradient_checkpointing: bool = False,
+        abstain: bool = False,
+        max_length: int = 512,
+        max_prefix_tokens: int = 256,
+    ):
+        super().__init__()
+        # Stored in every checkpoint: resuming checks them, export writes them to ralm_reranker.json.
+        self.save_hyperparameters()
+        self.encoder = load_cross_encoder(encoder_name, gradient_checkpointing=gradient_checkpointing)
+        # from_pretrained returns eval mode; Lightning keeps a module's mode, and dropout belongs in training.
+        self.encoder.train()
+        self._val_sums = SelectionSums()
+        self._val_loss_sum = 0.0
+        self._pending_rng: dict | None = None
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Scores on the (prefixes, k) grid; padded slots hold MASKED."""
+        inputs = {k: batch[k] for k in _PAIR_KEYS if k in batch}
+        flat = self.encoder(**inputs).logits.squeeze(-1).float()  # one score per real pair, prefix-major
+        return scatter_scores(flat, batch["mask"])
+
+    def _loss(self, scores: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        hp = self.hparams
+        return rerank_loss(hp.loss, scores, batch["lm_logprobs"], batch["mask"], hp.temperature)
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        loss = self._loss(self(batch), batch)
+        n = batch["mask"].shape[0]
+        self.log("train/loss", loss, prog_bar=True, batch_size=n)
+        self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"], batch_size=n)
+        return loss
+
+    def on_validation_epoch_start(self) -> None:
+        self._val_sums, self._val_loss_sum = SelectionSums(), 0.0
+
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        scores = self(batch)
+        n = batch["mask"].shape[0]
+        self._val_loss_sum += float(self._loss(scores, batch)) * n
+        self._val_sums = self._val_sums + selection_sums(
+            scores, batch["lm_logprobs"], batch["mask"], batch["is_empty"]
+        )
+
+    def on_validation_epoch_end(self) -> None:
+        # Sum over processes before taking ratios: a mean of per-process ratios would be biased.
+        local = torch.cat([self._val_sums.as_tensor(), torch.tensor([self._val_loss_sum], dtype=torch.float64)])
+        total = self.trainer.strategy.reduce(local.to(self.device), reduce_op="sum").cpu()
+        sums = SelectionSums.from_tensor(total[:-1])
+        metrics = sums.metrics()
+        metrics["loss"] = float(total[-1]) / max(sums.count, 1.0)
+        for name, value in metrics.items():
+            # gain_recovered is NaN when BM25's top-1 is always the oracle; 0 ("no gain") keeps
+            # checkpoint selection well defined.
+            value = value if math.isfinite(value) else 0.0
+            self.log(f"val/{name}", value, prog_bar=name in ("top1_agreement", "gain_recovered"), sync_dist=False)
+
+    def configure_optimizers(self):
+        hp = self.hparams
+        # No weight decay on biases and LayerNorm weights (the usual BERT fine-tuning recipe).
+        decay, no_decay = [], []
+        for name, param in self.encoder.named_parameters():
+            if param.requires_grad:
+                (no_decay if param.dim() < 2 else decay).append(param)
+        optimizer = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": hp.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+            lr=hp.lr,
+        )
+        schedule = get_linear_schedule_with_warmup(optimizer, hp.warmup_steps, hp.max_steps)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+    # Dropout draws from the global RNG; keeping its state in the checkpoint makes a resumed run
+    # reproduce the uninterrupted one exactly.
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["ralm_rng"] = {"torch": torch.get_rng_state()}
+        if torch.cuda.is_available():
+            checkpoint["ralm_rng"]["cuda"] = torch.cuda.get_rng_state_all()
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        self._pending_rng = checkpoint.get("ralm_rng")
+
+    def on_train_start(self) -> None:
+        if self._pending_rng is not None:
+            torch.set_rng_state(self._pending_rng["torch"])
+            if "cuda" in self._pending_rng and torch.cuda.is_available():
+                torch.cuda.set_rng_state_all(self._pending_rng["cuda"])
+            self._pending_rng = None

@@ -1,0 +1,59 @@
+"""The cross-encoder: any Hugging Face encoder with a one-logit sequence-classification head.
+
+``roberta-base`` (the paper's choice) loads by name where the hub is reachable; a local folder (the
+offline all-MiniLM-L6-v2 of ASSETS.md, or a tiny test BERT) loads the same way. A folder holding a bare
+encoder (``BertModel``) gets a freshly initialised head, which is what fine-tuning wants.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import torch
+from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from ralm.errors import RalmInputError
+
+
+def load_cross_encoder(name_or_path: str, *, gradient_checkpointing: bool = False) -> PreTrainedModel:
+    """A float32 sequence classifier with ``num_labels=1``: one relevance score per (prefix, passage)."""
+    looks_local = os.path.sep in name_or_path or name_or_path.startswith(".") or os.path.exists(name_or_path)
+    if looks_local and not os.path.isdir(name_or_path):
+        raise RalmInputError(f"encoder {name_or_path}: no such folder")
+    # "newly initialized: classifier..." is expected when fine-tuning a bare encoder; keep the log quiet.
+    previous = logging.getLogger("transformers.modeling_utils").level
+    logging.getLogger("transformers.modeling_utils").setLevel(logging.ERROR)
+    try:
+        model = AutoModelForSequenceClassification.from_pretrained(
+            name_or_path, num_labels=1, dtype=torch.float32
+        )
+    except OSError as err:
+        raise RalmInputError(f"encoder {name_or_path}: cannot load ({str(err).splitlines()[0]})") from None
+    finally:
+        logging.getLogger("transformers.modeling_utils").setLevel(previous)
+    # A single logit is a score, not a regression target; keep the config honest for reloading.
+    model.config.problem_type = "regression"
+    if gradient_checkpointing:
+        if not model.supports_gradient_checkpointing:
+            raise RalmInputError(f"encoder {name_or_path}: gradient checkpointing is not supported by this model")
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return model
+
+
+def load_tokenizer(name_or_path: str) -> PreTrainedTokenizerBase:
+    """The encoder's tokenizer; it must be a fast one (character offsets cut the prefix)."""
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(name_or_path)
+    except OSError as err:
+        raise RalmInputError(f"encoder {name_or_path}: cannot load tokenizer ({str(err).splitlines()[0]})") from None
+    if not tokenizer.is_fast:
+        raise RalmInputError(f"encoder {name_or_path}: needs a fast tokenizer (tokenizer.json)")
+    return tokenizer
+
+
+def group_scores(model: PreTrainedModel, batch: dict[str, torch.Tensor], shape: tuple[int, int]) -> torch.Tensor:
+    """Scores reshaped to (prefixes, candidates) from flattened pair inputs."""
+    inputs = {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+    logits = model(**inputs).logits  # (prefixes * candidates, 1)
+    return logits.squeeze(-1).reshape(shape)

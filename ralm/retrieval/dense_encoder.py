@@ -1,0 +1,83 @@
+"""Any Hugging Face encoder as a passage/query embedder: mean pooling (as RETRO's BERT) or the CLS vector.
+
+Device and dtype are chosen at run time: CUDA with bfloat16 when available, else CPU with float32.
+Embeddings always come back as float32 numpy arrays (what FAISS takes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+import torch
+
+from ralm.errors import RalmInputError
+
+Pooling = Literal["mean", "cls"]
+
+
+def resolve_device(device: str = "auto") -> torch.device:
+    """ "auto" -> cuda when visible, else cpu; asking for cuda without a GPU is bad input."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise RalmInputError(f"device: {device!r} requested but no CUDA GPU is visible (use --device cpu)")
+    if device not in ("cpu",) and not device.startswith("cuda"):
+        raise RalmInputError(f"device: {device!r} is not auto, cpu or cuda[:N]")
+    return torch.device(device)
+
+
+def pool(hidden: torch.Tensor, mask: torch.Tensor, pooling: Pooling) -> torch.Tensor:
+    """(batch, seq, dim) hidden states -> (batch, dim): masked mean over real tokens, or position 0."""
+    if pooling == "cls":
+        return hidden[:, 0]
+    weights = mask.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1e-9)
+
+
+class DenseEncoder:
+    """Encodes texts with a frozen HF encoder; `name_or_path` is a hub id or a local folder."""
+
+    def __init__(
+        self,
+        name_or_path: str,
+        pooling: Pooling = "mean",
+        normalize: bool = False,
+        max_length: int = 256,
+        device: str = "auto",
+    ) -> None:
+        from transformers import AutoModel, AutoTokenizer
+
+        if pooling not in ("mean", "cls"):
+            raise RalmInputError(f"pooling: {pooling!r} is not 'mean' or 'cls'")
+        self.device = resolve_device(device)
+        self.dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(name_or_path)
+            self.model = AutoModel.from_pretrained(name_or_path, dtype=self.dtype).to(self.device).eval()
+        except OSError as err:
+            raise RalmInputError(
+                f"encoder: cannot load {name_or_path!r} ({str(err).splitlines()[0]})"
+            ) from None
+        self.pooling, self.normalize, self.max_length = pooling, normalize, max_length
+        self.dim = int(self.model.config.hidden_size)
+
+    @torch.inference_mode()
+    def encode(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
+        """(len(texts), dim) float32 embeddings, L2-normalised if `normalize` (then inner product = cosine)."""
+        out = []
+        for start in range(0, len(texts), batch_size):
+            batch = self.tokenizer(
+                list(texts[start : start + batch_size]),
+                padding=True,
+                truncation=True,
+                max_length=self.max_length,
+                return_tensors="pt",
+            ).to(self.device)
+            hidden = self.model(**batch).last_hidden_state
+            vectors = pool(hidden, batch["attention_mask"], self.pooling).float()
+            if self.normalize:
+                vectors = torch.nn.functional.normalize(vectors, dim=-1)
+            out.append(vectors.cpu().numpy())
+        return np.concatenate(out) if out else np.zeros((0, self.dim), np.float32)

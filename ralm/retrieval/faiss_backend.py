@@ -1,0 +1,133 @@
+"""Dense retrieval: exact inner-product search (FAISS ``IndexFlatIP``) over encoder embeddings.
+
+Passages are encoded in fixed shards written atomically to ``<index>.partial/shards/``; a killed build
+resumes from the first missing shard (the shard plan, keyed on the passages hash and encoder settings, must
+match or the shards are discarded). The FAISS index moves to a GPU only when a GPU and a GPU build of FAISS
+are both present; asking for it explicitly without them is a clear error.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+import faiss
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from ralm.errors import RalmInputError
+from ralm.retrieval.dense_encoder import DenseEncoder, Pooling
+from ralm.retrieval.passage_store import PassageStore
+from ralm.retrieval.types import Hit, Passage
+
+INDEX_NAME = "faiss.index"
+
+
+def gpu_faiss_available() -> bool:
+    return torch.cuda.is_available() and hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0
+
+
+def require_gpu_faiss(where: str) -> None:
+    if not torch.cuda.is_available():
+        raise RalmInputError(f"{where}: GPU FAISS index requested but no CUDA GPU is visible")
+    if not hasattr(faiss, "StandardGpuResources"):
+        raise RalmInputError(
+            f"{where}: GPU FAISS index requested but this FAISS has no GPU support (pip install 'ralm[gpu]')"
+        )
+
+
+def _save_shard(path: Path, vectors: np.ndarray) -> None:
+    tmp = path.with_name(path.name + ".tmp.npy")
+    np.save(tmp, vectors)
+    tmp.replace(path)
+
+
+def encode_in_shards(
+    encoder: DenseEncoder, texts: Sequence[str], shard_dir: Path, plan: dict, shard_size: int, batch_size: int
+) -> np.ndarray:
+    """All embeddings, computing only shards not already on disk from an identical earlier plan."""
+    plan_path = shard_dir / "plan.json"
+    if shard_dir.exists() and (not plan_path.is_file() or json.loads(plan_path.read_text()) != plan):
+        shutil.rmtree(shard_dir)  # shards of another corpus or encoder: start over
+    shard_dir.mkdir(parents=True, exist_ok=True)
+    plan_path.write_text(json.dumps(plan))
+    starts = range(0, len(texts), shard_size)
+    done = sum((shard_dir / f"emb-{i:05d}.npy").exists() for i in range(len(starts)))
+    if done:
+        print(f"faiss: resuming, {done}/{len(starts)} shards already encoded")
+    shards = []
+    with tqdm(total=len(texts), desc="faiss: encoding", unit="passage") as bar:
+        for i, start in enumerate(starts):
+            path = shard_dir / f"emb-{i:05d}.npy"
+            if not path.exists():
+                _save_shard(path, encoder.encode(texts[start : start + shard_size], batch_size=batch_size))
+            shards.append(np.load(path))
+            bar.update(min(shard_size, len(texts) - start))
+    return np.concatenate(shards)
+
+
+def build_faiss(
+    passages: Sequence[Passage],
+    out_dir: Path,
+    passages_sha256: str,
+    encoder: str | None = None,
+    pooling: Pooling = "mean",
+    normalize: bool = False,
+    max_length: int = 256,
+    batch_size: int = 32,
+    shard_size: int = 4096,
+    device: str = "auto",
+    gpu_index: bool = False,
+) -> dict:
+    """Encode passages (``contents``) and write an IndexFlatIP; returns settings for ralm_index.json."""
+    if not encoder:
+        raise RalmInputError("encoder: the faiss backend needs an encoder (a Hugging Face id or folder)")
+    if gpu_index:
+        require_gpu_faiss("gpu_index")
+    model = DenseEncoder(encoder, pooling=pooling, normalize=normalize, max_length=max_length, device=device)
+    settings = {"name": encoder, "pooling": pooling, "normalize": normalize, "max_length": max_length}
+    plan = {**settings, "passages_sha256": passages_sha256, "shard_size": shard_size}
+    vectors = encode_in_shards(
+        model, [p.contents for p in passages], out_dir / "shards", plan, shard_size, batch_size
+    )
+    index = faiss.IndexFlatIP(vectors.shape[1])
+    index.add(np.ascontiguousarray(vectors, dtype=np.float32))
+    faiss.write_index(index, str(out_dir / INDEX_NAME))
+    shutil.rmtree(out_dir / "shards")  # the flat index holds the same vectors
+    return {"encoder": {**settings, "dim": int(vectors.shape[1])}, "index": "IndexFlatIP"}
+
+
+class FaissRetriever:
+    """`Retriever` over a FAISS flat inner-product index; queries are encoded like the passages."""
+
+    def __init__(self, index_dir: Path, meta: dict, store: PassageStore, device: str = "auto") -> None:
+        self.index_dir = str(index_dir)
+        self.meta = meta
+        self.store = store
+        enc = meta["encoder"]
+        self.encoder = DenseEncoder(
+            enc["name"],
+            pooling=enc["pooling"],
+            normalize=enc["normalize"],
+            max_length=enc["max_length"],
+            device=device,
+        )
+        index = faiss.read_index(str(Path(index_dir) / INDEX_NAME))
+        if device.startswith("cuda"):
+            require_gpu_faiss(f"{index_dir}")
+        if device != "cpu" and gpu_faiss_available():
+            index = faiss.index_cpu_to_gpu(faiss.StandardGpuResources(), 0, index)
+        self.index = index
+
+    def search(self, queries: Sequence[str], k: int, threads: int = 1) -> list[list[Hit]]:
+        if not queries:
+            return []
+        faiss.omp_set_num_threads(max(1, threads))
+        scores, rows = self.index.search(self.encoder.encode(list(queries)), min(k, len(self.store)))
+        return [
+            [self.store.hit(int(r), float(s)) for r, s in zip(row, score, strict=True) if r >= 0]
+            for row, score in zip(rows, scores, strict=True)
+        ]

@@ -1,0 +1,148 @@
+"""Build and open retrieval indexes: one entry point for the bm25s, pyserini and faiss backends.
+
+An index folder holds the engine's files, the passage offsets/ids for reading hits back, and
+``ralm_index.json`` (docs/formats.md section 2). It is built in ``<index_dir>.partial`` and renamed into
+place when complete, so a failed build never leaves a half-written index under the real name.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from ralm.errors import RalmInputError
+from ralm.retrieval.atomic import partial_dir, publish_dir
+from ralm.retrieval.index_meta import META_NAME, check_passages, file_sha256, make_meta, read_meta, write_meta
+from ralm.retrieval.passage_store import PassageStore, save_store
+from ralm.retrieval.passages import read_passages
+from ralm.retrieval.types import Retriever
+
+BACKENDS = ("bm25s", "pyserini", "faiss")
+# Options each backend accepts (besides passages_path, index_dir, backend, overwrite).
+BACKEND_OPTIONS = {
+    "bm25s": {"k1", "b"},
+    "pyserini": {"k1", "b", "threads"},
+    "faiss": {
+        "encoder",
+        "pooling",
+        "normalize",
+        "max_length",
+        "batch_size",
+        "shard_size",
+        "device",
+        "gpu_index",
+    },
+}
+
+
+def _same_build(meta: dict, backend: str, sha: str, options: dict) -> bool:
+    """Whether an existing index is exactly what this call would build (then it is reused)."""
+    return (
+        meta.get("backend") == backend
+        and meta.get("passages_sha256") == sha
+        and meta.get("options") == options
+    )
+
+
+def build_index(
+    passages_path: str | os.PathLike,
+    index_dir: str | os.PathLike,
+    backend: str = "bm25s",
+    overwrite: bool = False,
+    **options,
+) -> dict:
+    """Index a passages JSONL file into `index_dir`; returns the index metadata (ralm_index.json).
+
+    An existing index built from the same file with the same backend is reused; any other existing
+    folder is an error unless `overwrite`. Bad passages fail (file:line) before the engine starts.
+    """
+    passages_path, index_dir = Path(passages_path), Path(index_dir)
+    if backend not in BACKENDS:
+        raise RalmInputError(f"backend: {backend!r} is not one of {', '.join(BACKENDS)}")
+    unknown = set(options) - BACKEND_OPTIONS[backend]
+    if unknown:
+        raise RalmInputError(f"backend {backend!r} has no option(s) {', '.join(sorted(unknown))}")
+    passages = read_passages(passages_path)  # validates every line before any engine work
+    sha = file_sha256(passages_path)
+    if index_dir.exists():
+        meta_path = index_dir / META_NAME
+        if meta_path.is_file() and not overwrite:
+            meta = read_meta(index_dir)
+            if _same_build(meta, backend, sha, options):
+                print(
+                    f"index: {index_dir} is already built from {passages_path}; reusing it", file=sys.stderr
+                )
+                return meta
+        if not overwrite:
+            raise RalmInputError(
+                f"{index_dir}: exists and is not an index of {passages_path}; pass --overwrite"
+            )
+    partial = partial_dir(index_dir)
+    resumable = backend == "faiss"  # encoded shards survive a killed build; the rest rebuilds quickly
+    if partial.exists() and not resumable:
+        shutil.rmtree(partial)
+    partial.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    try:
+        if backend == "bm25s":
+            from ralm.retrieval.bm25s_backend import build_bm25s
+
+            settings = build_bm25s(passages, partial, **options)
+        elif backend == "pyserini":
+            from ralm.retrieval.pyserini_backend import build_pyserini
+
+            settings = build_pyserini(passages_path, partial, **options)
+        else:
+            from ralm.retrieval.faiss_backend import build_faiss
+
+            settings = build_faiss(passages, partial, passages_sha256=sha, **options)
+        save_store(partial, passages_path, [p.id for p in passages])
+        meta = make_meta(backend, passages_path, sha, len(passages), **settings, options=options)
+        meta["build_seconds"] = round(time.perf_counter() - started, 3)
+        write_meta(partial, meta)
+    except BaseException:
+        # Keep a dense build's encoded shards for the next run; anything else is removed.
+        if not resumable or not any((partial / "shards").glob("emb-*.npy")):
+            shutil.rmtree(partial, ignore_errors=True)
+        raise
+    publish_dir(partial, index_dir)
+    return meta
+
+
+def open_index(
+    index_dir: str | os.PathLike, passages_path: str | os.PathLike | None = None, **options
+) -> Retriever:
+    """Open an index for search. The passages file (default: the one recorded at build time) must have the
+    sha256 recorded in ralm_index.json; a stale or foreign index is a RalmInputError.
+
+    faiss options: ``device`` ("auto", "cpu", "cuda") for the query encoder and FAISS GPU index.
+    """
+    index_dir = Path(index_dir)
+    meta = read_meta(index_dir)
+    path = check_passages(meta, index_dir, passages_path)
+    store = PassageStore(index_dir, path)
+    if len(store) != meta["num_passages"]:
+        raise RalmInputError(
+            f"{index_dir}/{META_NAME}: num_passages {meta['num_passages']} but {len(store)} rows"
+        )
+    backend = meta.get("backend")
+    if options and backend != "faiss":
+        raise RalmInputError(f"{index_dir}: backend {backend!r} takes no open options ({', '.join(options)})")
+    if backend == "bm25s":
+        from ralm.retrieval.bm25s_backend import Bm25sRetriever
+
+        return Bm25sRetriever(index_dir, meta, store, **options)
+    if backend == "pyserini":
+        from ralm.retrieval.pyserini_backend import PyseriniRetriever
+
+        return PyseriniRetriever(index_dir, meta, store, **options)
+    if backend == "faiss":
+        from ralm.retrieval.faiss_backend import FaissRetriever
+
+        return FaissRetriever(index_dir, meta, store, **options)
+    raise RalmInputError(
+        f"{index_dir}/{META_NAME}: field 'backend' is {backend!r}, not one of {', '.join(BACKENDS)}"
+    )

@@ -1,0 +1,108 @@
+"""`ralm index`: build a bm25s, pyserini or faiss index from passages (or from raw documents).
+
+ralm index --passages passages.jsonl --index-dir idx/                      # bm25s, the default
+ralm index --documents docs.jsonl --index-dir idx/ --exclude '[test-doc]'  # runs `ralm passages` first
+ralm index --passages passages.jsonl --index-dir idx-lucene/ --backend pyserini --threads 4
+ralm index --config configs/index/faiss_minilm.yaml --passages passages.jsonl --index-dir idx-dense/
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+from ralm.command_args import call_with_args, parser_for
+from ralm.errors import RalmInputError
+from ralm.retrieval.index import build_index
+from ralm.retrieval.passages_command import make_passages
+
+
+@dataclass
+class Bm25Settings:
+    k1: float = 0.9
+    """BM25 k1 (the paper's Pyserini setting)."""
+    b: float = 0.4
+    """BM25 b (the paper's Pyserini setting)."""
+
+
+@dataclass
+class DenseSettings:
+    encoder: str | None = None
+    """Hugging Face encoder id or local folder (faiss backend)."""
+    pooling: Literal["mean", "cls"] = "mean"
+    """Mean over tokens (RETRO's BERT retriever) or the first token's vector (DPR-style CLS)."""
+    normalize: bool = False
+    """L2-normalise embeddings, so inner product is cosine (sentence-transformers models expect it)."""
+    max_length: int = 256
+    """Encoder tokens per passage or query."""
+    batch_size: int = 32
+    """Passages per encoder forward pass."""
+    shard_size: int = 4096
+    """Passages per saved embedding shard; a killed build resumes at the first missing shard."""
+    device: str = "auto"
+    """auto (cuda if visible, else cpu), cpu or cuda."""
+    gpu_index: bool = False
+    """Require a GPU FAISS index (errors without a GPU and a GPU FAISS build)."""
+
+
+_DEFAULT_BM25, _DEFAULT_DENSE = Bm25Settings(), DenseSettings()  # never mutated
+
+
+def make_index(
+    index_dir: Path,
+    passages: Path | None = None,
+    documents: Path | None = None,
+    backend: Literal["bm25s", "pyserini", "faiss"] = "bm25s",
+    words: int = 100,
+    exclude: list[str] | None = None,
+    exclude_file: Path | None = None,
+    threads: int = 1,
+    overwrite: bool = False,
+    bm25: Bm25Settings = _DEFAULT_BM25,
+    dense: DenseSettings = _DEFAULT_DENSE,
+) -> dict:
+    """Build a retrieval index folder (engine files + ralm_index.json).
+
+    Args:
+        index_dir: Index folder to create (built as INDEX_DIR.partial, renamed when complete).
+        passages: Passages JSONL (from `ralm passages`). Written here when `documents` is given.
+        documents: Raw documents to split first (JSONL, folder of .txt, or datasets dir).
+        backend: bm25s (default), pyserini (Lucene, needs Java 21) or faiss (dense).
+        words: Words per passage when splitting `documents`.
+        exclude: Titles or doc ids to leave out when splitting `documents`.
+        exclude_file: File with one title or doc id per line to leave out.
+        threads: Indexing threads (pyserini).
+        overwrite: Replace an existing index folder built from something else.
+    """
+    if documents is not None:
+        passages = passages or Path(f"{index_dir}.passages.jsonl")
+        make_passages(documents, passages, words=words, exclude=exclude, exclude_file=exclude_file)
+    elif passages is None:
+        raise RalmInputError("passages: give --passages FILE (or --documents to split raw documents first)")
+    if backend == "bm25s":
+        options = asdict(bm25)
+    elif backend == "pyserini":
+        options = {**asdict(bm25), "threads": threads}
+    else:
+        options = asdict(dense)
+    meta = build_index(passages, index_dir, backend=backend, overwrite=overwrite, **options)
+    print(
+        f"index: {meta['backend']} index of {meta['num_passages']} passages from {passages} in {index_dir} "
+        f"({meta.get('build_seconds', 0):.1f} s)",
+        file=sys.stderr,
+    )
+    return meta
+
+
+def build_parser():
+    return parser_for(make_index, prog="ralm index")
+
+
+def main(argv: list[str] | None = None) -> None:
+    call_with_args(make_index, build_parser(), argv)
+
+
+if __name__ == "__main__":
+    main()

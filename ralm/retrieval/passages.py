@@ -1,0 +1,202 @@
+"""Raw documents in, DPR-style passages out (docs/formats.md section 1).
+
+The paper's corpus is non-overlapping 100-word passages whose contents are ``"title\\ntext"``. Documents come
+from a JSONL file, a folder of ``.txt`` files or a ``datasets`` dataset saved to disk; every reader checks its
+input line by line so a bad file fails with its path and line before any index is built.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from ralm.errors import RalmInputError
+from ralm.retrieval.atomic import atomic_path
+from ralm.retrieval.types import Passage
+
+
+def _jsonl_records(path: Path) -> Iterator[tuple[int, dict]]:
+    """(line number, object) for each non-blank line; bad bytes or JSON name the line."""
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise RalmInputError(
+                    f"{path}:{lineno}: not UTF-8 ({err.reason} at byte {err.start})"
+                ) from None
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise RalmInputError(
+                    f"{path}:{lineno}: malformed JSON ({err.msg}, column {err.colno})"
+                ) from None
+            if not isinstance(obj, dict):
+                raise RalmInputError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
+            yield lineno, obj
+
+
+def _document(obj: dict, where: str) -> dict:
+    """Normalise one raw record to {id, title, text}; `where` is "file:line" for error messages."""
+    text = obj.get("text", obj.get("contents"))
+    if text is None:
+        raise RalmInputError(f"{where}: missing field 'text' (or 'contents')")
+    if "id" not in obj or obj["id"] is None or str(obj["id"]) == "":
+        raise RalmInputError(f"{where}: missing field 'id'")
+    if not isinstance(text, str):
+        raise RalmInputError(f"{where}: field 'text' must be a string")
+    title = obj.get("title")
+    if title is None and "text" not in obj and "\n" in text:
+        # A Pyserini-style record ({"id", "contents": "title\ntext"}) carries its title on the first line.
+        title, text = text.split("\n", 1)
+    return {"id": str(obj["id"]), "title": "" if title is None else str(title), "text": text}
+
+
+def _from_jsonl(path: Path) -> Iterator[tuple[dict, str]]:
+    for lineno, obj in _jsonl_records(path):
+        yield _document(obj, f"{path}:{lineno}"), f"{path}:{lineno}"
+
+
+def _from_txt_folder(path: Path) -> Iterator[tuple[dict, str]]:
+    files = sorted(p for p in path.rglob("*.txt") if p.is_file())
+    for file in files:
+        raw = file.read_bytes()
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            lineno = raw[: err.start].count(b"\n") + 1
+            raise RalmInputError(f"{file}:{lineno}: not UTF-8 ({err.reason})") from None
+        doc_id = file.relative_to(path).with_suffix("").as_posix()
+        yield {"id": doc_id, "title": file.stem, "text": text}, str(file)
+
+
+def _from_datasets_dir(path: Path) -> Iterator[tuple[dict, str]]:
+    import datasets
+
+    loaded = datasets.load_from_disk(str(path))
+    if isinstance(loaded, datasets.DatasetDict):
+        if "train" not in loaded:
+            raise RalmInputError(f"{path}: a DatasetDict needs a 'train' split; found {sorted(loaded)}")
+        loaded = loaded["train"]
+    columns = set(loaded.column_names)
+    if not columns & {"text", "contents"}:
+        raise RalmInputError(f"{path}: missing field 'text' (columns: {sorted(columns)})")
+    for row_index, row in enumerate(loaded):
+        if "id" not in row:
+            row = {**row, "id": str(row_index)}
+        yield _document(row, f"{path}[row {row_index}]"), f"{path}[row {row_index}]"
+
+
+def _is_datasets_dir(path: Path) -> bool:
+    return any((path / name).exists() for name in ("dataset_info.json", "state.json", "dataset_dict.json"))
+
+
+def read_documents(path: str | os.PathLike) -> Iterator[dict]:
+    """Documents as {id, title, text}: JSONL, a folder of .txt files (file name = title) or a datasets dir.
+
+    Raises RalmInputError (naming file and line) for non-UTF-8 bytes, malformed JSON, a missing field,
+    a duplicate id, or an input with no documents at all.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise RalmInputError(f"{path}: no such file or folder")
+    if path.is_dir():
+        records = _from_datasets_dir(path) if _is_datasets_dir(path) else _from_txt_folder(path)
+    else:
+        records = _from_jsonl(path)
+    first_seen: dict[str, str] = {}
+    for doc, where in records:
+        if doc["id"] in first_seen:
+            raise RalmInputError(f"{where}: duplicate id {doc['id']!r} (first at {first_seen[doc['id']]})")
+        first_seen[doc["id"]] = where
+        yield doc
+    if not first_seen:
+        raise RalmInputError(f"{path}: empty input (no documents)")
+
+
+def split_passages(
+    docs: Iterable[dict], words: int = 100, exclude: Iterable[str] = (), stats: dict | None = None
+) -> Iterator[Passage]:
+    """Non-overlapping `words`-word passages per document, ids ``{doc_id}-{n}`` (n from 0).
+
+    `exclude` holds titles or doc ids to leave out (the evaluation documents, as the paper removed
+    WikiText-103's test articles). If `stats` is given it is filled with counts: documents, excluded,
+    passages, and the exclude entries that matched nothing (often a typo worth reporting).
+    """
+    if words < 1:
+        raise RalmInputError(f"words: must be >= 1, got {words}")
+    exclude = set(exclude)
+    matched: set[str] = set()
+    counts = {"documents": 0, "excluded": 0, "passages": 0}
+    for doc in docs:
+        counts["documents"] += 1
+        hit = {doc["id"], doc["title"]} & exclude
+        if hit:
+            matched |= hit
+            counts["excluded"] += 1
+            continue
+        tokens = doc["text"].split()
+        for n, start in enumerate(range(0, len(tokens), words)):
+            counts["passages"] += 1
+            body = " ".join(tokens[start : start + words])
+            yield Passage(
+                id=f"{doc['id']}-{n}",
+                contents=f"{doc['title']}\n{body}",
+                title=doc["title"],
+                doc_id=doc["id"],
+            )
+    if stats is not None:
+        stats.update(counts, unmatched_exclude=sorted(exclude - matched))
+
+
+def passage_record(passage: Passage) -> dict:
+    """The JSONL object of one passage (formats.md section 1)."""
+    return {"id": passage.id, "contents": passage.contents, "title": passage.title, "doc_id": passage.doc_id}
+
+
+def write_passages(passages: Iterable[Passage], path: str | os.PathLike) -> int:
+    """Write passages as JSONL atomically (temp name, then rename); returns the count.
+
+    Writing zero passages is an error: an empty corpus would only fail later, inside an index build.
+    """
+    count = 0
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        for passage in passages:
+            f.write(json.dumps(passage_record(passage), ensure_ascii=False) + "\n")
+            count += 1
+        if count == 0:
+            raise RalmInputError(f"{path}: no passages to write (every document was empty or excluded)")
+    return count
+
+
+def iter_passages(path: str | os.PathLike) -> Iterator[Passage]:
+    """Stream a passages JSONL file, validating each line (id and contents required, ids unique)."""
+    path = Path(path)
+    if not path.is_file():
+        raise RalmInputError(f"{path}: no such passages file")
+    seen: set[str] = set()
+    for lineno, obj in _jsonl_records(path):
+        where = f"{path}:{lineno}"
+        if "id" not in obj:
+            raise RalmInputError(f"{where}: missing field 'id'")
+        contents = obj.get("contents")
+        if not isinstance(contents, str):
+            raise RalmInputError(f"{where}: missing field 'contents'")
+        pid = str(obj["id"])
+        if pid in seen:
+            raise RalmInputError(f"{where}: duplicate id {pid!r}")
+        seen.add(pid)
+        title = obj.get("title", contents.split("\n", 1)[0])
+        doc_id = obj.get("doc_id", pid.rsplit("-", 1)[0])
+        yield Passage(id=pid, contents=contents, title=str(title), doc_id=str(doc_id))
+    if not seen:
+        raise RalmInputError(f"{path}: empty input (no passages)")
+
+
+def read_passages(path: str | os.PathLike) -> list[Passage]:
+    """All passages of a JSONL file (see `iter_passages` for the checks)."""
+    return list(iter_passages(path))

@@ -1,0 +1,88 @@
+"""BM25 with Pyserini/Lucene, the paper's engine: Anserini's JsonCollection indexer and LuceneSearcher.
+
+The passages JSONL is already a JsonCollection file (``id`` + ``contents``), so the indexer reads it through a
+symlink without a copy. Lucene's default English analyzer (Porter, stop words) is the one the paper used.
+The index is built in a child process so the calling process never pins a JVM for its whole life.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from ralm.errors import RalmInputError
+from ralm.retrieval.java_runtime import check_pyserini_installed, find_java_home, lucene_searcher_class
+from ralm.retrieval.passage_store import PassageStore
+from ralm.retrieval.types import Hit
+
+ENGINE_DIR = "lucene"
+
+
+def build_pyserini(
+    passages_path: Path, out_dir: Path, threads: int = 1, k1: float = 0.9, b: float = 0.4
+) -> dict:
+    """Index `passages_path` with Anserini into `out_dir/lucene`; returns settings for ralm_index.json."""
+    check_pyserini_installed()
+    find_java_home()  # fail with how-to-get-Java before any work
+    collection = out_dir / "collection"
+    collection.mkdir()
+    os.symlink(Path(passages_path).resolve(), collection / "passages.jsonl")
+    args = [
+        "-collection", "JsonCollection", "-generator", "DefaultLuceneDocumentGenerator",
+        "-input", str(collection), "-index", str(out_dir / ENGINE_DIR), "-threads", str(max(1, threads)),
+    ]  # fmt: skip
+    print(f"pyserini: indexing {passages_path} with Anserini ({threads} thread(s))", file=sys.stderr)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ralm.retrieval.java_runtime", *args], capture_output=True, text=True
+    )
+    (collection / "passages.jsonl").unlink()
+    collection.rmdir()
+    if proc.returncode != 0 or not (out_dir / ENGINE_DIR).is_dir():
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+        if proc.returncode == 2 and tail and tail[-1].startswith("error: "):
+            raise RalmInputError(tail[-1][len("error: ") :])
+        raise RuntimeError("Anserini indexing failed:\n" + "\n".join(tail))
+    return {"analyzer": {"name": "lucene-default-english", "stemmer": "porter"}, "bm25": {"k1": k1, "b": b}}
+
+
+class PyseriniRetriever:
+    """`Retriever` over a Lucene index via `LuceneSearcher.batch_search`."""
+
+    def __init__(self, index_dir: Path, meta: dict, store: PassageStore) -> None:
+        self.index_dir = str(index_dir)
+        self.meta = meta
+        self.store = store
+        searcher_class = lucene_searcher_class()
+        self.searcher = searcher_class(str(Path(index_dir) / ENGINE_DIR))
+        bm25 = meta.get("bm25", {})
+        self.searcher.set_bm25(float(bm25.get("k1", 0.9)), float(bm25.get("b", 0.4)))
+
+    def search_ids(self, queries: Sequence[str], k: int, threads: int = 1) -> list[list[tuple[str, float]]]:
+        """(passage id, score) per query, best first, without reading passages back."""
+        if not queries:
+            return []
+        qids = [str(i) for i in range(len(queries))]
+        if threads <= 1 and len(queries) == 1:
+            results = {"0": self.searcher.search(queries[0], k=k)}
+        else:
+            results = self.searcher.batch_search(list(queries), qids, k=k, threads=max(1, threads))
+        return [[(h.docid, float(h.score)) for h in results.get(q, [])] for q in qids]
+
+    def search(self, queries: Sequence[str], k: int, threads: int = 1) -> list[list[Hit]]:
+        if k > len(self.store):
+            k = len(self.store)
+        out = []
+        for hits in self.search_ids(queries, k, threads):
+            rows = []
+            for pid, score in hits:
+                try:
+                    rows.append(self.store.hit(self.store.row(pid), score))
+                except KeyError:
+                    raise RalmInputError(
+                        f"{self.index_dir}: Lucene returned id {pid!r} not in the passages file"
+                    ) from None
+            out.append(rows)
+        return out

@@ -1,0 +1,131 @@
+"""Queries in, retrieval runs out (docs/formats.md section 3).
+
+Queries are TSV (``qid<TAB>query``) or JSONL (``{"qid" or "id", "query" or "text"}``). A run is written twice:
+a TREC run file (``qid Q0 docid rank score tag``, what trec_eval and Pyserini read) and JSONL with the
+passage texts, one line per query.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from ralm.errors import RalmInputError
+from ralm.retrieval.types import Hit
+
+
+def _decoded_lines(path: Path):
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            try:
+                yield lineno, raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError as err:
+                raise RalmInputError(
+                    f"{path}:{lineno}: not UTF-8 ({err.reason} at byte {err.start})"
+                ) from None
+
+
+def _query_from_json(line: str, where: str) -> tuple[str, str]:
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as err:
+        raise RalmInputError(f"{where}: malformed JSON ({err.msg}, column {err.colno})") from None
+    if not isinstance(obj, dict):
+        raise RalmInputError(f"{where}: expected a JSON object")
+    qid = obj.get("qid", obj.get("id"))
+    text = obj.get("query", obj.get("text"))
+    if qid is None:
+        raise RalmInputError(f"{where}: missing field 'qid' (or 'id')")
+    if not isinstance(text, str):
+        raise RalmInputError(f"{where}: missing field 'query' (or 'text')")
+    return str(qid), text
+
+
+def read_queries(path: str | os.PathLike) -> list[tuple[str, str]]:
+    """(qid, query) pairs in file order; the format follows the suffix (.jsonl/.json, else TSV)."""
+    path = Path(path)
+    if not path.is_file():
+        raise RalmInputError(f"{path}: no such queries file")
+    is_json = path.suffix in (".jsonl", ".json")
+    out: list[tuple[str, str]] = []
+    first: dict[str, int] = {}
+    for lineno, line in _decoded_lines(path):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        if is_json:
+            qid, text = _query_from_json(line, where)
+        else:
+            if "\t" not in line:
+                raise RalmInputError(f"{where}: expected 'qid<TAB>query'")
+            qid, text = line.split("\t", 1)
+        if qid in first:
+            raise RalmInputError(f"{where}: duplicate qid {qid!r} (first on line {first[qid]})")
+        first[qid] = lineno
+        out.append((qid, text))
+    if not out:
+        raise RalmInputError(f"{path}: empty input (no queries)")
+    return out
+
+
+def trec_lines(qid: str, hits: Sequence[Hit], tag: str) -> list[str]:
+    """TREC run lines for one query: ``qid Q0 docid rank score tag``, rank from 1."""
+    if any(c.isspace() for c in qid):
+        raise RalmInputError(f"qid {qid!r}: TREC run files cannot hold whitespace in a qid")
+    return [f"{qid} Q0 {h.id} {rank} {h.score:.6f} {tag}" for rank, h in enumerate(hits, start=1)]
+
+
+def hit_record(hit: Hit) -> dict:
+    return {
+        "id": hit.id,
+        "score": hit.score,
+        "title": hit.title,
+        "doc_id": hit.doc_id,
+        "contents": hit.contents,
+    }
+
+
+class RunWriter:
+    """Writes the TREC run and the JSONL run together, each under a temp name renamed on `close()`."""
+
+    def __init__(
+        self, trec_path: str | os.PathLike, jsonl_path: str | os.PathLike, tag: str = "ralm"
+    ) -> None:
+        self.tag = tag
+        self._final = [Path(trec_path), Path(jsonl_path)]
+        self._tmp = [p.with_name(f".{p.name}.tmp-{os.getpid()}") for p in self._final]
+        for p in self._final:
+            p.parent.mkdir(parents=True, exist_ok=True)
+        self._trec, self._jsonl = (open(t, "w", encoding="utf-8") for t in self._tmp)
+
+    def add(self, qid: str, query: str, hits: Sequence[Hit]) -> None:
+        for line in trec_lines(qid, hits, self.tag):
+            self._trec.write(line + "\n")
+        record = {"qid": qid, "query": query, "hits": [hit_record(h) for h in hits]}
+        self._jsonl.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+    def close(self, ok: bool = True) -> None:
+        """Publish both files if `ok`, else delete the temporaries (no half-written run is left)."""
+        self._trec.close()
+        self._jsonl.close()
+        for tmp, final in zip(self._tmp, self._final, strict=True):
+            if ok:
+                os.replace(tmp, final)
+            else:
+                tmp.unlink(missing_ok=True)
+
+
+def read_trec_run(path: str | os.PathLike) -> dict[str, list[tuple[str, float]]]:
+    """qid -> [(docid, score)] in rank order, from a TREC run file."""
+    runs: dict[str, list[tuple[int, str, float]]] = {}
+    for lineno, line in _decoded_lines(Path(path)):
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) != 6:
+            raise RalmInputError(f"{path}:{lineno}: expected 6 fields 'qid Q0 docid rank score tag'")
+        qid, _, docid, rank, score, _ = fields
+        runs.setdefault(qid, []).append((int(rank), docid, float(score)))
+    return {q: [(d, s) for _, d, s in sorted(rows)] for q, rows in runs.items()}

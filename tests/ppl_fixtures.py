@@ -1,0 +1,101 @@
+"""Helpers for the perplexity tests: a tiny GPT-2 with a longer context, a real bm25s index, a naive reference.
+
+The reference is deliberately naive and written from eval_lm.py's description, not from ralm's code: one
+unbatched forward per window (and per candidate), full logits, ``CrossEntropyLoss`` on the scored
+positions, its own queries (``decode(tokens[:prev_end][-ℓ:])``) and its own passage tokenization. The two
+places where it departs from eval_lm.py are the two bugs the issue names (text shorter than one window;
+a passage longer than the window's context).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+
+def build_tiny_lm(tokenizer_dir: Path, out: Path, n_positions: int = 512, seed: int = 0) -> Path:
+    """A 2-layer GPT-2 (width 64) with `n_positions` context and the shared fixture's trained tokenizer."""
+    from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    torch.manual_seed(seed)
+    config = GPT2Config(
+        vocab_size=len(tokenizer), n_positions=n_positions, n_embd=64, n_layer=2, n_head=2,
+        bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id,
+    )  # fmt: skip
+    GPT2LMHeadModel(config).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def build_bm25_index(documents: list[dict], root: Path, words: int = 60) -> tuple[Path, Path]:
+    """Passages of `words` words from `documents`, indexed with the real bm25s backend; (index, passages)."""
+    from ralm.retrieval.index import build_index
+    from ralm.retrieval.passages import split_passages, write_passages
+
+    passages = root / "passages.jsonl"
+    write_passages(split_passages(documents, words=words), passages)
+    index = root / "index"
+    build_index(passages, index, backend="bm25s")
+    return index, passages
+
+
+def reference_total_nll(
+    model,
+    tokenizer,
+    tokens: list[int],
+    *,
+    max_length: int,
+    stride: int,
+    strategy: str = "none",
+    retriever=None,
+    k: int = 1,
+    query_tokens: int = 32,
+    max_passage_tokens: int = 256,
+    rank_tokens: int = 16,
+) -> tuple[float, int]:
+    """(total NLL, scored tokens) the slow way. strategy: none | first | oracle | zero-shot."""
+    ce = torch.nn.CrossEntropyLoss(reduction="none")
+    x = torch.tensor(tokens)
+    total, scored, prev_end, idx = 0.0, 0, 0, 0
+    with torch.no_grad():
+        for begin in range(0, len(tokens), stride):
+            end = min(begin + max_length, len(tokens))
+            trg = end - prev_end
+            window = x[begin:end]
+            docs = []
+            if idx > 0 and strategy != "none":
+                query = tokenizer.decode(tokens[:prev_end][-query_tokens:])
+                hits = retriever.search([query], k)[0]
+                docs = [tokenizer(h.contents, add_special_tokens=False)["input_ids"][:max_passage_tokens] for h in hits]
+                docs = docs[:1] if strategy == "first" else docs
+            if not docs:
+                n = min(trg, len(window) - 1)  # the window's first token has no context
+                logits = model(window[None]).logits[0].double()
+                total += float(ce(logits[-n - 1 : -1], window[-n:]).sum())
+                scored += n
+            else:
+                target_losses, rank_losses = [], []
+                for d in docs:
+                    context = len(window) - trg
+                    rest = window[len(d) :] if len(d) <= context else window[-trg:]
+                    inp = torch.cat([torch.tensor(d, dtype=torch.long), rest])
+                    logits = model(inp[None]).logits[0].double()
+                    target_losses.append(ce(logits[-trg - 1 : -1], inp[-trg:]).sum())
+                    if strategy == "zero-shot":
+                        span = slice(-trg - rank_tokens - 1, -trg - 1)
+                        rank_losses.append(ce(logits[span], inp[-trg - rank_tokens : -trg]).sum())
+                if strategy == "first":
+                    best = 0
+                elif strategy == "oracle":
+                    best = int(torch.argmin(torch.stack(target_losses)))
+                else:
+                    best = int(torch.argmin(torch.stack(rank_losses)))
+                total += float(target_losses[best])
+                scored += trg
+            prev_end = end
+            idx += 1
+            if end == len(tokens):
+                break
+    return total, scored

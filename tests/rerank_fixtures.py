@@ -1,0 +1,84 @@
+"""Reranking datasets built in the test: the synthetic key-word task of issue 5, in format ralm-rerank-data/1.
+
+Each prefix is ordinary words with one key word in it; its k candidates are ordinary words too, each
+with a different key word, and exactly one carries the prefix's key word. The "LM" log-prob is high
+for that candidate and low for the others, so a reranker can only agree with the LM by matching a
+word of the prefix inside the passage. BM25 order is random, so BM25's top-1 is right 1/k of the time.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+
+KEYWORD_LOGPROB = -3.0
+OTHER_LOGPROB = -9.0
+NO_RETRIEVAL_LOGPROB = -6.0
+
+
+def vocabulary(real_documents: list[dict], n_keywords: int = 40) -> tuple[list[str], list[str]]:
+    """(key words, filler words) from the real documents: distinct lowercase words, keys not among fillers."""
+    counts: dict[str, int] = {}
+    for doc in real_documents:
+        for word in re.findall(r"[a-z]{4,9}", doc["text"].lower()):
+            counts[word] = counts.get(word, 0) + 1
+    words = sorted(counts, key=lambda w: (-counts[w], w))
+    return words[200 : 200 + n_keywords], words[:200]
+
+
+def keyword_rows(
+    real_documents: list[dict], n_prefixes: int, *, k: int = 4, seed: int = 0, prefixes_per_doc: int = 5,
+    prefix_words: int = 12, passage_words: int = 8,
+) -> list[dict]:
+    """Rows with every column of docs/formats.md §4."""
+    keys, fillers = vocabulary(real_documents)
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n_prefixes):
+        chosen = rng.choice(len(keys), size=k, replace=False)
+        key = keys[chosen[0]]
+        words = list(rng.choice(fillers, size=prefix_words))
+        words.insert(int(rng.integers(0, prefix_words + 1)), key)
+        order = rng.permutation(k)  # BM25 order: the right candidate lands anywhere
+        texts, logprobs = [], []
+        for slot in order:
+            body = list(rng.choice(fillers, size=passage_words))
+            body.insert(int(rng.integers(0, passage_words + 1)), keys[chosen[slot]])
+            texts.append(f"Title {i}-{slot}\n" + " ".join(body))
+            logprobs.append((KEYWORD_LOGPROB if slot == 0 else OTHER_LOGPROB) + float(rng.normal(0, 0.3)))
+        rows.append({
+            "prefix_index": i,
+            "doc_id": f"doc{i // prefixes_per_doc}",
+            "position": 32 * (i % prefixes_per_doc),
+            "prefix": " ".join(words),
+            "target": " next words",
+            "query": " ".join(words[-8:]),
+            "candidate_ids": [f"p{i}-{slot}" for slot in order],
+            "candidate_doc_ids": [f"other{slot}" for slot in order],
+            "candidate_texts": texts,
+            "bm25_scores": sorted(rng.uniform(1, 10, size=k).tolist(), reverse=True),
+            "lm_logprobs": logprobs,
+            "lm_token_logprobs": [[lp / 2, lp / 2] for lp in logprobs],
+            "no_retrieval_logprob": NO_RETRIEVAL_LOGPROB,
+            "no_retrieval_token_logprobs": [NO_RETRIEVAL_LOGPROB / 2] * 2,
+        })
+    return rows
+
+
+def save_rows(rows: list[dict], folder: Path, *, meta: dict | None = None, drop: tuple[str, ...] = ()) -> Path:
+    """Save as ``datasets`` does for `ralm data-gen` (with ralm_data_gen.json), optionally without columns."""
+    import datasets
+
+    columns = {name: [row[name] for row in rows] for name in rows[0] if name not in drop}
+    datasets.Dataset.from_dict(columns).save_to_disk(str(folder))
+    info = {"format": "ralm-rerank-data/1", "lm": "synthetic-keyword", "k": len(rows[0]["candidate_texts"]),
+            "complete": True, **(meta or {})}
+    (folder / "ralm_data_gen.json").write_text(json.dumps(info))
+    return folder
+
+
+def keyword_dataset(real_documents: list[dict], folder: Path, n_prefixes: int, **kwargs) -> Path:
+    return save_rows(keyword_rows(real_documents, n_prefixes, **kwargs), folder)

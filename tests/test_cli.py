@@ -1,0 +1,31 @@
+"""The `ralm` entry point lists every command, and every command answers --help."""
+
+import subprocess
+import sys
+
+import pytest
+
+from ralm.cli import COMMANDS
+
+
+def _ralm(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ralm", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_top_level_help_lists_every_command():
+    out = _ralm("--help")
+    assert out.returncode == 0
+    for name, (_, description) in COMMANDS.items():
+        assert name in out.stdout and description in out.stdout
+
+
+def test_unknown_command_is_an_error():
+    out = _ralm("no-such-command")
+    assert out.returncode == 2 and "commands:" in out.stderr
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_every_command_has_help_and_config(name):
+    out = _ralm(*name.split(), "--help")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "--config" in out.stdout

@@ -1,0 +1,64 @@
+"""One prefix's candidates scored in one batch equal a plain one-input-at-a-time full-logits computation."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ralm.data_gen.prefixes import PrefixTokens
+from ralm.data_gen.scoring import PassageTokens, make_row, score_prefix
+from ralm.retrieval.types import Hit
+
+
+def reference_logprobs(model, passage, prefix, target, max_length, max_passage_tokens):
+    """Per-token log-probs from one unpadded forward over [passage; prefix; target] with all logits."""
+    passage = passage[:max_passage_tokens]
+    room = max_length - len(passage) - len(target)
+    ids = passage + prefix[max(0, len(prefix) - room) :] + target
+    with torch.no_grad():
+        logits = model(torch.tensor([ids])).logits[0].double()
+    logp = torch.log_softmax(logits, -1)
+    start = len(ids) - len(target)
+    return [float(logp[start - 1 + t, target[t]]) for t in range(len(target))]
+
+
+@pytest.fixture(scope="module")
+def tiny_lm(tiny_lm_dir):
+    from ralm.lm.loading import load_lm
+
+    return load_lm(tiny_lm_dir, device="cpu", dtype="float32")
+
+
+def test_score_prefix_matches_reference(tiny_lm, real_documents):
+    ids = tiny_lm.encode(real_documents[0]["text"])
+    assert len(ids) > 300
+    hits = [
+        Hit(f"{d['id']}-0", 1.0, f"{d['title']}\n{d['text'][: 80 * (i + 1)]}", d["title"], d["id"])
+        for i, d in enumerate(real_documents[1:6])
+    ]
+    max_length, max_passage = 128, 48
+    tokens = PrefixTokens(prefix=ids[100 : 200][-(max_length - 4) :], target=ids[200:204], query=ids[168:200])
+    passages = PassageTokens(tiny_lm, max_passage)(hits)
+    assert all(len(p) <= max_passage for p in passages) and max(len(p) for p in passages) == max_passage
+    cand, none = score_prefix(tiny_lm, tokens, passages, max_length=max_length, max_passage_tokens=max_passage)
+    for got, passage in zip(cand, passages, strict=True):
+        want = reference_logprobs(tiny_lm.model, passage, tokens.prefix, tokens.target, max_length, max_passage)
+        assert got == pytest.approx(want, abs=1e-4)
+    assert none == pytest.approx(reference_logprobs(tiny_lm.model, [], tokens.prefix, tokens.target, max_length, 0), abs=1e-4)
+
+    row = make_row(
+        prefix_index=7, doc_id="d", position=200, tokens=tokens, hits=hits,
+        candidate_token_logprobs=cand, no_retrieval_token_logprobs=none, decode=tiny_lm.decode,
+    )  # fmt: skip
+    assert row["lm_logprobs"] == pytest.approx([sum(c) for c in cand])
+    assert row["target"] == tiny_lm.decode(ids[200:204])
+    assert row["candidate_doc_ids"] == [d["id"] for d in real_documents[1:6]]
+
+
+def test_passage_tokens_cache_equals_fresh_encoding(tiny_lm, real_documents):
+    hits = [Hit(f"{d['id']}-0", 1.0, f"{d['title']}\n{d['text'][:300]}", d["title"], d["id"]) for d in real_documents[:4]]
+    cache = PassageTokens(tiny_lm, 20, capacity=2)
+    first = cache(hits[:3])
+    again = cache([hits[2], hits[0], hits[3]])
+    assert again == [tiny_lm.encode(h.contents)[:20] for h in (hits[2], hits[0], hits[3])]
+    assert first[0] == again[1]

@@ -1,0 +1,141 @@
+"""FLARE's mechanism on a real torch LM whose token probabilities the test writes (tests/flare_fixtures.py).
+
+The bigram LM writes "the capital is paris . france has wine !" after "Answer:", each word with the
+probability the test chose, so which sentences are unsure, which tokens a masked query drops and how many
+LM calls are needed are all known before the run.
+"""
+
+from __future__ import annotations
+
+import pytest
+from flare_fixtures import RecordingRetriever, chain_lm
+
+from ralm.errors import RalmInputError
+from ralm.eval.flare import FlareConfig, FlareRunner, first_sentence_length, masked_query, run_batched, sentence_end
+from ralm.eval.qa_data import QAExample
+from ralm.eval.qa_retrieval import PassageSource
+
+SENT1 = [("the", 0.95), ("capital", 0.9), ("is", 0.85), ("paris", 0.3), (".", 0.99)]
+SENT2 = [("france", 0.9), ("has", 0.5), ("wine", 0.9), ("!", 0.95)]
+EXAMPLE = QAExample("x", "where is the capital ?", ["paris"])
+
+
+def run(chain, texts=(), reuse_cache=True, **settings):
+    lm = chain_lm(chain, extra_words=[w for t in (*texts, EXAMPLE.question) for w in t.split()])
+    retriever = RecordingRetriever(texts)
+    config = FlareConfig(**settings)
+    config.check()
+    runner = FlareRunner(lm, config, PassageSource(retriever), reuse_cache=reuse_cache)
+    return runner.answer(EXAMPLE), retriever, lm
+
+
+def test_sentence_end_and_first_sentence():
+    assert sentence_end("the capital is paris . france") == len("the capital is paris .")
+    assert sentence_end("the capital is paris .") is None  # no whitespace after the period yet
+    assert sentence_end("  It is 3.5 m tall! Then") == len("  It is 3.5 m tall!")
+    assert sentence_end('He said "yes." Then') == len('He said "yes."')
+    assert sentence_end("\n\nfirst line\nsecond") == len("\n\nfirst line\n")
+    words = "a b . c d".split()
+    decode = lambda ids: " ".join(words[i] for i in ids)  # noqa: E731
+    assert first_sentence_length(decode, [0, 1, 2, 3, 4]) == 3
+    assert first_sentence_length(decode, [0, 1]) == 2
+
+
+def test_masked_query_keeps_tokens_at_or_above_beta():
+    assert masked_query([1, 2, 3, 4], [0.9, 0.39, 0.4, 0.1], beta=0.4) == [1, 3]
+
+
+@pytest.mark.parametrize(("theta", "fires"), [(0.29, False), (0.31, True), (0.84, True)])
+def test_retrieval_fires_exactly_when_a_token_is_below_theta(theta, fires):
+    out, retriever, _ = run(SENT1, theta=theta)
+    steps = [s for s in out["trace"] if "text" in s]
+    assert [s["retrieved"] for s in steps] == [fires]
+    assert steps[0]["min_prob"] == pytest.approx(0.3, abs=1e-6)
+    assert len(retriever.queries) == 1 + int(fires)  # the input retrieval, then one per unsure sentence
+    assert out["generation"] == "the capital is paris ."
+
+
+@pytest.mark.parametrize(
+    ("beta", "query"),
+    [(0.4, "the capital is ."), (0.2, "the capital is paris ."), (0.86, "the capital ."), (0.96, ".")],
+)
+def test_masked_query_drops_exactly_the_tokens_below_beta(beta, query):
+    out, retriever, _ = run(SENT1, theta=0.8, beta=beta)
+    assert retriever.queries == ["where is the capital ?", query]
+    assert [s.get("query") for s in out["trace"] if "text" in s] == [query]
+
+
+def test_full_query_uses_the_whole_sentence():
+    _, retriever, _ = run(SENT1, theta=0.8, beta=0.4, query="full")
+    assert retriever.queries[1] == "the capital is paris ."
+
+
+def test_passages_are_replaced_not_accumulated():
+    texts = ["alpha alpha", "bravo bravo", "charlie charlie"]
+    out, retriever, lm = run(SENT1 + SENT2, texts=texts, reuse_cache=False, theta=0.8, docs=2)
+    steps = [s for s in out["trace"] if "text" in s]
+    assert [s["retrieved"] for s in steps] == [True, True]
+    # Turn 0 is the input retrieval; turns 1 and 2 the two unsure sentences. Each regeneration shows
+    # exactly the passages of its own query.
+    assert [s["passages"] for s in steps] == [["q1-0", "q1-1"], ["q2-0", "q2-1"]]
+    # Without cache reuse each generation call feeds its whole prompt at once (later forwards are 1 token).
+    prompts = [lm.decode(p) for p in lm.model.prompts if len(p) > 1]
+    last = prompts[-1]  # the regeneration of sentence 2: only turn 2's passages are in its prompt
+    assert "charlie" in last and "bravo" not in last and "alpha" not in last
+    assert out["generation"] == "the capital is paris . france has wine !"
+
+
+def test_confident_lookahead_is_kept_without_a_second_call():
+    confident = [(w, 0.9) for w, _ in SENT1 + SENT2]
+    kept, retriever, _ = run(confident, theta=0.8)
+    regenerated, _, _ = run(confident, theta=0.8, keep_confident=False)
+    assert kept["generation"] == regenerated["generation"] == "the capital is paris . france has wine !"
+    assert kept["lm_calls"] == 2 and regenerated["lm_calls"] == 4  # two sentences, one call each when kept
+    assert kept["retrieval_steps"] == 0 and len(retriever.queries) == 1
+    # The second look-ahead's prompt extends the first: the KV cache serves it.
+    assert kept["tokens_reused"] > 0
+
+
+def test_window_baseline_queries_with_the_previous_window():
+    out, retriever, _ = run(SENT1 + SENT2, method="window", window_tokens=3)
+    assert retriever.queries == ["where is the capital ?", "the capital is", "paris . france", "has wine !"]
+    assert out["generation"] == "the capital is paris . france has wine !"
+    assert out["lm_calls"] == 4  # the fourth window finds EOS at once
+
+
+def test_sentence_baseline_queries_with_the_previous_sentence():
+    out, retriever, _ = run(SENT1 + SENT2, method="sentence")
+    assert retriever.queries == ["where is the capital ?", "the capital is paris ."]
+    assert out["generation"] == "the capital is paris . france has wine !"
+
+
+def test_single_and_no_retrieval_make_one_call():
+    single, retriever, _ = run(SENT1 + SENT2, method="single")
+    assert retriever.queries == ["where is the capital ?"] and single["lm_calls"] == 1
+    lm = chain_lm(SENT1 + SENT2, extra_words=EXAMPLE.question.split())
+    none = FlareRunner(lm, FlareConfig(method="no-retrieval")).answer(EXAMPLE)
+    assert none["retrievals"] == 0 and none["generation"] == single["generation"]
+    batched = run_batched(FlareRunner(lm, FlareConfig(method="no-retrieval")), [EXAMPLE, EXAMPLE], batch_size=2)
+    assert [b["generation"] for b in batched] == [none["generation"]] * 2
+
+
+def test_stop_pattern_and_token_budget_end_the_answer():
+    out, _, _ = run(SENT1 + SENT2, method="single", stop=" france")
+    assert out["generation"] == "the capital is paris ."
+    out, _, _ = run(SENT1 + SENT2, max_new_tokens=7, theta=0.0)
+    assert out["generation"] == "the capital is paris . france has"
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"theta": 1.5}, "--theta must be in [0, 1]"),
+        ({"beta": -0.1}, "--beta must be in [0, 1]"),
+        ({"method": "magic"}, "--method must be one of"),
+        ({"query": "explicit"}, "not implemented"),
+        ({"docs": 0}, "--docs must be at least 1"),
+    ],
+)
+def test_bad_settings_are_input_errors(settings, message):
+    with pytest.raises(RalmInputError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        FlareConfig(**settings).check()

@@ -1,0 +1,78 @@
+"""`ralm eval flare` end to end on CPU: tiny GPT-2, a real bm25s index, every method, resume, results."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from flare_fixtures import tiny_qa_corpus
+
+from ralm.cli import main as ralm_main
+from ralm.errors import RalmInputError
+from ralm.eval.flare import FlareConfig
+from ralm.eval.flare_command import eval_flare
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory, real_documents):
+    return tiny_qa_corpus(tmp_path_factory.mktemp("flare_corpus"), real_documents)
+
+
+def read_predictions(folder):
+    return [json.loads(line) for line in (folder / "predictions.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("method", ["flare", "single", "window", "sentence", "no-retrieval"])
+def test_each_method_writes_traces_and_results(tmp_path, corpus, tiny_lm_dir, method):
+    out = tmp_path / method
+    index = [] if method == "no-retrieval" else ["--index", str(corpus["index"])]
+    ralm_main(["eval", "flare", "--data", str(corpus["questions"]), "--output", str(out), "--lm", str(tiny_lm_dir),
+               "--method", method, "--max-new-tokens", "24", "--lookahead-tokens", "12", "--window-tokens", "8",
+               "--device", "cpu", "--limit", "3", *index])  # fmt: skip
+    results = json.loads((out / "results.json").read_text())
+    records = read_predictions(out)
+    assert results["done"] == len(records) == 3
+    for key in ("em", "f1", "precision", "recall", "retrieval_rate", "lm_calls_per_example", "seconds_per_example"):
+        assert key in results["metrics"]
+    passage_ids = {json.loads(line)["id"] for line in corpus["passages"].read_text().splitlines()}
+    for record in records:
+        steps = [s for s in record["trace"] if "text" in s]
+        assert steps and "".join(s["text"] for s in steps).startswith(record["generation"])
+        for step in record["trace"]:
+            assert set(step.get("passages", [])) <= passage_ids
+            # A query of the random LM's gibberish may match no passage at all, so later steps show <= 2.
+            assert len(step.get("passages", [])) <= (0 if method == "no-retrieval" else 2)
+        if method != "no-retrieval":
+            assert record["trace"][0]["step"] == "input" and len(record["trace"][0]["passages"]) == 2
+        if method == "flare":
+            assert all("retrieved" in s and "min_prob" in s for s in steps if s["text"])
+    if method == "flare":
+        rate = sum(r["retrieval_steps"] for r in records) / sum(r["steps"] for r in records)
+        assert results["metrics"]["retrieval_rate"] == pytest.approx(rate)
+
+
+def test_flare_resumes_and_exemplars_are_used(tmp_path, corpus, tiny_lm_dir):
+    shots = tmp_path / "shots.jsonl"
+    shots.write_text('{"question": "Which module parses JSON?", "answer": "So the answer is json."}\n')
+    config = FlareConfig(max_new_tokens=16, lookahead_tokens=8)
+    common = dict(data=str(corpus["questions"]), lm=str(tiny_lm_dir), index=str(corpus["index"]), flare=config,
+                  exemplars=str(shots), device="cpu", output=str(tmp_path / "run"))  # fmt: skip
+    eval_flare(**common, limit=2)
+    first = read_predictions(tmp_path / "run")
+    results = eval_flare(**common)
+    again = read_predictions(tmp_path / "run")
+    assert again[:2] == first and results["done"] == 6
+    with pytest.raises(RalmInputError, match="other settings"):
+        eval_flare(**{**common, "flare": FlareConfig(max_new_tokens=16, lookahead_tokens=8, theta=0.5)})
+
+
+def test_bad_options_fail_before_loading(tmp_path, corpus, capsys):
+    base = ["eval", "flare", "--data", str(corpus["questions"]), "--output", str(tmp_path / "o"), "--lm", "/nope"]
+    for extra, message in [
+        (["--theta", "1.2", "--index", "x"], "--theta must be in [0, 1]"),
+        (["--method", "single"], "--method single needs --index"),
+    ]:
+        with pytest.raises(SystemExit):
+            ralm_main(base + extra)
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()

@@ -1,0 +1,78 @@
+"""Loading a frozen LM: folders, run-time device/dtype, tokenizer round trips, GGUF conversion cache."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from ralm.errors import RalmInputError
+from ralm.lm.loading import load_lm, resolve_device, resolve_dtype
+
+
+def test_load_folder_is_frozen_with_runtime_device_and_dtype(tiny_lm_dir):
+    lm = load_lm(tiny_lm_dir)
+    expected_device = "cuda" if torch.cuda.is_available() else "cpu"
+    assert lm.device.type == expected_device
+    assert lm.dtype == resolve_dtype("auto", lm.device)
+    assert not lm.model.training
+    assert all(not p.requires_grad for p in lm.model.parameters())
+    assert lm.max_length == 256  # n_positions of the tiny GPT-2 config
+    assert lm.model.config._attn_implementation == "sdpa"
+
+
+def test_encode_adds_no_special_tokens_and_decodes_back(tiny_lm_dir):
+    lm = load_lm(tiny_lm_dir, device="cpu", dtype="float32")
+    text = "Return a new list containing all items from the iterable."
+    ids = lm.encode(text)
+    eos = lm.tokenizer.eos_token_id
+    assert ids and eos not in ids
+    assert lm.decode(ids) == text
+    assert lm.encode_batch([text, "x"]) == [ids, lm.encode("x")]
+
+
+def test_dtype_override(tiny_lm_dir):
+    lm = load_lm(tiny_lm_dir, device="cpu", dtype="bfloat16")
+    assert lm.dtype == torch.bfloat16 and next(lm.model.parameters()).dtype == torch.bfloat16
+
+
+def test_resolve_auto_on_cpu_is_fp32():
+    assert resolve_dtype("auto", torch.device("cpu")) == torch.float32
+    assert resolve_device("cpu").type == "cpu"
+    with pytest.raises(RalmInputError, match="--dtype"):
+        resolve_dtype("int3")
+
+
+def test_folder_without_config_is_input_error(tmp_path):
+    (tmp_path / "notes.txt").write_text("not a model")
+    with pytest.raises(RalmInputError, match="config.json"):
+        load_lm(tmp_path)
+    with pytest.raises(RalmInputError, match="not found"):
+        load_lm(tmp_path / "missing")
+    with pytest.raises(RalmInputError, match="GGUF file not found"):
+        load_lm(tmp_path / "missing.gguf")
+
+
+@pytest.mark.slow
+def test_gguf_is_converted_once_and_reloads_with_identical_logits(smollm2_gguf, tmp_path, monkeypatch):
+    from transformers import AutoModelForCausalLM
+
+    monkeypatch.setenv("RALM_CACHE", str(tmp_path))
+    lm = load_lm(smollm2_gguf, device="cpu", dtype="float32")
+    cached = list((tmp_path / "gguf").iterdir())
+    assert len(cached) == 1 and (cached[0] / "config.json").is_file()
+    assert json.loads((cached[0] / "config.json").read_text()).get("quantization_config") is None
+    assert lm.max_length >= 2048 and lm.tokenizer.bos_token_id not in lm.encode("In the beginning")
+
+    # The cached folder gives the same logits as dequantising the GGUF file directly.
+    direct = AutoModelForCausalLM.from_pretrained(
+        smollm2_gguf.parent, gguf_file=smollm2_gguf.name, dtype=torch.float32
+    ).eval()
+    ids = torch.tensor([lm.encode("In the beginning God created the heaven and the earth.")])
+    with torch.no_grad():
+        torch.testing.assert_close(lm.model(ids).logits, direct(ids).logits, rtol=1e-5, atol=1e-4)
+
+    # A second load finds the cache (no second folder, no temporary leftovers).
+    load_lm(str(smollm2_gguf.parent), gguf_file=smollm2_gguf.name, device="cpu")
+    assert [p.name for p in (tmp_path / "gguf").iterdir()] == [cached[0].name]

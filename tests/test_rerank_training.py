@@ -1,0 +1,175 @@
+"""Training runs end to end on CPU: resume after a crash, DDP with gloo, abstain, bad configs, export."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import lightning.pytorch as pl
+import pytest
+import torch
+
+from ralm.errors import RalmInputError
+from ralm.rerank.command import build_parser, main
+from ralm.rerank.fit import fit_reranker
+from ralm.rerank.inference import PredictiveReranker
+from ralm.rerank.settings import EncoderArgs, LoaderArgs, OptimArgs, RunArgs
+from tests.rerank_fixtures import keyword_dataset
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory, real_documents) -> Path:
+    return keyword_dataset(real_documents, tmp_path_factory.mktemp("rerank_data") / "data", 80, k=4, seed=7)
+
+
+@pytest.fixture(scope="module")
+def quiet_encoder_dir(tmp_path_factory, tiny_encoder_dir) -> Path:
+    """The tiny BERT without dropout: runs that split a batch differently can then agree to float precision."""
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    out = tmp_path_factory.mktemp("quiet_encoder")
+    config = AutoConfig.from_pretrained(tiny_encoder_dir, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    AutoModel.from_pretrained(tiny_encoder_dir, config=config).save_pretrained(out)
+    AutoTokenizer.from_pretrained(tiny_encoder_dir).save_pretrained(out)
+    return out
+
+
+def _settings(encoder_dir, **optim):
+    return dict(
+        encoder=EncoderArgs(name=str(encoder_dir), max_length=48, max_prefix_tokens=24),
+        loader=LoaderArgs(batch_size=4, val_batch_size=16, val_fraction=0.25),
+        optim=OptimArgs(**{"lr": 1e-3, "warmup_steps": 2, "max_steps": 10, **optim}),
+        run=RunArgs(accelerator="cpu", devices=1, val_every=4, save_every=2, log_every=1, wandb="off",
+                    progress_bar=False),
+    )
+
+
+def _weights(path) -> dict[str, torch.Tensor]:
+    return torch.load(path, map_location="cpu", weights_only=False)["state_dict"]
+
+
+class _Crash(RuntimeError):
+    pass
+
+
+class _CrashAt(pl.Callback):
+    """Simulates a killed job: dies after `step` optimizer steps, before that step's checkpoint is written."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_train_batch_end(self, trainer, *args):
+        if trainer.global_step == self.step:
+            raise _Crash(f"simulated crash at step {self.step}")
+
+
+def test_resume_after_crash_gives_the_same_weights(tmp_path, data_dir, tiny_encoder_dir):
+    # dropout is on (the tiny BERT's default), and 2 micro-batches per step: both must resume exactly
+    settings = _settings(tiny_encoder_dir, accumulate=2)
+    straight = fit_reranker(str(data_dir), str(tmp_path / "a"), **settings, seed=3)
+    with pytest.raises(_Crash):
+        fit_reranker(str(data_dir), str(tmp_path / "b"), **settings, seed=3, extra_callbacks=[_CrashAt(7)])
+    ckpts = tmp_path / "b" / "checkpoints"
+    assert torch.load(ckpts / "last.ckpt", weights_only=False)["global_step"] == 6
+    resumed = fit_reranker(str(data_dir), str(tmp_path / "b"), **settings, seed=3, ckpt_path="last")
+    assert resumed["steps"] == straight["steps"] == 10
+    a, b = _weights(tmp_path / "a" / "checkpoints" / "last.ckpt"), _weights(ckpts / "last.ckpt")
+    assert a.keys() == b.keys()
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], rtol=1e-5, atol=1e-6, msg=key)
+    assert os.path.basename(straight["best_checkpoint"]) == os.path.basename(resumed["best_checkpoint"])
+    assert straight["best_gain_recovered"] == pytest.approx(resumed["best_gain_recovered"], abs=1e-6)
+    # the export is the best checkpoint, and the run really trained: weights moved away from the encoder's
+    from transformers import AutoModel
+
+    init = AutoModel.from_pretrained(tiny_encoder_dir).state_dict()
+    trained = a["encoder.bert.embeddings.word_embeddings.weight"]
+    assert not torch.allclose(init["embeddings.word_embeddings.weight"], trained)
+
+
+def test_resume_refuses_a_checkpoint_of_another_model(tmp_path, data_dir, tiny_encoder_dir, quiet_encoder_dir):
+    fit_reranker(str(data_dir), str(tmp_path / "a"), **_settings(tiny_encoder_dir, max_steps=2), seed=0)
+    ckpt = str(tmp_path / "a" / "checkpoints" / "last.ckpt")
+    with pytest.raises(RalmInputError, match="encoder_name"):
+        fit_reranker(str(data_dir), str(tmp_path / "b"), **_settings(quiet_encoder_dir, max_steps=2), ckpt_path=ckpt)
+    (tmp_path / "junk.ckpt").write_bytes(b"not a checkpoint")
+    with pytest.raises(RalmInputError, match="junk.ckpt"):
+        fit_reranker(str(data_dir), str(tmp_path / "b"), **_settings(tiny_encoder_dir), ckpt_path=str(tmp_path / "junk.ckpt"))
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        (["--strategy", "deepspeed_stage_2", "--accelerator", "cpu"], "DeepSpeed needs CUDA GPUs"),
+        (["--max-prefix-tokens", "600"], "encoder.max_prefix_tokens=600"),
+        (["--batch-size", "0"], "loader.batch_size=0"),
+        (["--warmup-steps", "99"], "warmup_steps"),
+    ],
+)
+def test_bad_configs_fail_before_any_work(tmp_path, data_dir, override, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--data", str(data_dir), "--out-dir", str(tmp_path / "o"), "--max-steps", "5", "--warmup-steps", "1",
+              *override])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "o").exists()
+
+
+def test_ddp_on_two_cpu_processes_matches_one_process_with_the_global_batch(tmp_path, data_dir, quiet_encoder_dir):
+    """2 processes x 2 prefixes (gloo all-reduce) take the same steps as 1 process x 4 prefixes."""
+    common = ["--data", str(data_dir), "--name", str(quiet_encoder_dir), "--max-length", "48",
+              "--max-prefix-tokens", "24", "--val-fraction", "0.25", "--lr", "1e-3", "--warmup-steps", "1",
+              "--max-steps", "4", "--val-every", "4", "--accelerator", "cpu", "--wandb", "off",
+              "--progress-bar", "false"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "ralm", "train", *common, "--out-dir", str(tmp_path / "ddp"), "--strategy", "ddp",
+         "--devices", "2", "--batch-size", "2", "--val-batch-size", "3"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ddp = json.loads((tmp_path / "ddp" / "summary.json").read_text())
+    assert ddp["world_size"] == 2
+    main([*common, "--out-dir", str(tmp_path / "one"), "--devices", "1", "--batch-size", "4"])
+    one = json.loads((tmp_path / "one" / "summary.json").read_text())
+    a, b = _weights(tmp_path / "ddp" / "checkpoints" / "last.ckpt"), _weights(tmp_path / "one" / "checkpoints" / "last.ckpt")
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], rtol=1e-4, atol=1e-5, msg=key)
+    # validation sums over both processes: the same metrics as one process over the whole split
+    for key in ("val/top1_agreement", "val/pick_logprob", "val/oracle_logprob"):
+        assert ddp["last_validation"][key] == pytest.approx(one["last_validation"][key], abs=1e-4)
+    PredictiveReranker.from_pretrained(tmp_path / "ddp" / "reranker")
+
+
+def test_abstain_learns_when_the_lm_is_better_alone(tmp_path, real_documents, tiny_encoder_dir):
+    """Key-word candidates help (-3) but none of them does when the prefix has no key word (no retrieval: -6)."""
+    from tests.rerank_fixtures import keyword_rows, save_rows
+
+    rows = keyword_rows(real_documents, 80, k=3, seed=11)
+    for row in rows[::2]:  # half the prefixes: every passage hurts, the LM is best alone
+        row["lm_logprobs"] = [-9.0] * len(row["lm_logprobs"])
+        row["prefix"] = row["prefix"] + " nothing"
+    data = save_rows(rows, tmp_path / "d")
+    summary = fit_reranker(str(data), str(tmp_path / "o"), **_settings(tiny_encoder_dir, max_steps=4), abstain=True)
+    reranker = PredictiveReranker.from_pretrained(summary["reranker"])
+    assert reranker.abstain is True
+    info = json.loads((Path(summary["reranker"]) / "ralm_reranker.json").read_text())
+    assert info["abstain"] is True and info["max_length"] == 48
+    # the oracle includes the empty passage: on the "hurting" half it is the no-retrieval log-prob
+    val = summary["last_validation"]
+    assert val["val/oracle_logprob"] > val["val/bm25_logprob"]
+    assert 0.0 <= val["val/retrieval_rate"] <= 1.0
+
+
+def test_parser_accepts_the_documented_options():
+    parser = build_parser()
+    cfg = parser.parse_args(["--data", "d", "--out_dir", "o", "--optim.loss", "kl", "--run.strategy", "ddp"])
+    assert cfg.optim.loss == "kl" and cfg.run.strategy == "ddp" and cfg.encoder.max_length == 512
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--data", "d", "--out_dir", "o", "--optim.loss", "hinge"])
