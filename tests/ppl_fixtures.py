@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
+
+EVAL_DOCS = 3  # the first documents form the evaluation text; all documents form the retrieval corpus
 
 
 def build_tiny_lm(tokenizer_dir: Path, out: Path, n_positions: int = 512, seed: int = 0) -> Path:
@@ -54,8 +57,12 @@ def reference_total_nll(
     query_tokens: int = 32,
     max_passage_tokens: int = 256,
     rank_tokens: int = 16,
+    pick=None,
 ) -> tuple[float, int]:
-    """(total NLL, scored tokens) the slow way. strategy: none | first | oracle | zero-shot."""
+    """(total NLL, scored tokens) the slow way. strategy: none | first | oracle | zero-shot | given.
+
+    ``given`` asks ``pick(begin, prev_end, hits)`` for the chosen hit's index (or None: no passage).
+    """
     ce = torch.nn.CrossEntropyLoss(reduction="none")
     x = torch.tensor(tokens)
     total, scored, prev_end, idx = 0.0, 0, 0, 0
@@ -68,8 +75,14 @@ def reference_total_nll(
             if idx > 0 and strategy != "none":
                 query = tokenizer.decode(tokens[:prev_end][-query_tokens:])
                 hits = retriever.search([query], k)[0]
-                docs = [tokenizer(h.contents, add_special_tokens=False)["input_ids"][:max_passage_tokens] for h in hits]
+                docs = [
+                    tokenizer(h.contents, add_special_tokens=False)["input_ids"][:max_passage_tokens]
+                    for h in hits
+                ]
                 docs = docs[:1] if strategy == "first" else docs
+                if strategy == "given" and hits:
+                    chosen = pick(begin, prev_end, hits)
+                    docs = [] if chosen is None else [docs[chosen]]
             if not docs:
                 n = min(trg, len(window) - 1)  # the window's first token has no context
                 logits = model(window[None]).logits[0].double()
@@ -86,7 +99,7 @@ def reference_total_nll(
                     if strategy == "zero-shot":
                         span = slice(-trg - rank_tokens - 1, -trg - 1)
                         rank_losses.append(ce(logits[span], inp[-trg - rank_tokens : -trg]).sum())
-                if strategy == "first":
+                if strategy in ("first", "given"):
                     best = 0
                 elif strategy == "oracle":
                     best = int(torch.argmin(torch.stack(target_losses)))
@@ -99,3 +112,58 @@ def reference_total_nll(
             if end == len(tokens):
                 break
     return total, scored
+
+
+def train_other_tokenizer(texts: list[str], out: Path, vocab_size: int = 600) -> None:
+    """A second byte-level BPE with a different vocabulary, for reranking LMs with another tokenizer."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    raw = Tokenizer(models.BPE())
+    raw.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    raw.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=["<eos>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    raw.train_from_iterator(texts, trainer)
+    PreTrainedTokenizerFast(tokenizer_object=raw, eos_token="<eos>").save_pretrained(out)
+
+
+def export_untrained_reranker(
+    encoder_dir: Path, out: Path, abstain: bool, max_length: int = 128, seed: int = 3
+) -> Path:
+    """A reranker folder in the documented format (docs/formats.md §5) with a fresh scoring head."""
+    import json
+
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    torch.manual_seed(seed)
+    model = AutoModelForSequenceClassification.from_pretrained(encoder_dir, num_labels=1)
+    model.save_pretrained(out)
+    AutoTokenizer.from_pretrained(encoder_dir).save_pretrained(out)
+    info = {
+        "format": "ralm-reranker/1", "base_model": str(encoder_dir), "max_length": max_length,
+        "max_prefix_tokens": 64, "input_format": "prefix-tail/passage", "abstain": abstain,
+        "loss": "marginal", "trained_on": {},
+    }  # fmt: skip
+    (out / "ralm_reranker.json").write_text(json.dumps(info))
+    return out
+
+
+@pytest.fixture(scope="session")
+def ppl_setup(tiny_lm_dir, real_documents, tmp_path_factory) -> dict:
+    """Tiny LM (512 context), two real bm25s indexes (40- and 250-word passages) and an eval text file."""
+    from ralm.lm.loading import load_lm
+
+    root = tmp_path_factory.mktemp("ppl")
+    lm_dir = build_tiny_lm(tiny_lm_dir, root / "lm", n_positions=512)
+    # Passages of 250 words run to ~350 tokens, longer than the 256-token passage cut.
+    long_index, _ = build_bm25_index(real_documents, root / "long", words=250)
+    index, passages = build_bm25_index(real_documents, root / "short", words=40)
+    text = root / "eval.txt"
+    text.write_text("\n\n".join(d["text"] for d in real_documents[:EVAL_DOCS]))
+    lm = load_lm(lm_dir, device="cpu", dtype="float32")
+    return {
+        "root": root, "lm_dir": lm_dir, "lm": lm, "index": index, "passages": passages,
+        "long_index": long_index, "text": text,
+    }  # fmt: skip

@@ -18,7 +18,7 @@ from ralm.errors import RalmInputError
 
 # Index metadata that names a place or a moment rather than content: left out of the index hash so the
 # same index copied to another machine (torchrun nodes) or rebuilt identically still matches.
-_INDEX_VOLATILE = {"created", "passages_path", "ralm_version", "index_dir"}
+_INDEX_VOLATILE = {"created", "passages_path", "ralm_version", "index_dir", "build_seconds"}
 
 
 def index_hash(index_meta: dict) -> str:

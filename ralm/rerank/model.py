@@ -7,7 +7,6 @@ encoder (``BertModel``) gets a freshly initialised head, which is what fine-tuni
 
 from __future__ import annotations
 
-import logging
 import os
 
 import torch
@@ -21,17 +20,10 @@ def load_cross_encoder(name_or_path: str, *, gradient_checkpointing: bool = Fals
     looks_local = os.path.sep in name_or_path or name_or_path.startswith(".") or os.path.exists(name_or_path)
     if looks_local and not os.path.isdir(name_or_path):
         raise RalmInputError(f"encoder {name_or_path}: no such folder")
-    # "newly initialized: classifier..." is expected when fine-tuning a bare encoder; keep the log quiet.
-    previous = logging.getLogger("transformers.modeling_utils").level
-    logging.getLogger("transformers.modeling_utils").setLevel(logging.ERROR)
     try:
-        model = AutoModelForSequenceClassification.from_pretrained(
-            name_or_path, num_labels=1, dtype=torch.float32
-        )
+        model = AutoModelForSequenceClassification.from_pretrained(name_or_path, num_labels=1, dtype=torch.float32)
     except OSError as err:
         raise RalmInputError(f"encoder {name_or_path}: cannot load ({str(err).splitlines()[0]})") from None
-    finally:
-        logging.getLogger("transformers.modeling_utils").setLevel(previous)
     # A single logit is a score, not a regression target; keep the config honest for reloading.
     model.config.problem_type = "regression"
     if gradient_checkpointing:

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import bm25s
 import numpy as np
-from bm25s.tokenization import Tokenized
 from tqdm import tqdm
 
+from ralm.errors import RalmInputError
 from ralm.retrieval.analyzer import ANALYZER_SETTINGS, LuceneEnglishAnalyzer
+from ralm.retrieval.lucene_bm25 import lucene_bm25_matrix
 from ralm.retrieval.passage_store import PassageStore
 from ralm.retrieval.types import Hit, Passage
 
@@ -31,9 +32,15 @@ def build_bm25s(passages: Sequence[Passage], out_dir: Path, k1: float = 0.9, b: 
         # Token ids instead of strings: a million passages of strings would cost gigabytes.
         corpus_ids.append([vocab.setdefault(t, len(vocab)) for t in analyzer.terms(p.contents)])
     model = bm25s.BM25(k1=k1, b=b, method="lucene")
-    model.index(Tokenized(ids=corpus_ids, vocab=vocab), show_progress=False)
+    # Lucene's scores (lossy one-byte passage lengths), not bm25s's exact-length ones: see lucene_bm25.py.
+    model.scores = lucene_bm25_matrix(corpus_ids, len(vocab), k1=k1, b=b)
+    model.vocab_dict = vocab
+    model.nonoccurrence_array = None
     model.save(str(out_dir / ENGINE_DIR), show_progress=False)
-    return {"analyzer": dict(ANALYZER_SETTINGS), "bm25": {"k1": k1, "b": b, "method": "lucene"}}
+    return {
+        "analyzer": dict(ANALYZER_SETTINGS),
+        "bm25": {"k1": k1, "b": b, "scoring": "lucene-bm25-byte-lengths"},
+    }
 
 
 class Bm25sRetriever:
@@ -43,6 +50,12 @@ class Bm25sRetriever:
         self.index_dir = str(index_dir)
         self.meta = meta
         self.store = store
+        built_with = meta.get("analyzer", {}).get("name")
+        if built_with != ANALYZER_SETTINGS["name"]:
+            raise RalmInputError(
+                f"{index_dir}: built with analyzer {built_with!r}, this ralm analyzes with "
+                f"{ANALYZER_SETTINGS['name']!r}; rebuild the index with `ralm index --overwrite`"
+            )
         self.model = bm25s.BM25.load(str(Path(index_dir) / ENGINE_DIR), mmap=True, load_vocab=True)
         self.analyzer = LuceneEnglishAnalyzer()
 

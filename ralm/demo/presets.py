@@ -1,0 +1,131 @@
+"""The demo's two scales (`--quick` and full) and the per-option overrides on top of them.
+
+The paper's settings (s=4, 1024-token inputs, k=16, 300k prefixes, 10k steps) need a GPU; these are
+chosen so that on a 2-core CPU `--quick` ends in under 5 minutes and the full demo in under 30, while
+keeping what the demo must show: retrieval helps, the trained reranker beats BM25, the oracle is best.
+The LM's cost is windows x candidates x input length, so the CPU scales shrink those three first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+
+
+@dataclass(frozen=True)
+class DemoScale:
+    heldout_books: tuple[str, ...]
+    eval_tokens: int
+    stride: int
+    query_tokens: int
+    max_length: int
+    max_passage_tokens: int
+    passage_words: int
+    k: int
+    num_prefixes: int
+    prefixes_per_shard: int
+    train_steps: int
+    batch_size: int
+    lr: float
+    warmup_steps: int
+    loss: str
+    encoder_max_length: int
+    max_prefix_tokens: int
+    val_fraction: float
+    val_every: int
+
+
+QUICK = DemoScale(
+    heldout_books=("Mark",),
+    eval_tokens=1024,
+    stride=32,
+    query_tokens=32,
+    max_length=256,
+    max_passage_tokens=128,
+    passage_words=100,
+    k=4,
+    num_prefixes=256,
+    prefixes_per_shard=64,
+    train_steps=120,
+    batch_size=16,
+    lr=1e-4,
+    warmup_steps=10,
+    loss="marginal",
+    encoder_max_length=256,
+    max_prefix_tokens=64,
+    val_fraction=0.1,
+    val_every=40,
+)
+
+FULL = replace(
+    QUICK,
+    heldout_books=("Mark", "Ruth", "Jonah", "Phil"),
+    eval_tokens=4096,
+    stride=16,
+    max_length=384,
+    max_passage_tokens=192,
+    k=8,
+    num_prefixes=1024,
+    prefixes_per_shard=128,
+    train_steps=400,
+    val_every=100,
+)
+
+
+@dataclass
+class Overrides:
+    """Change one setting of the chosen scale (`--quick` or full); unset options keep the scale's value."""
+
+    heldout_books: list[str] | None = None
+    """World English Bible books held out for evaluation (OSIS ids: Mark, Ruth, ...); the rest train."""
+    eval_tokens: int | None = None
+    """Evaluate the first this-many LM tokens of the held-out text."""
+    stride: int | None = None
+    """s: retrieve every s tokens (eval) and predict s tokens (data-gen)."""
+    query_tokens: int | None = None
+    """ℓ: BM25 query length in LM tokens."""
+    max_length: int | None = None
+    """LM input length (passage + prefix + targets)."""
+    max_passage_tokens: int | None = None
+    """Passages are cut to this many LM tokens."""
+    passage_words: int | None = None
+    """Words per retrieval passage."""
+    k: int | None = None
+    """BM25 candidates per query (reranked by zero-shot, trained reranker, oracle)."""
+    num_prefixes: int | None = None
+    """Training prefixes scored by data-gen."""
+    prefixes_per_shard: int | None = None
+    """Data-gen shard size (a killed run loses at most one shard)."""
+    train_steps: int | None = None
+    """Reranker optimizer steps."""
+    batch_size: int | None = None
+    """Prefixes (each with its k candidates) per training step."""
+    lr: float | None = None
+    """Reranker peak learning rate."""
+    warmup_steps: int | None = None
+    """Linear warmup steps of the reranker."""
+    loss: str | None = None
+    """Reranker loss: marginal (the paper), kl or listwise_ce."""
+    encoder_max_length: int | None = None
+    """Reranker tokens per (prefix, passage) pair."""
+    max_prefix_tokens: int | None = None
+    """The reranker reads the last this-many tokens of the prefix."""
+    val_fraction: float | None = None
+    """Share of training documents held out to validate the reranker."""
+    val_every: int | None = None
+    """Validate (and keep the best checkpoint) every this many steps."""
+
+
+def resolve_scale(quick: bool, overrides: Overrides) -> DemoScale:
+    """The preset with every set override applied."""
+    scale = QUICK if quick else FULL
+    changes = {f.name: getattr(overrides, f.name) for f in fields(overrides) if getattr(overrides, f.name) is not None}
+    if "heldout_books" in changes:
+        changes["heldout_books"] = tuple(changes["heldout_books"])
+    return replace(scale, **changes)
+
+
+def describe(scale: DemoScale) -> str:
+    """The settings as printed at the start of a run."""
+    values = asdict(scale)
+    values["heldout_books"] = ",".join(values["heldout_books"])
+    return "  ".join(f"{k}={v}" for k, v in values.items())

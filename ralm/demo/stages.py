@@ -1,0 +1,103 @@
+"""Run the demo's stages as the user would type them, record their times, and skip finished ones.
+
+Each stage is a `ralm` command line run in this process through the command's own `main(argv)`, so the
+demo is a thin script over the stages and `commands.sh` in the run folder reproduces every step exactly.
+A stage's output folder name carries a short hash of its command line: the same settings find (and
+reuse, or resume) the same folder, other settings get a fresh one, and a half-finished output is never
+mistaken for a finished one because each stage is only marked done after its command returns.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ralm.errors import RalmInputError
+
+
+def short_hash(parts: list[str]) -> str:
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:8]
+
+
+@dataclass
+class Stage:
+    key: str
+    """Name in the report ("index", "data-gen", "train", "eval bm25", ...)."""
+    command: list[str]
+    """Command words and options, without the leading `ralm` ("eval", "ppl", "--text", ...)."""
+    output: Path
+    """The folder or file whose existence (with the done mark) means the stage is complete."""
+    resume_options: list[str] = field(default_factory=list)
+    """Options added only when a killed run left partial work (`--ckpt-path last`); not part of the key."""
+
+
+def _write_json_atomic(path: Path, value: dict) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(json.dumps(value, indent=1) + "\n")
+    os.replace(tmp, path)
+
+
+class StageRunner:
+    """Runs stages in order, writing ``commands.sh`` and ``stages.json`` (status and seconds per stage)."""
+
+    def __init__(self, run_dir: Path, dispatch: Callable[[list[str]], None] | None = None) -> None:
+        self.run_dir = run_dir
+        self.state_path = run_dir / "stages.json"
+        self.state: dict = json.loads(self.state_path.read_text()) if self.state_path.is_file() else {}
+        self.commands: list[str] = []
+        self._dispatch = dispatch or _run_in_process
+
+    def is_done(self, stage: Stage) -> bool:
+        entry = self.state.get(stage.key)
+        return bool(entry and entry.get("command") == stage.command and stage.output.exists())
+
+    def run(self, stage: Stage) -> float:
+        """Run `stage` unless done; returns its seconds (this run's, or the recorded ones when reused)."""
+        line = "ralm " + shlex.join(stage.command)
+        self.commands.append(line)
+        self._write_commands()
+        if self.is_done(stage):
+            seconds = float(self.state[stage.key]["seconds"])
+            print(f"[demo] {stage.key}: done earlier ({seconds:.0f} s), reusing {stage.output}", flush=True)
+            self.state[stage.key]["reused"] = True
+            return seconds
+        argv = stage.command + (stage.resume_options if stage.output.exists() else [])
+        print(f"[demo] {stage.key}: {'ralm ' + shlex.join(argv)}", flush=True)
+        started = time.perf_counter()
+        self._dispatch(argv)
+        seconds = time.perf_counter() - started
+        self.state[stage.key] = {"command": stage.command, "seconds": seconds, "reused": False}
+        _write_json_atomic(self.state_path, self.state)
+        return seconds
+
+    def _write_commands(self) -> None:
+        header = [
+            "#!/usr/bin/env bash",
+            "# The exact stage commands of this demo run; each skips or resumes work that is already done.",
+            "set -euo pipefail",
+            f"cd {shlex.quote(os.getcwd())}",
+        ]
+        path = self.run_dir / "commands.sh"
+        tmp = path.with_name(f".commands.sh.tmp{os.getpid()}")
+        tmp.write_text("\n".join(header + self.commands) + "\n")
+        os.replace(tmp, path)
+
+
+def _run_in_process(argv: list[str]) -> None:
+    """`ralm ARGV` through the CLI's own dispatcher; a failing stage stops the demo with its message."""
+    from ralm.cli import load_command, resolve
+
+    name, rest = resolve(list(argv))
+    try:
+        load_command(name).main(rest)
+    except SystemExit as exit_:
+        if exit_.code not in (0, None):
+            raise RalmInputError(f"stage `ralm {name}` failed (exit {exit_.code}); its message is above") from None
+    sys.stdout.flush()

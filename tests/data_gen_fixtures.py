@@ -1,0 +1,48 @@
+"""Helpers for the data-gen tests (imported by them; no conftest): a corpus on disk and a bm25s index of it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from ralm.retrieval.index import build_index
+from ralm.retrieval.passages import split_passages, write_passages
+
+
+def write_corpus(folder: Path, documents: list[dict], id_prefix: str = "") -> tuple[Path, Path, Path]:
+    """documents.jsonl, passages.jsonl (100-word passages, doc ids prefixed by `id_prefix`) and a bm25s index."""
+    folder.mkdir(parents=True, exist_ok=True)
+    docs_path, passages_path, index_dir = folder / "documents.jsonl", folder / "passages.jsonl", folder / "index"
+    with open(docs_path, "w") as f:
+        for d in documents:
+            f.write(json.dumps(d) + "\n")
+    renamed = [{**d, "id": id_prefix + d["id"]} for d in documents]
+    write_passages(split_passages(renamed), passages_path)
+    build_index(passages_path, index_dir, backend="bm25s")
+    return docs_path, passages_path, index_dir
+
+
+def cli_args(docs: Path, index: Path, lm: Path, output: Path, **options) -> list[str]:
+    """Command-line arguments for `ralm data-gen` (option names with hyphens, as a user types them)."""
+    args = ["--documents", str(docs), "--index", str(index), "--lm", str(lm), "--output", str(output),
+            "--progress", "false"]  # fmt: skip
+    for key, value in options.items():
+        args += [f"--{key.replace('_', '-')}", str(value)]
+    return args
+
+
+def single_thread_env() -> dict:
+    """Environment for child runs: one BLAS thread (the same kernels as the in-process reference), offline."""
+    return {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false"}  # fmt: skip
+
+
+def spawn(args: list[str]) -> subprocess.Popen:
+    """`python -m ralm data-gen ARGS` in a child process."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "ralm", "data-gen", *args],
+        env=single_thread_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip

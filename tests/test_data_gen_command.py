@@ -1,0 +1,220 @@
+"""`ralm data-gen` end to end on CPU: tiny GPT-2, real text, a bm25s index built here.
+
+The reference run is in-process with one thread; child processes run with OMP_NUM_THREADS=1 too, so a
+resumed or two-process run must reproduce it row for row, floats included.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import shutil
+import time
+
+import pytest
+import torch
+from data_gen_fixtures import cli_args, spawn, write_corpus
+from datasets import load_from_disk
+
+from ralm.cli import main as ralm_main
+from ralm.data_gen.schema import FEATURES
+from ralm.errors import RalmInputError
+
+OPTIONS = {"num_prefixes": 40, "k": 4, "stride": 4, "query_tokens": 16, "min_prefix_tokens": 16,
+           "max_length": 96, "max_passage_tokens": 40, "seed": 1}  # fmt: skip
+SHORT_DOCS = [{"id": f"short{i}", "title": "short", "text": "Too short to sample."} for i in range(3)]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory, real_documents):
+    return write_corpus(tmp_path_factory.mktemp("corpus"), real_documents + SHORT_DOCS)
+
+
+def run_in_process(argv: list[str]) -> None:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        ralm_main(["data-gen", *argv])
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, corpus, tiny_lm_dir):
+    """One uninterrupted run: 40 prefixes in 8 shards of 5."""
+    docs, _, index = corpus
+    out = tmp_path_factory.mktemp("reference") / "data"
+    run_in_process(cli_args(docs, index, tiny_lm_dir, out, num_shards=8, **OPTIONS))
+    return out
+
+
+def test_dataset_schema_rows_and_metadata(reference, corpus, tiny_lm_dir, real_documents):
+    ds = load_from_disk(str(reference))
+    assert ds.features == FEATURES
+    assert ds["prefix_index"] == list(range(40))
+    meta = json.loads((reference / "ralm_data_gen.json").read_text())
+    assert meta["format"] == "ralm-rerank-data/1" and meta["complete"] is True
+    assert (meta["k"], meta["s"], meta["l"], meta["seed"], meta["exclude_same_doc"]) == (4, 4, 16, 1, True)
+    assert meta["documents_skipped_too_short"] == len(SHORT_DOCS)
+    assert meta["index"]["backend"] == "bm25s" and len(meta["index_hash"]) == 64
+    assert not (reference / "shards").exists()  # merged and cleaned up
+    texts = {d["id"]: d["text"] for d in real_documents}
+    for row in ds:
+        assert len(row["candidate_ids"]) == 4 and row["doc_id"] not in row["candidate_doc_ids"]
+        assert all(cid.rsplit("-", 1)[0] == d for cid, d in zip(row["candidate_ids"], row["candidate_doc_ids"], strict=True))
+        assert row["bm25_scores"] == sorted(row["bm25_scores"], reverse=True)
+        assert row["lm_logprobs"] == pytest.approx([sum(t) for t in row["lm_token_logprobs"]], abs=1e-4)
+        assert all(len(t) == 4 for t in row["lm_token_logprobs"]) and len(row["no_retrieval_token_logprobs"]) == 4
+        assert row["position"] >= 16 and row["position"] % 4 == 0
+        # prefix, query and target are consecutive text of the source document
+        assert (row["query"] + row["target"]).strip() in texts[row["doc_id"]] or row["target"].strip() in texts[row["doc_id"]]
+    summary = meta["summary"]
+    assert summary["examples"] == 40 and -1 <= summary["bm25_top1_is_lm_best"] <= 1
+
+
+def test_a_row_matches_an_independent_forward(reference, tiny_lm_dir):
+    """Re-tokenize a stored row's texts and score candidate 0 with one plain forward and all logits."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    row = load_from_disk(str(reference))[5]
+    tok = AutoTokenizer.from_pretrained(tiny_lm_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_lm_dir, dtype=torch.float32).eval()
+    passage = tok(row["candidate_texts"][0], add_special_tokens=False)["input_ids"][:40]
+    prefix = tok(row["prefix"], add_special_tokens=False)["input_ids"]
+    target = tok(row["target"], add_special_tokens=False)["input_ids"]
+    if len(target) != 4:  # a token that straddles the cut re-tokenizes differently: nothing to compare
+        pytest.skip("target text does not re-tokenize to the same 4 tokens")
+    ids = passage + prefix[-(96 - len(passage) - 4) :] + target
+    with torch.no_grad():
+        logp = torch.log_softmax(model(torch.tensor([ids])).logits[0].double(), -1)
+    want = sum(float(logp[len(ids) - 5 + t, target[t]]) for t in range(4))
+    assert row["lm_logprobs"][0] == pytest.approx(want, abs=1e-3)
+
+
+def test_rerun_of_a_complete_output_does_nothing_and_another_config_is_refused(reference, corpus, tiny_lm_dir):
+    docs, _, index = corpus
+    before = (reference / "ralm_data_gen.json").read_text()
+    run_in_process(cli_args(docs, index, tiny_lm_dir, reference, num_shards=8, **OPTIONS))
+    assert (reference / "ralm_data_gen.json").read_text() == before
+    with pytest.raises(SystemExit):
+        run_in_process(cli_args(docs, index, tiny_lm_dir, reference, num_shards=8, **{**OPTIONS, "k": 3}))
+
+
+def _wait_for_shards(shards_dir, count: int, proc, timeout: float = 240) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if shards_dir.exists() and len(list(shards_dir.glob("shard-*/ralm_shard.json"))) >= count:
+            return
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.002)
+    raise AssertionError("the run wrote no shard in time")
+
+
+def test_sigkill_then_resume_equals_uninterrupted_run(tmp_path, reference, corpus, tiny_lm_dir):
+    docs, _, index = corpus
+    out = tmp_path / "data"
+    args = cli_args(docs, index, tiny_lm_dir, out, num_shards=8, **OPTIONS)
+    proc = spawn(args)
+    _wait_for_shards(out / "shards", 2, proc)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    done = len(list((out / "shards").glob("shard-*/ralm_shard.json")))
+    assert 2 <= done < 8, f"the kill should land mid-run ({done} of 8 shards complete)"
+    assert not (out / "state.json").exists()
+
+    resumed = spawn(args)
+    stdout, stderr = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, stderr
+    assert f"{8 - done} shard(s) written by this process, {done} already complete" in stdout
+    assert load_from_disk(str(out)).to_list() == load_from_disk(str(reference)).to_list()
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == []  # no temporaries left
+
+
+def test_two_processes_with_two_shards_equal_one_process(tmp_path, reference, corpus, tiny_lm_dir):
+    docs, _, index = corpus
+    out = tmp_path / "data"
+    procs = [spawn(cli_args(docs, index, tiny_lm_dir, out, num_shards=2, shard_id=i, **OPTIONS)) for i in (0, 1)]
+    outputs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    assert load_from_disk(str(out)).to_list() == load_from_disk(str(reference)).to_list()
+    assert json.loads((out / "ralm_data_gen.json").read_text())["config"]["num_shards"] == 2
+
+
+# ------------------------------------------------------------------------------------------ bad input
+
+
+def _data_gen(docs, index, lm, out, **options):
+    from ralm.data_gen.command import build_parser
+    from ralm.command_args import parse
+
+    _, init = parse(build_parser(), cli_args(docs, index, lm, out, **{**OPTIONS, **options}))
+    from ralm.data_gen.command import data_gen
+
+    kwargs = {k: v for k, v in vars(init).items() if k != "config" and not k.startswith("__")}
+    return data_gen(**kwargs)
+
+
+def test_lm_too_short_for_passage_and_query_is_refused_before_work(tmp_path, corpus, tiny_lm_dir):
+    docs, _, index = corpus
+    with pytest.raises(RalmInputError, match=r"--max-length: the LM holds 256 tokens, less than .* = 292"):
+        _data_gen(docs, index, tiny_lm_dir, tmp_path / "out", max_length=1024, max_passage_tokens=256, query_tokens=32)
+    assert not (tmp_path / "out" / "shards").exists()
+
+
+def test_a_foreign_shard_in_the_output_is_refused_with_fields_named(tmp_path, reference, corpus, tiny_lm_dir):
+    docs, _, index = corpus
+    donor = tmp_path / "donor"
+    _data_gen(docs, index, tiny_lm_dir, donor, num_prefixes=4, num_shards=2, shard_id=0)
+    out = tmp_path / "out"
+    (out / "shards").mkdir(parents=True)
+    shutil.copytree(donor / "shards" / "shard-00000-of-00002", out / "shards" / "shard-00000-of-00002")
+    with pytest.raises(RalmInputError, match=r"shard-00000-of-00002/ralm_shard.json: made with a different .*num_examples: found 4, this run 40.*num_prefixes: found 4, this run 40.*num_shards: found 2, this run 8"):
+        _data_gen(docs, index, tiny_lm_dir, out, num_shards=8)
+
+
+def test_stale_index_is_refused(tmp_path, corpus, tiny_lm_dir):
+    docs, passages, index = corpus
+    stale = tmp_path / "passages.jsonl"
+    stale.write_text(passages.read_text().replace("the", "THE", 1))
+    with pytest.raises(RalmInputError, match="index was built from another passages file"):
+        _data_gen(docs, index, tiny_lm_dir, tmp_path / "out", passages=stale)
+
+
+def test_index_of_the_same_documents_under_other_ids_is_refused(tmp_path, tiny_lm_dir, real_documents):
+    docs, _, index = write_corpus(tmp_path / "renamed", real_documents, id_prefix="wiki:")
+    with pytest.raises(RalmInputError, match=r"documents and index disagree: .*under another doc_id"):
+        _data_gen(docs, index, tiny_lm_dir, tmp_path / "out", num_prefixes=8)
+    # with exclusion off the same corpus is fine (the choice is recorded)
+    meta = _data_gen(docs, index, tiny_lm_dir, tmp_path / "out2", num_prefixes=4, allow_same_doc="true")
+    assert meta["exclude_same_doc"] is False
+
+
+def test_unwritable_output_is_refused_before_loading(tmp_path, corpus, tiny_lm_dir):
+    docs, _, index = corpus
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(RalmInputError, match=r"file/out: output folder is not writable"):
+        _data_gen(docs, index, tiny_lm_dir, blocker / "out")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions")
+def test_read_only_output_is_refused(tmp_path, corpus, tiny_lm_dir):
+    docs, _, index = corpus
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    try:
+        with pytest.raises(RalmInputError, match="not writable"):
+            _data_gen(docs, index, tiny_lm_dir, ro / "out")
+    finally:
+        ro.chmod(0o700)
+
+
+def test_merge_subcommand_reports_missing_shards(tmp_path, corpus, tiny_lm_dir, capsys):
+    docs, _, index = corpus
+    out = tmp_path / "data"
+    _data_gen(docs, index, tiny_lm_dir, out, num_prefixes=6, num_shards=3, shard_id=1)
+    with pytest.raises(SystemExit):
+        ralm_main(["data-gen", "merge", "--output", str(out)])
+    assert "2 shard(s) missing (shard-00000-of-00003, shard-00002-of-00003)" in capsys.readouterr().err

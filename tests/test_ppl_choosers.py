@@ -1,0 +1,97 @@
+"""Choosers that decide before scoring: a trained reranker folder (with abstention) and a zero-shot
+reranking LM with another tokenizer; each checked against the naive reference with choices made here."""
+
+# ruff: noqa: F811  (the session fixture `ppl_setup` is imported from ppl_fixtures and used as an argument)
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from ppl_fixtures import (  # noqa: F401
+    build_tiny_lm,
+    export_untrained_reranker,
+    ppl_setup,
+    reference_total_nll,
+    train_other_tokenizer,
+)
+
+from ralm.eval.ppl_command import Reranking, Runtime, Windowing, eval_ppl
+from ralm.lm.loading import load_lm
+from ralm.retrieval.index import open_index
+
+MAX_LENGTH, MPT, N = 128, 64, 260
+
+
+def _run(ppl_setup, out, reranking: Reranking):
+    return eval_ppl(
+        text=str(ppl_setup["text"]), lm=str(ppl_setup["lm_dir"]), output=str(out), index=str(ppl_setup["index"]),
+        max_tokens=N, retrieval_cache=str(out.parent / "cache.jsonl"), progress=False,
+        window=Windowing(stride=4, max_length=MAX_LENGTH, max_passage_tokens=MPT), reranking=reranking,
+        runtime=Runtime(device="cpu", dtype="float32"),
+    )  # fmt: skip
+
+
+def _reference(ppl_setup, pick):
+    lm = ppl_setup["lm"]
+    tokens = lm.encode(ppl_setup["text"].read_text())[:N]
+    return tokens, reference_total_nll(
+        lm.model, lm.tokenizer, tokens, max_length=MAX_LENGTH, stride=4, strategy="given",
+        retriever=open_index(ppl_setup["index"]), k=4, max_passage_tokens=MPT, pick=pick,
+    )  # fmt: skip
+
+
+def test_trained_reranker_with_abstention(ppl_setup, tiny_encoder_dir, tmp_path):
+    from ralm.rerank.inference import PredictiveReranker
+
+    # Seed 8: a fresh head under which the empty passage wins some windows but not all.
+    folder = export_untrained_reranker(tiny_encoder_dir, tmp_path / "reranker", abstain=True, seed=8)
+    results = _run(ppl_setup, tmp_path / "out", Reranking(reranker=str(folder), k=4))
+
+    reranker = PredictiveReranker.from_pretrained(folder, device="cpu")
+    lm = ppl_setup["lm"]
+    tokens = lm.encode(ppl_setup["text"].read_text())[:N]
+    picks = []
+
+    def pick(begin, prev_end, hits):
+        prefix = lm.decode(tokens[max(begin, prev_end - 512) : prev_end])
+        scores = reranker.score([prefix], [[h.contents for h in hits] + [""]])[0]
+        best = max(range(len(scores)), key=lambda i: (scores[i], -i))
+        picks.append(None if best == len(hits) else best)
+        return picks[-1]
+
+    _, (want_nll, _) = _reference(ppl_setup, pick)
+    assert results["metrics"]["total_nll"] == pytest.approx(want_nll, rel=1e-5)
+    rows = [json.loads(x) for x in (tmp_path / "out" / "windows.jsonl").read_text().splitlines()]
+    assert [r["chosen_rank"] for r in rows[1:]] == picks
+    assert None in picks and any(p not in (None, 0) for p in picks), "abstention and reordering both occur"
+
+
+def test_zero_shot_with_another_lm_and_tokenizer(ppl_setup, real_documents, tmp_path):
+    other_tok = tmp_path / "other_tok"
+    train_other_tokenizer([d["text"] for d in real_documents], other_tok)
+    phi_dir = build_tiny_lm(other_tok, tmp_path / "phi", n_positions=512, seed=5)
+    phi = load_lm(phi_dir, device="cpu", dtype="float32")
+    lm = ppl_setup["lm"]
+    assert phi.encode("The module provides") != lm.encode("The module provides")  # really another tokenizer
+
+    results = _run(ppl_setup, tmp_path / "out", Reranking(reranker="zero-shot", k=4, rerank_lm=str(phi_dir)))
+    tokens = lm.encode(ppl_setup["text"].read_text())[:N]
+    ce = torch.nn.CrossEntropyLoss(reduction="none")
+
+    def pick(begin, prev_end, hits):
+        context = phi.encode(lm.decode(tokens[max(begin, prev_end - MAX_LENGTH) : prev_end]))
+        y, prefix = context[-16:], context[:-16]
+        logps = []
+        for h in hits:
+            d = phi.encode(h.contents)[:MPT]
+            room = MAX_LENGTH - len(d) - len(y)
+            ids = torch.tensor([d + (prefix[-room:] if room > 0 else []) + y])
+            with torch.no_grad():
+                logits = phi.model(ids).logits[0].double()
+            logps.append(-float(ce(logits[-len(y) - 1 : -1], ids[0, -len(y) :]).sum()))
+        return max(range(len(logps)), key=lambda i: (logps[i], -i))
+
+    _, (want_nll, _) = _reference(ppl_setup, pick)
+    assert results["metrics"]["total_nll"] == pytest.approx(want_nll, rel=1e-5)

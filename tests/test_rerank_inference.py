@@ -1,0 +1,79 @@
+"""The exported reranker: loads without Lightning, scores like a plain per-pair forward, refuses foreign folders."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+from ralm.errors import RalmInputError
+from ralm.rerank.fit import fit_reranker
+from ralm.rerank.inference import PredictiveReranker
+from ralm.rerank.settings import EncoderArgs, LoaderArgs, OptimArgs, RunArgs
+from tests.rerank_fixtures import keyword_dataset
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory, real_documents, tiny_encoder_dir) -> Path:
+    root = tmp_path_factory.mktemp("export")
+    data = keyword_dataset(real_documents, root / "data", 40, k=3, seed=5)
+    summary = fit_reranker(
+        str(data), str(root / "out"),
+        encoder=EncoderArgs(name=str(tiny_encoder_dir), max_length=40, max_prefix_tokens=12),
+        loader=LoaderArgs(batch_size=4, val_fraction=0.25),
+        optim=OptimArgs(lr=1e-3, warmup_steps=1, max_steps=3),
+        run=RunArgs(accelerator="cpu", devices=1, val_every=3, save_every=3, wandb="off", progress_bar=False),
+    )
+    return Path(summary["reranker"])
+
+
+def test_scores_match_a_plain_forward_of_each_pair(exported):
+    reranker = PredictiveReranker.from_pretrained(exported, batch_size=3)
+    assert (reranker.max_length, reranker.max_prefix_tokens, reranker.abstain) == (40, 12, False)
+    prefixes = ["the module provides functions for " * 6 + "pickle", "short prefix", "another one about sockets"]
+    candidates = [["pickle protocol details", "", "socket options " * 30], ["x"], []]
+    got = reranker.score(prefixes, candidates)
+    assert [len(g) for g in got] == [3, 1, 0]
+    # reference: the HF folder loaded directly, one unpadded pair at a time, prefix cut by hand to 12 tokens
+    tokenizer = AutoTokenizer.from_pretrained(exported)
+    model = AutoModelForSequenceClassification.from_pretrained(exported).eval()
+    for prefix, group, scores in zip(prefixes, candidates, got, strict=True):
+        enc = tokenizer(prefix, add_special_tokens=False, return_offsets_mapping=True)
+        offsets = enc["offset_mapping"]
+        tail = prefix[offsets[-12][0] :] if len(offsets) > 12 else prefix
+        for passage, score in zip(group, scores, strict=True):
+            pair = tokenizer(tail, passage, truncation="only_second", max_length=40, return_tensors="pt")
+            with torch.no_grad():
+                expected = model(**pair).logits.item()
+            assert score == pytest.approx(expected, abs=1e-5)
+    assert reranker.best(prefixes[0], candidates[0]) == max(range(3), key=got[0].__getitem__)
+
+
+def test_foreign_folders_are_refused(tmp_path, exported, tiny_encoder_dir):
+    with pytest.raises(RalmInputError, match="not an exported reranker"):
+        PredictiveReranker.from_pretrained(tiny_encoder_dir)
+    with pytest.raises(RalmInputError, match="no such reranker folder"):
+        PredictiveReranker.from_pretrained(tmp_path / "missing")
+    broken = tmp_path / "broken"
+    shutil.copytree(exported, broken)
+    info = json.loads((broken / "ralm_reranker.json").read_text())
+    (broken / "ralm_reranker.json").write_text(json.dumps({**info, "format": "ralm-reranker/0"}))
+    with pytest.raises(RalmInputError, match="field 'format'"):
+        PredictiveReranker.from_pretrained(broken)
+
+
+def test_inference_imports_no_lightning():
+    code = (
+        "import sys, ralm.rerank.inference; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('lightning', 'pytorch_lightning')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
