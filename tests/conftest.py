@@ -19,14 +19,78 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 # Modules whose docstrings are long, ordinary English prose.
 _DOC_MODULES = [
-    "argparse", "asyncio", "collections", "contextlib", "csv", "dataclasses", "datetime", "decimal",
-    "difflib", "email", "enum", "fractions", "functools", "heapq", "http.client", "inspect", "json",
-    "logging", "multiprocessing", "pathlib", "pickle", "queue", "random", "re", "shutil", "socket",
-    "sqlite3", "statistics", "string", "subprocess", "tarfile", "textwrap", "threading", "typing",
-    "unittest", "urllib.request", "uuid", "zipfile", "zlib", "calendar", "codecs", "copy", "doctest",
-    "ftplib", "gettext", "glob", "gzip", "hashlib", "imaplib", "io", "ipaddress", "locale", "mailbox",
-    "operator", "optparse", "os", "platform", "pprint", "sched", "secrets", "select", "shelve",
-    "smtplib", "ssl", "struct", "tempfile", "timeit", "tokenize", "traceback", "turtle", "wave", "weakref",
+    "argparse",
+    "asyncio",
+    "collections",
+    "contextlib",
+    "csv",
+    "dataclasses",
+    "datetime",
+    "decimal",
+    "difflib",
+    "email",
+    "enum",
+    "fractions",
+    "functools",
+    "heapq",
+    "http.client",
+    "inspect",
+    "json",
+    "logging",
+    "multiprocessing",
+    "pathlib",
+    "pickle",
+    "queue",
+    "random",
+    "re",
+    "shutil",
+    "socket",
+    "sqlite3",
+    "statistics",
+    "string",
+    "subprocess",
+    "tarfile",
+    "textwrap",
+    "threading",
+    "typing",
+    "unittest",
+    "urllib.request",
+    "uuid",
+    "zipfile",
+    "zlib",
+    "calendar",
+    "codecs",
+    "copy",
+    "doctest",
+    "ftplib",
+    "gettext",
+    "glob",
+    "gzip",
+    "hashlib",
+    "imaplib",
+    "io",
+    "ipaddress",
+    "locale",
+    "mailbox",
+    "operator",
+    "optparse",
+    "os",
+    "platform",
+    "pprint",
+    "sched",
+    "secrets",
+    "select",
+    "shelve",
+    "smtplib",
+    "ssl",
+    "struct",
+    "tempfile",
+    "timeit",
+    "tokenize",
+    "traceback",
+    "turtle",
+    "wave",
+    "weakref",
 ]
 
 
@@ -77,12 +141,19 @@ def tiny_lm_dir(tmp_path_factory, real_documents) -> Path:
 
     out = tmp_path_factory.mktemp("tiny_lm")
     raw = _train_bpe([d["text"] for d in real_documents], 1000, ["<|endoftext|>"])
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=raw, eos_token="<|endoftext|>", bos_token="<|endoftext|>")
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=raw, eos_token="<|endoftext|>", bos_token="<|endoftext|>"
+    )
     tokenizer.model_max_length = 256
     torch.manual_seed(0)
     config = GPT2Config(
-        vocab_size=len(tokenizer), n_positions=256, n_embd=64, n_layer=2, n_head=2,
-        bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id,
+        vocab_size=len(tokenizer),
+        n_positions=256,
+        n_embd=64,
+        n_layer=2,
+        n_head=2,
+        bos_token_id=tokenizer.eos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
     )
     model = GPT2LMHeadModel(config)
     model.save_pretrained(out)
@@ -102,18 +173,28 @@ def tiny_encoder_dir(tmp_path_factory, real_documents) -> Path:
     raw = _train_bpe([d["text"] for d in real_documents], 1000, specials)
     cls_id, sep_id = raw.token_to_id("[CLS]"), raw.token_to_id("[SEP]")
     raw.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
         special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
     )
     tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=raw, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]",
-        sep_token="[SEP]", mask_token="[MASK]",
+        tokenizer_object=raw,
+        pad_token="[PAD]",
+        unk_token="[UNK]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
     )
     tokenizer.model_max_length = 512
     torch.manual_seed(0)
     config = BertConfig(
-        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=512, pad_token_id=tokenizer.pad_token_id,
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=512,
+        pad_token_id=tokenizer.pad_token_id,
     )
     BertModel(config).save_pretrained(out)
     tokenizer.save_pretrained(out)
@@ -121,6 +202,7 @@ def tiny_encoder_dir(tmp_path_factory, real_documents) -> Path:
 
 
 # ---------------------------------------------------------------- offline real assets (slow tests)
+
 
 def _package_dir(name: str) -> Path | None:
     spec = importlib.util.find_spec(name)

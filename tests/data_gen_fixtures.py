@@ -15,7 +15,11 @@ from ralm.retrieval.passages import split_passages, write_passages
 def write_corpus(folder: Path, documents: list[dict], id_prefix: str = "") -> tuple[Path, Path, Path]:
     """documents.jsonl, passages.jsonl (100-word passages, doc ids prefixed by `id_prefix`) and a bm25s index."""
     folder.mkdir(parents=True, exist_ok=True)
-    docs_path, passages_path, index_dir = folder / "documents.jsonl", folder / "passages.jsonl", folder / "index"
+    docs_path, passages_path, index_dir = (
+        folder / "documents.jsonl",
+        folder / "passages.jsonl",
+        folder / "index",
+    )
     with open(docs_path, "w") as f:
         for d in documents:
             f.write(json.dumps(d) + "\n")
@@ -41,8 +45,41 @@ def single_thread_env() -> dict:
 
 
 def spawn(args: list[str]) -> subprocess.Popen:
-    """`python -m ralm data-gen ARGS` in a child process."""
+    """`python -m ralm data-gen ARGS` in a fresh child process (the real CLI, imports and all)."""
     return subprocess.Popen(
         [sys.executable, "-m", "ralm", "data-gen", *args],
         env=single_thread_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
+
+
+def _child(args: list[str], log: str, env: dict) -> None:
+    import torch
+
+    os.environ.update(env)
+    from ralm.cli import main
+
+    torch.set_num_threads(1)
+    code = 0
+    with open(log, "w", buffering=1) as f:
+        sys.stdout = sys.stderr = f  # the test runner's capture objects are not this process's to use
+        try:
+            main(["data-gen", *args])
+        except SystemExit as err:
+            code = err.code if isinstance(err.code, int) else 1
+        except BaseException:
+            import traceback
+
+            traceback.print_exc()
+            code = 1
+        f.flush()
+    os._exit(code)  # skip the parent's (pytest's) exit handlers
+
+
+def fork(args: list[str], log: Path, env: dict | None = None):
+    """`ralm data-gen ARGS` in a forked child: a separate process (own pid, killable) that skips the
+    seconds of importing torch again. Its stdout and stderr go to `log`; `env` is added to its environment."""
+    import multiprocessing
+
+    proc = multiprocessing.get_context("fork").Process(target=_child, args=(args, str(log), env or {}))
+    proc.start()
+    return proc

@@ -31,7 +31,9 @@ class BigramLM(torch.nn.Module):
         self.table = torch.nn.Parameter(table, requires_grad=False)
         self.prompts: list[list[int]] = []  # every input_ids row fed, for tests that inspect prompts
 
-    def forward(self, input_ids, cache=None, use_cache=True, logits_to_keep=0, attention_mask=None, position_ids=None):
+    def forward(
+        self, input_ids, cache=None, use_cache=True, logits_to_keep=0, attention_mask=None, position_ids=None
+    ):
         self.prompts.append(input_ids[0].tolist())
         if cache is not None:
             b, t = input_ids.shape
@@ -50,7 +52,9 @@ def word_tokenizer(words: Sequence[str]) -> PreTrainedTokenizerFast:
     return PreTrainedTokenizerFast(tokenizer_object=raw, unk_token="[UNK]", eos_token=EOS)
 
 
-def chain_lm(chain: Sequence[tuple[str, float]], extra_words: Sequence[str] = (), max_length: int = 4096) -> FrozenLM:
+def chain_lm(
+    chain: Sequence[tuple[str, float]], extra_words: Sequence[str] = (), max_length: int = 4096
+) -> FrozenLM:
     """A FrozenLM that, after the prompt's final ":", greedily writes the words of `chain` in order.
 
     Each (word, p) means: after the previous word (":" for the first) the LM gives `word` probability p and
@@ -100,7 +104,15 @@ class RecordingRetriever:
             hits = []
             for i in range(k):
                 body = self.texts[turn % len(self.texts)] if self.texts else f"passage {turn} {i}"
-                hits.append(Hit(id=f"q{turn}-{i}", score=float(k - i), contents=f"t{turn}\n{body}", title=f"t{turn}", doc_id=f"d{turn}"))
+                hits.append(
+                    Hit(
+                        id=f"q{turn}-{i}",
+                        score=float(k - i),
+                        contents=f"t{turn}\n{body}",
+                        title=f"t{turn}",
+                        doc_id=f"d{turn}",
+                    )
+                )
             out.append(hits)
         return out
 

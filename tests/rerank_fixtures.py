@@ -30,8 +30,14 @@ def vocabulary(real_documents: list[dict], n_keywords: int = 40) -> tuple[list[s
 
 
 def keyword_rows(
-    real_documents: list[dict], n_prefixes: int, *, k: int = 4, seed: int = 0, prefixes_per_doc: int = 5,
-    prefix_words: int = 12, passage_words: int = 8,
+    real_documents: list[dict],
+    n_prefixes: int,
+    *,
+    k: int = 4,
+    seed: int = 0,
+    prefixes_per_doc: int = 5,
+    prefix_words: int = 12,
+    passage_words: int = 8,
 ) -> list[dict]:
     """Rows with every column of docs/formats.md §4."""
     keys, fillers = vocabulary(real_documents)
@@ -49,33 +55,42 @@ def keyword_rows(
             body.insert(int(rng.integers(0, passage_words + 1)), keys[chosen[slot]])
             texts.append(f"Title {i}-{slot}\n" + " ".join(body))
             logprobs.append((KEYWORD_LOGPROB if slot == 0 else OTHER_LOGPROB) + float(rng.normal(0, 0.3)))
-        rows.append({
-            "prefix_index": i,
-            "doc_id": f"doc{i // prefixes_per_doc}",
-            "position": 32 * (i % prefixes_per_doc),
-            "prefix": " ".join(words),
-            "target": " next words",
-            "query": " ".join(words[-8:]),
-            "candidate_ids": [f"p{i}-{slot}" for slot in order],
-            "candidate_doc_ids": [f"other{slot}" for slot in order],
-            "candidate_texts": texts,
-            "bm25_scores": sorted(rng.uniform(1, 10, size=k).tolist(), reverse=True),
-            "lm_logprobs": logprobs,
-            "lm_token_logprobs": [[lp / 2, lp / 2] for lp in logprobs],
-            "no_retrieval_logprob": NO_RETRIEVAL_LOGPROB,
-            "no_retrieval_token_logprobs": [NO_RETRIEVAL_LOGPROB / 2] * 2,
-        })
+        rows.append(
+            {
+                "prefix_index": i,
+                "doc_id": f"doc{i // prefixes_per_doc}",
+                "position": 32 * (i % prefixes_per_doc),
+                "prefix": " ".join(words),
+                "target": " next words",
+                "query": " ".join(words[-8:]),
+                "candidate_ids": [f"p{i}-{slot}" for slot in order],
+                "candidate_doc_ids": [f"other{slot}" for slot in order],
+                "candidate_texts": texts,
+                "bm25_scores": sorted(rng.uniform(1, 10, size=k).tolist(), reverse=True),
+                "lm_logprobs": logprobs,
+                "lm_token_logprobs": [[lp / 2, lp / 2] for lp in logprobs],
+                "no_retrieval_logprob": NO_RETRIEVAL_LOGPROB,
+                "no_retrieval_token_logprobs": [NO_RETRIEVAL_LOGPROB / 2] * 2,
+            }
+        )
     return rows
 
 
-def save_rows(rows: list[dict], folder: Path, *, meta: dict | None = None, drop: tuple[str, ...] = ()) -> Path:
+def save_rows(
+    rows: list[dict], folder: Path, *, meta: dict | None = None, drop: tuple[str, ...] = ()
+) -> Path:
     """Save as ``datasets`` does for `ralm data-gen` (with ralm_data_gen.json), optionally without columns."""
     import datasets
 
     columns = {name: [row[name] for row in rows] for name in rows[0] if name not in drop}
     datasets.Dataset.from_dict(columns).save_to_disk(str(folder))
-    info = {"format": "ralm-rerank-data/1", "lm": "synthetic-keyword", "k": len(rows[0]["candidate_texts"]),
-            "complete": True, **(meta or {})}
+    info = {
+        "format": "ralm-rerank-data/1",
+        "lm": "synthetic-keyword",
+        "k": len(rows[0]["candidate_texts"]),
+        "complete": True,
+        **(meta or {}),
+    }
     (folder / "ralm_data_gen.json").write_text(json.dumps(info))
     return folder
 

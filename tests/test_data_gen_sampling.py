@@ -92,5 +92,7 @@ def test_tokenize_documents_concatenates_and_hashes_content():
     assert corpus.doc_ids == ["a", "b", "c"]
     assert corpus.lengths.tolist() == [2, 0, 1]
     assert corpus.tokens(0).tolist() == [3, 3] and corpus.tokens(2).tolist() == [5]
-    changed = tokenize_documents(iter(docs[:2] + [{"id": "c", "text": "thre3"}]), encode_batch, progress=False)
+    changed = tokenize_documents(
+        iter(docs[:2] + [{"id": "c", "text": "thre3"}]), encode_batch, progress=False
+    )
     assert changed.texts_sha256 != corpus.texts_sha256

@@ -37,14 +37,20 @@ def test_score_prefix_matches_reference(tiny_lm, real_documents):
         for i, d in enumerate(real_documents[1:6])
     ]
     max_length, max_passage = 128, 48
-    tokens = PrefixTokens(prefix=ids[100 : 200][-(max_length - 4) :], target=ids[200:204], query=ids[168:200])
+    tokens = PrefixTokens(prefix=ids[100:200][-(max_length - 4) :], target=ids[200:204], query=ids[168:200])
     passages = PassageTokens(tiny_lm, max_passage)(hits)
     assert all(len(p) <= max_passage for p in passages) and max(len(p) for p in passages) == max_passage
-    cand, none = score_prefix(tiny_lm, tokens, passages, max_length=max_length, max_passage_tokens=max_passage)
+    cand, none = score_prefix(
+        tiny_lm, tokens, passages, max_length=max_length, max_passage_tokens=max_passage
+    )
     for got, passage in zip(cand, passages, strict=True):
-        want = reference_logprobs(tiny_lm.model, passage, tokens.prefix, tokens.target, max_length, max_passage)
+        want = reference_logprobs(
+            tiny_lm.model, passage, tokens.prefix, tokens.target, max_length, max_passage
+        )
         assert got == pytest.approx(want, abs=1e-4)
-    assert none == pytest.approx(reference_logprobs(tiny_lm.model, [], tokens.prefix, tokens.target, max_length, 0), abs=1e-4)
+    assert none == pytest.approx(
+        reference_logprobs(tiny_lm.model, [], tokens.prefix, tokens.target, max_length, 0), abs=1e-4
+    )
 
     row = make_row(
         prefix_index=7, doc_id="d", position=200, tokens=tokens, hits=hits,
@@ -56,7 +62,10 @@ def test_score_prefix_matches_reference(tiny_lm, real_documents):
 
 
 def test_passage_tokens_cache_equals_fresh_encoding(tiny_lm, real_documents):
-    hits = [Hit(f"{d['id']}-0", 1.0, f"{d['title']}\n{d['text'][:300]}", d["title"], d["id"]) for d in real_documents[:4]]
+    hits = [
+        Hit(f"{d['id']}-0", 1.0, f"{d['title']}\n{d['text'][:300]}", d["title"], d["id"])
+        for d in real_documents[:4]
+    ]
     cache = PassageTokens(tiny_lm, 20, capacity=2)
     first = cache(hits[:3])
     again = cache([hits[2], hits[0], hits[3]])

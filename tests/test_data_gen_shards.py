@@ -60,12 +60,20 @@ def test_config_diff_names_every_differing_field():
     diffs = config_diff(a, b)
     assert [d.split(":")[0] for d in diffs] == ["extra", "k", "lm"]
     assert "k: found 8, this run 16" in diffs
-    with pytest.raises(RalmInputError, match=r"ralm_shard.json: made with a different data-gen config \(.*k: found 8"):
+    with pytest.raises(
+        RalmInputError, match=r"ralm_shard.json: made with a different data-gen config \(.*k: found 8"
+    ):
         refuse_if_different("x/ralm_shard.json", a, b)
 
 
 def test_index_hash_ignores_place_and_time_but_not_content():
-    meta = {"backend": "bm25s", "num_passages": 10, "passages_sha256": "ab", "created": "t1", "passages_path": "/a"}
+    meta = {
+        "backend": "bm25s",
+        "num_passages": 10,
+        "passages_sha256": "ab",
+        "created": "t1",
+        "passages_path": "/a",
+    }
     moved = {**meta, "created": "t2", "passages_path": "/b"}
     assert index_hash(meta) == index_hash(moved)
     assert index_hash(meta) != index_hash({**meta, "passages_sha256": "cd"})
@@ -83,7 +91,9 @@ def test_shard_store_writes_atomically_and_refuses_other_configs(tmp_path):
     assert ds.features == FEATURES and ds["prefix_index"] == [2, 3]
     assert json.loads((store.path(shard) / "ralm_shard.json").read_text())["rows"] == 2
     assert [p.name for p in store.root.iterdir()] == [shard.name]  # no temporary left
-    with pytest.raises(RalmInputError, match=r"shard-00001-of-00002/ralm_shard.json: .*k: found 2, this run 3"):
+    with pytest.raises(
+        RalmInputError, match=r"shard-00001-of-00002/ralm_shard.json: .*k: found 2, this run 3"
+    ):
         ShardStore(tmp_path).prepare({"k": 3})
 
 

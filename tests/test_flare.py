@@ -11,7 +11,14 @@ import pytest
 from flare_fixtures import RecordingRetriever, chain_lm
 
 from ralm.errors import RalmInputError
-from ralm.eval.flare import FlareConfig, FlareRunner, first_sentence_length, masked_query, run_batched, sentence_end
+from ralm.eval.flare import (
+    FlareConfig,
+    FlareRunner,
+    first_sentence_length,
+    masked_query,
+    run_batched,
+    sentence_end,
+)
 from ralm.eval.qa_data import QAExample
 from ralm.eval.qa_retrieval import PassageSource
 
@@ -115,7 +122,9 @@ def test_single_and_no_retrieval_make_one_call():
     lm = chain_lm(SENT1 + SENT2, extra_words=EXAMPLE.question.split())
     none = FlareRunner(lm, FlareConfig(method="no-retrieval")).answer(EXAMPLE)
     assert none["retrievals"] == 0 and none["generation"] == single["generation"]
-    batched = run_batched(FlareRunner(lm, FlareConfig(method="no-retrieval")), [EXAMPLE, EXAMPLE], batch_size=2)
+    batched = run_batched(
+        FlareRunner(lm, FlareConfig(method="no-retrieval")), [EXAMPLE, EXAMPLE], batch_size=2
+    )
     assert [b["generation"] for b in batched] == [none["generation"]] * 2
 
 

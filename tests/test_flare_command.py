@@ -32,7 +32,15 @@ def test_each_method_writes_traces_and_results(tmp_path, corpus, tiny_lm_dir, me
     results = json.loads((out / "results.json").read_text())
     records = read_predictions(out)
     assert results["done"] == len(records) == 3
-    for key in ("em", "f1", "precision", "recall", "retrieval_rate", "lm_calls_per_example", "seconds_per_example"):
+    for key in (
+        "em",
+        "f1",
+        "precision",
+        "recall",
+        "retrieval_rate",
+        "lm_calls_per_example",
+        "seconds_per_example",
+    ):
         assert key in results["metrics"]
     passage_ids = {json.loads(line)["id"] for line in corpus["passages"].read_text().splitlines()}
     for record in records:
@@ -67,7 +75,16 @@ def test_flare_resumes_and_exemplars_are_used(tmp_path, corpus, tiny_lm_dir):
 
 
 def test_bad_options_fail_before_loading(tmp_path, corpus, capsys):
-    base = ["eval", "flare", "--data", str(corpus["questions"]), "--output", str(tmp_path / "o"), "--lm", "/nope"]
+    base = [
+        "eval",
+        "flare",
+        "--data",
+        str(corpus["questions"]),
+        "--output",
+        str(tmp_path / "o"),
+        "--lm",
+        "/nope",
+    ]
     for extra, message in [
         (["--theta", "1.2", "--index", "x"], "--theta must be in [0, 1]"),
         (["--method", "single"], "--method single needs --index"),

@@ -30,7 +30,9 @@ def test_open_and_closed_book_write_predictions_and_results(tmp_path, corpus, ti
     results = json.loads((open_dir / "results.json").read_text())
     records = read_predictions(open_dir)
     assert results["done"] == results["examples"] == len(records) == 6
-    passages = {json.loads(line)["id"]: json.loads(line) for line in corpus["passages"].read_text().splitlines()}
+    passages = {
+        json.loads(line)["id"]: json.loads(line) for line in corpus["passages"].read_text().splitlines()
+    }
     for record in records:
         assert len(record["passages"]) == 2
         shown = [passages[p["id"]]["contents"] for p in record["passages"]]
@@ -44,8 +46,13 @@ def test_open_and_closed_book_write_predictions_and_results(tmp_path, corpus, ti
 
 def test_dpr_results_file_needs_no_index(tmp_path, tiny_lm_dir):
     data = tmp_path / "dpr.json"
-    ctxs = [{"id": "1", "title": "Tirana", "text": "Tirana is the capital of Albania."}, {"title": "B", "text": "other"}]
-    data.write_text(json.dumps([{"question": "What is the capital of Albania", "answers": ["Tirana"], "ctxs": ctxs}]))
+    ctxs = [
+        {"id": "1", "title": "Tirana", "text": "Tirana is the capital of Albania."},
+        {"title": "B", "text": "other"},
+    ]
+    data.write_text(
+        json.dumps([{"question": "What is the capital of Albania", "answers": ["Tirana"], "ctxs": ctxs}])
+    )
     out = eval_qa(str(data), str(tmp_path / "out"), str(tiny_lm_dir), docs=1, device="cpu")
     record = read_predictions(tmp_path / "out")[0]
     assert record["passages"] == [{"id": "1", "title": "Tirana"}]
@@ -62,7 +69,9 @@ def test_resume_skips_finished_examples_and_drops_a_torn_line(tmp_path, corpus, 
         f.write('{"id": "torn", "pred')  # a run killed mid-write
     eval_qa(**common)
     again = read_predictions(out)
-    assert [r["id"] for r in again] == [json.loads(line)["id"] for line in corpus["questions"].read_text().splitlines()]
+    assert [r["id"] for r in again] == [
+        json.loads(line)["id"] for line in corpus["questions"].read_text().splitlines()
+    ]
     assert again[:3] == first  # finished predictions were kept, not redone
     with pytest.raises(RalmInputError, match="other settings"):
         eval_qa(**{**common, "max_new_tokens": 5})
@@ -81,7 +90,20 @@ def test_bad_input_fails_before_the_model_loads(tmp_path, line, message, capsys)
     data = tmp_path / "questions.jsonl"
     data.write_text(line + "\n")
     with pytest.raises(SystemExit) as exit_info:
-        ralm_main(["eval", "qa", "--data", str(data), "--output", str(tmp_path / "o"), "--lm", "/nonexistent", "--docs", "0"])
+        ralm_main(
+            [
+                "eval",
+                "qa",
+                "--data",
+                str(data),
+                "--output",
+                str(tmp_path / "o"),
+                "--lm",
+                "/nonexistent",
+                "--docs",
+                "0",
+            ]
+        )
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
@@ -91,7 +113,9 @@ def test_prompt_longer_than_context_cuts_passages_not_question(tmp_path, tiny_lm
     long_text = "word " * 2000
     data = tmp_path / "dpr.json"
     ctxs = [{"title": "T", "text": long_text + " Tirana"}, {"title": "U", "text": long_text}]
-    data.write_text(json.dumps([{"question": "What is the capital of Albania", "answers": ["Tirana"], "ctxs": ctxs}]))
+    data.write_text(
+        json.dumps([{"question": "What is the capital of Albania", "answers": ["Tirana"], "ctxs": ctxs}])
+    )
     out = eval_qa(str(data), str(tmp_path / "out"), str(tiny_lm_dir), docs=2, device="cpu")
     assert out["passages_cut"] == 1 and out["done"] == 1
     question_only = tmp_path / "q.jsonl"

@@ -31,7 +31,9 @@ def test_2wikimultihopqa(tmp_path):
 
 
 def test_strategyqa(tmp_path):
-    recs = [{"qid": "q1", "term": "Pear", "question": "Would a pear sink in water?", "answer": False, "facts": []}]
+    recs = [
+        {"qid": "q1", "term": "Pear", "question": "Would a pear sink in water?", "answer": False, "facts": []}
+    ]
     [ex] = load_examples(write(tmp_path / "strategyqa_train.json", recs))
     assert (ex.id, ex.answers, ex.task) == ("q1", ["no"], "yesno")
 
@@ -55,9 +57,15 @@ def test_asqa(tmp_path):
 @pytest.mark.parametrize(
     ("payload", "message"),
     [
-        ([{"_id": "q", "question": "x?", "answer": ["a"]}], r"dev.json\[0\]: field 'answer' must be a string"),
+        (
+            [{"_id": "q", "question": "x?", "answer": ["a"]}],
+            r"dev.json\[0\]: field 'answer' must be a string",
+        ),
         ([{"_id": "q", "question": "", "answer": "a"}], r"dev.json\[0\]: field 'question' is empty"),
-        ([{"question": "x", "answers": ["a"], "ctxs": [{"title": "t"}]}], r"dev.json\[0\].ctxs\[0\]: missing field 'text'"),
+        (
+            [{"question": "x", "answers": ["a"], "ctxs": [{"title": "t"}]}],
+            r"dev.json\[0\].ctxs\[0\]: missing field 'text'",
+        ),
         ({"something": 1}, "cannot tell the format"),
     ],
 )
@@ -74,7 +82,9 @@ def test_strategyqa_answer_must_be_boolean(tmp_path):
 
 def test_duplicate_ids_and_missing_file(tmp_path):
     path = tmp_path / "q.jsonl"
-    path.write_text('{"id": 1, "question": "a", "answers": ["x"]}\n{"id": 1, "question": "b", "answers": ["y"]}\n')
+    path.write_text(
+        '{"id": 1, "question": "a", "answers": ["x"]}\n{"id": 1, "question": "b", "answers": ["y"]}\n'
+    )
     with pytest.raises(RalmInputError, match="duplicate example id '1'"):
         load_examples(path)
     with pytest.raises(RalmInputError, match="no such file"):
@@ -92,7 +102,10 @@ def test_exemplars(tmp_path):
 
 def test_prompts_are_the_papers():
     # PAPERS.md / appendix C, as in the authors' eval_qa.py
-    assert normalize_question("Who got the first nobel prize in physics") == "who got the first nobel prize in physics?"
+    assert (
+        normalize_question("Who got the first nobel prize in physics")
+        == "who got the first nobel prize in physics?"
+    )
     assert ralm_qa_prompt("Who got the first nobel prize in physics?", []) == (
         "Answer these questions:\nQ: who got the first nobel prize in physics?\nA:"
     )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 
 from ralm.errors import RalmInputError
 from ralm.rerank.dataset import GroupCollator, GroupDataset, load_rerank_data
@@ -25,7 +24,14 @@ def test_split_is_by_document_and_keeps_every_usable_row(tmp_path, rows):
     rows = [dict(r) for r in rows]
     # two groups too small to rank: one with a single candidate, one with none
     for i, n in ((5, 1), (6, 0)):
-        for key in ("candidate_ids", "candidate_doc_ids", "candidate_texts", "bm25_scores", "lm_logprobs", "lm_token_logprobs"):
+        for key in (
+            "candidate_ids",
+            "candidate_doc_ids",
+            "candidate_texts",
+            "bm25_scores",
+            "lm_logprobs",
+            "lm_token_logprobs",
+        ):
             rows[i][key] = rows[i][key][:n]
     data = load_rerank_data(str(save_rows(rows, tmp_path / "d")), abstain=False, val_fraction=0.25, seed=0)
     assert data.skipped_small == 2
@@ -64,7 +70,9 @@ def test_input_rule_keeps_the_prefix_tail_and_cuts_the_passage_end(tiny_encoder_
     tail_ids = tokenizer(tail, add_special_tokens=False)["input_ids"]
     assert len(tail_ids) == 20  # cut at a token start, so it re-tokenizes to the same 20 tokens
     passage = "alpha beta gamma " * 40
-    enc = encode_groups(tokenizer, [prefix], [[passage, "short passage"]], max_length=40, max_prefix_tokens=20)
+    enc = encode_groups(
+        tokenizer, [prefix], [[passage, "short passage"]], max_length=40, max_prefix_tokens=20
+    )
     ids = enc["input_ids"][0][enc["attention_mask"][0].bool()].tolist()
     cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
     assert len(ids) == 40 and ids[0] == cls and ids[-1] == sep

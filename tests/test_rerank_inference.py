@@ -26,7 +26,8 @@ def exported(tmp_path_factory, real_documents, tiny_encoder_dir) -> Path:
     root = tmp_path_factory.mktemp("export")
     data = keyword_dataset(real_documents, root / "data", 40, k=3, seed=5)
     summary = fit_reranker(
-        str(data), str(root / "out"),
+        str(data),
+        str(root / "out"),
         encoder=EncoderArgs(name=str(tiny_encoder_dir), max_length=40, max_prefix_tokens=12),
         loader=LoaderArgs(batch_size=4, val_fraction=0.25),
         optim=OptimArgs(lr=1e-3, warmup_steps=1, max_steps=3),
@@ -38,7 +39,11 @@ def exported(tmp_path_factory, real_documents, tiny_encoder_dir) -> Path:
 def test_scores_match_a_plain_forward_of_each_pair(exported):
     reranker = PredictiveReranker.from_pretrained(exported, batch_size=3)
     assert (reranker.max_length, reranker.max_prefix_tokens, reranker.abstain) == (40, 12, False)
-    prefixes = ["the module provides functions for " * 6 + "pickle", "short prefix", "another one about sockets"]
+    prefixes = [
+        "the module provides functions for " * 6 + "pickle",
+        "short prefix",
+        "another one about sockets",
+    ]
     candidates = [["pickle protocol details", "", "socket options " * 30], ["x"], []]
     got = reranker.score(prefixes, candidates)
     assert [len(g) for g in got] == [3, 1, 0]

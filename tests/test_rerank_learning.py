@@ -30,12 +30,20 @@ def trained(tmp_path_factory, real_documents, tiny_encoder_dir):
     root = tmp_path_factory.mktemp("learn")
     data = keyword_dataset(real_documents, root / "data", 400, k=K, seed=1)
     summary = train(
-        str(data), str(root / "out"),
+        str(data),
+        str(root / "out"),
         encoder=EncoderArgs(name=str(tiny_encoder_dir), max_length=64, max_prefix_tokens=32),
         loader=LoaderArgs(batch_size=8, val_batch_size=64, val_fraction=0.2),
         optim=OptimArgs(lr=3e-3, warmup_steps=15, max_steps=150, weight_decay=0.0),
-        run=RunArgs(accelerator="cpu", devices=1, val_every=50, save_every=50, log_every=20,
-                    wandb="off", progress_bar=False),
+        run=RunArgs(
+            accelerator="cpu",
+            devices=1,
+            val_every=50,
+            save_every=50,
+            log_every=20,
+            wandb="off",
+            progress_bar=False,
+        ),
     )
     return root, summary
 
@@ -46,7 +54,10 @@ def test_untrained_is_at_chance_and_trained_agrees(trained, real_documents, tiny
     torch.manual_seed(0)
     info = {"max_length": 64, "max_prefix_tokens": 32, "abstain": False}
     fresh = PredictiveReranker(
-        load_cross_encoder(str(tiny_encoder_dir)).eval(), load_tokenizer(str(tiny_encoder_dir)), info, torch.device("cpu")
+        load_cross_encoder(str(tiny_encoder_dir)).eval(),
+        load_tokenizer(str(tiny_encoder_dir)),
+        info,
+        torch.device("cpu"),
     )
     before = _agreement(fresh, held_out)
     after = _agreement(PredictiveReranker.from_pretrained(root / "out" / "reranker"), held_out)
@@ -58,4 +69,6 @@ def test_untrained_is_at_chance_and_trained_agrees(trained, real_documents, tiny
     assert summary["last_validation"]["val/top1_agreement"] >= 0.90
     assert summary["best_gain_recovered"] > 0.8
     info = json.loads((root / "out" / "reranker" / "ralm_reranker.json").read_text())
-    assert info["format"] == "ralm-reranker/1" and info["max_prefix_tokens"] == 32 and info["abstain"] is False
+    assert (
+        info["format"] == "ralm-reranker/1" and info["max_prefix_tokens"] == 32 and info["abstain"] is False
+    )

@@ -26,7 +26,7 @@ def _softmax(values: list[Decimal]) -> list[Decimal]:
 def ref_marginal(f: list[float], lm: list[float]) -> float:
     """-log Σ_i softmax(f)_i · exp(lm_i), the paper's formula, term by term."""
     p = _softmax([_d(x) for x in f])
-    return float(-(sum(pi * _d(l).exp() for pi, l in zip(p, lm, strict=True))).ln())
+    return float(-(sum(pi * _d(lp).exp() for pi, lp in zip(p, lm, strict=True))).ln())
 
 
 def ref_kl(f: list[float], lm: list[float], tau: float) -> float:
@@ -77,7 +77,9 @@ def test_padding_is_ignored_and_gradients_are_finite(name):
     padded.backward()
     assert torch.isfinite(f.grad).all() and (f.grad[1, 3:] == 0).all()
     alone = rerank_loss(name, f[1:2, :3].detach(), lm[1:2, :3], None, temperature=2.0)
-    rest = rerank_loss(name, torch.cat([f[:1], f[2:]]).detach(), torch.cat([lm[:1], lm[2:]]), None, temperature=2.0)
+    rest = rerank_loss(
+        name, torch.cat([f[:1], f[2:]]).detach(), torch.cat([lm[:1], lm[2:]]), None, temperature=2.0
+    )
     n = f.shape[0]
     assert float(padded.detach()) == pytest.approx((float(alone) + float(rest) * (n - 1)) / n, rel=1e-5)
 

@@ -33,7 +33,9 @@ def quiet_encoder_dir(tmp_path_factory, tiny_encoder_dir) -> Path:
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 
     out = tmp_path_factory.mktemp("quiet_encoder")
-    config = AutoConfig.from_pretrained(tiny_encoder_dir, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    config = AutoConfig.from_pretrained(
+        tiny_encoder_dir, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
+    )
     AutoModel.from_pretrained(tiny_encoder_dir, config=config).save_pretrained(out)
     AutoTokenizer.from_pretrained(tiny_encoder_dir).save_pretrained(out)
     return out
@@ -44,8 +46,15 @@ def _settings(encoder_dir, **optim):
         encoder=EncoderArgs(name=str(encoder_dir), max_length=48, max_prefix_tokens=24),
         loader=LoaderArgs(batch_size=4, val_batch_size=16, val_fraction=0.25),
         optim=OptimArgs(**{"lr": 1e-3, "warmup_steps": 2, "max_steps": 10, **optim}),
-        run=RunArgs(accelerator="cpu", devices=1, val_every=4, save_every=2, log_every=1, wandb="off",
-                    progress_bar=False),
+        run=RunArgs(
+            accelerator="cpu",
+            devices=1,
+            val_every=4,
+            save_every=2,
+            log_every=1,
+            wandb="off",
+            progress_bar=False,
+        ),
     )
 
 
@@ -92,14 +101,23 @@ def test_resume_after_crash_gives_the_same_weights(tmp_path, data_dir, tiny_enco
     assert not torch.allclose(init["embeddings.word_embeddings.weight"], trained)
 
 
-def test_resume_refuses_a_checkpoint_of_another_model(tmp_path, data_dir, tiny_encoder_dir, quiet_encoder_dir):
+def test_resume_refuses_a_checkpoint_of_another_model(
+    tmp_path, data_dir, tiny_encoder_dir, quiet_encoder_dir
+):
     fit_reranker(str(data_dir), str(tmp_path / "a"), **_settings(tiny_encoder_dir, max_steps=2), seed=0)
     ckpt = str(tmp_path / "a" / "checkpoints" / "last.ckpt")
     with pytest.raises(RalmInputError, match="encoder_name"):
-        fit_reranker(str(data_dir), str(tmp_path / "b"), **_settings(quiet_encoder_dir, max_steps=2), ckpt_path=ckpt)
+        fit_reranker(
+            str(data_dir), str(tmp_path / "b"), **_settings(quiet_encoder_dir, max_steps=2), ckpt_path=ckpt
+        )
     (tmp_path / "junk.ckpt").write_bytes(b"not a checkpoint")
     with pytest.raises(RalmInputError, match="junk.ckpt"):
-        fit_reranker(str(data_dir), str(tmp_path / "b"), **_settings(tiny_encoder_dir), ckpt_path=str(tmp_path / "junk.ckpt"))
+        fit_reranker(
+            str(data_dir),
+            str(tmp_path / "b"),
+            **_settings(tiny_encoder_dir),
+            ckpt_path=str(tmp_path / "junk.ckpt"),
+        )
 
 
 @pytest.mark.parametrize(
@@ -113,8 +131,19 @@ def test_resume_refuses_a_checkpoint_of_another_model(tmp_path, data_dir, tiny_e
 )
 def test_bad_configs_fail_before_any_work(tmp_path, data_dir, override, message, capsys):
     with pytest.raises(SystemExit) as exit_:
-        main(["--data", str(data_dir), "--out-dir", str(tmp_path / "o"), "--max-steps", "5", "--warmup-steps", "1",
-              *override])
+        main(
+            [
+                "--data",
+                str(data_dir),
+                "--out-dir",
+                str(tmp_path / "o"),
+                "--max-steps",
+                "5",
+                "--warmup-steps",
+                "1",
+                *override,
+            ]
+        )
     assert exit_.value.code == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
@@ -122,24 +151,70 @@ def test_bad_configs_fail_before_any_work(tmp_path, data_dir, override, message,
 
 
 @pytest.mark.slow  # three fresh Python processes import torch + Lightning: about a minute on 2 shared cores
-def test_ddp_on_two_cpu_processes_matches_one_process_with_the_global_batch(tmp_path, data_dir, quiet_encoder_dir):
+def test_ddp_on_two_cpu_processes_matches_one_process_with_the_global_batch(
+    tmp_path, data_dir, quiet_encoder_dir
+):
     """2 processes x 2 prefixes (gloo all-reduce) take the same steps as 1 process x 4 prefixes."""
-    common = ["--data", str(data_dir), "--name", str(quiet_encoder_dir), "--max-length", "48",
-              "--max-prefix-tokens", "24", "--val-fraction", "0.25", "--lr", "1e-3", "--warmup-steps", "1",
-              "--max-steps", "4", "--val-every", "4", "--accelerator", "cpu", "--wandb", "off",
-              "--progress-bar", "false"]
+    common = [
+        "--data",
+        str(data_dir),
+        "--name",
+        str(quiet_encoder_dir),
+        "--max-length",
+        "48",
+        "--max-prefix-tokens",
+        "24",
+        "--val-fraction",
+        "0.25",
+        "--lr",
+        "1e-3",
+        "--warmup-steps",
+        "1",
+        "--max-steps",
+        "4",
+        "--val-every",
+        "4",
+        "--accelerator",
+        "cpu",
+        "--wandb",
+        "off",
+        "--progress-bar",
+        "false",
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
     proc = subprocess.run(
-        [sys.executable, "-m", "ralm", "train", *common, "--out-dir", str(tmp_path / "ddp"), "--strategy", "ddp",
-         "--devices", "2", "--batch-size", "2", "--val-batch-size", "3"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "ralm",
+            "train",
+            *common,
+            "--out-dir",
+            str(tmp_path / "ddp"),
+            "--strategy",
+            "ddp",
+            "--devices",
+            "2",
+            "--batch-size",
+            "2",
+            "--val-batch-size",
+            "3",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     ddp = json.loads((tmp_path / "ddp" / "summary.json").read_text())
     assert ddp["world_size"] == 2
     main([*common, "--out-dir", str(tmp_path / "one"), "--devices", "1", "--batch-size", "4"])
     one = json.loads((tmp_path / "one" / "summary.json").read_text())
-    a, b = _weights(tmp_path / "ddp" / "checkpoints" / "last.ckpt"), _weights(tmp_path / "one" / "checkpoints" / "last.ckpt")
+    a, b = (
+        _weights(tmp_path / "ddp" / "checkpoints" / "last.ckpt"),
+        _weights(tmp_path / "one" / "checkpoints" / "last.ckpt"),
+    )
     for key in a:
         if key == "encoder.classifier.bias":
             # Its true gradient is 0 (a softmax over candidates ignores a shared shift), so Adam turns
@@ -161,7 +236,9 @@ def test_abstain_learns_when_the_lm_is_better_alone(tmp_path, real_documents, ti
         row["lm_logprobs"] = [-9.0] * len(row["lm_logprobs"])
         row["prefix"] = row["prefix"] + " nothing"
     data = save_rows(rows, tmp_path / "d")
-    summary = fit_reranker(str(data), str(tmp_path / "o"), **_settings(tiny_encoder_dir, max_steps=4), abstain=True)
+    summary = fit_reranker(
+        str(data), str(tmp_path / "o"), **_settings(tiny_encoder_dir, max_steps=4), abstain=True
+    )
     reranker = PredictiveReranker.from_pretrained(summary["reranker"])
     assert reranker.abstain is True
     info = json.loads((Path(summary["reranker"]) / "ralm_reranker.json").read_text())
@@ -178,3 +255,70 @@ def test_parser_accepts_the_documented_options():
     assert cfg.optim.loss == "kl" and cfg.run.strategy == "ddp" and cfg.encoder.max_length == 512
     with pytest.raises(SystemExit):
         parser.parse_args(["--data", "d", "--out_dir", "o", "--optim.loss", "hinge"])
+
+
+def test_gradient_checkpointing_gives_the_same_gradients(data_dir, quiet_encoder_dir):
+    """Recomputing activations in the backward pass trades time for memory, never the math."""
+    from ralm.rerank.dataset import GroupCollator, GroupDataset, load_rerank_data
+    from ralm.rerank.lit_module import RerankerModule
+    from ralm.rerank.model import load_tokenizer
+
+    data = load_rerank_data(str(data_dir), abstain=False, val_fraction=0.25, seed=0)
+    groups = GroupDataset(str(data_dir), data.train_rows[:3], abstain=False)
+    batch = GroupCollator(load_tokenizer(str(quiet_encoder_dir)), max_length=48, max_prefix_tokens=24)(
+        [groups[i] for i in range(3)]
+    )
+    grads = []
+    for checkpointing in (False, True):
+        torch.manual_seed(0)  # the same fresh classifier head in both
+        module = RerankerModule(str(quiet_encoder_dir), gradient_checkpointing=checkpointing)
+        assert module.encoder.is_gradient_checkpointing == checkpointing
+        module._loss(module(batch), batch).backward()
+        grads.append({n: p.grad.clone() for n, p in module.encoder.named_parameters() if p.grad is not None})
+    assert grads[0].keys() == grads[1].keys() and len(grads[0]) > 10
+    for name in grads[0]:
+        torch.testing.assert_close(grads[0][name], grads[1][name], rtol=1e-5, atol=1e-7, msg=name)
+
+
+def test_optional_loggers(tmp_path, data_dir, tiny_encoder_dir, monkeypatch):
+    """CSV is always written; TensorBoard asked for without the package is a clear error; wandb offline works."""
+    import importlib.util
+
+    settings = _settings(tiny_encoder_dir, max_steps=2)
+    fit_reranker(str(data_dir), str(tmp_path / "csv"), **settings)
+    metrics = next((tmp_path / "csv" / "logs" / "csv").glob("version_*/metrics.csv")).read_text()
+    assert "val/gain_recovered" in metrics.splitlines()[0] and "train/loss" in metrics.splitlines()[0]
+    settings["run"].tensorboard = True
+    if importlib.util.find_spec("tensorboard") is None and importlib.util.find_spec("tensorboardX") is None:
+        with pytest.raises(RalmInputError, match="tensorboard is not installed"):
+            fit_reranker(str(data_dir), str(tmp_path / "tb"), **settings)
+    settings["run"].tensorboard = False
+    if importlib.util.find_spec("wandb") is not None:
+        monkeypatch.setenv("WANDB_MODE", "offline")
+        monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+        settings["run"].wandb = "on"
+        fit_reranker(str(data_dir), str(tmp_path / "wb"), **settings)
+        assert list((tmp_path / "wb").rglob("*.wandb"))
+    else:
+        settings["run"].wandb = "on"
+        with pytest.raises(RalmInputError, match="wandb is not installed"):
+            fit_reranker(str(data_dir), str(tmp_path / "wb"), **settings)
+
+
+def test_ralm_train_from_the_shipped_cpu_config(tmp_path, data_dir, tiny_encoder_dir, capsys):
+    """`ralm train --config configs/rerank/cpu.yaml` with overrides, tokenizing in a loader worker process."""
+    from ralm.cli import main as ralm_main
+
+    out = tmp_path / "out"
+    ralm_main([
+        "train", "--config", str(REPO / "configs" / "rerank" / "cpu.yaml"), "--data", str(data_dir),
+        "--out-dir", str(out), "--name", str(tiny_encoder_dir), "--max-steps", "3", "--warmup-steps", "1",
+        "--val-every", "3", "--num-workers", "1", "--progress-bar", "false", "--wandb", "off",
+    ])  # fmt: skip
+    printed = capsys.readouterr().out
+    assert "ralm train: done" in printed and "top-1 agreement" in printed
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["steps"] == 3 and summary["config"]["loader"]["num_workers"] == 1
+    assert summary["config"]["encoder"]["max_prefix_tokens"] == 64  # from the YAML
+    assert (out / "checkpoints" / "last.ckpt").exists() and summary["best_checkpoint"].endswith("best-step3.ckpt")
+    assert PredictiveReranker.from_pretrained(out / "reranker").max_prefix_tokens == 64

@@ -41,7 +41,7 @@ def _reference_embeddings(model_dir, texts, pooling, normalize):
 def test_faiss_search_matches_direct_inner_products(
     tmp_path, tiny_encoder_dir, real_documents, pooling, normalize
 ):
-    passages_path = real_passages_file(tmp_path, real_documents[:6])
+    passages_path = real_passages_file(tmp_path, real_documents[:3], words=60)
     passages = read_passages(passages_path)
     meta = build_index(
         passages_path, tmp_path / "idx", backend="faiss", encoder=str(tiny_encoder_dir),
@@ -50,7 +50,7 @@ def test_faiss_search_matches_direct_inner_products(
     assert meta["encoder"]["dim"] == 32 and meta["num_passages"] == len(passages)
     assert not (tmp_path / "idx" / "shards").exists() and not (tmp_path / "idx.partial").exists()
     retriever = open_index(tmp_path / "idx")
-    queries = [p.text[:200] for p in passages[::9]]
+    queries = [p.text[:200] for p in passages[::7]]
     doc_vecs = _reference_embeddings(tiny_encoder_dir, [p.contents for p in passages], pooling, normalize)
     query_vecs = _reference_embeddings(tiny_encoder_dir, queries, pooling, normalize)
     scores = query_vecs @ doc_vecs.T
@@ -68,15 +68,17 @@ class _DyingEncoder:
     def __init__(self, real: DenseEncoder, limit: int) -> None:
         self.real, self.limit, self.calls = real, limit, 0
 
-    def encode(self, texts, batch_size=32):
+    def encode(self, texts, batch_size=32, progress=None):
         self.calls += 1
         if self.calls > self.limit:
             raise KeyboardInterrupt("killed")
-        return self.real.encode(texts, batch_size)
+        return self.real.encode(texts, batch_size, progress)
 
 
 def test_killed_encoding_resumes_from_the_first_missing_shard(tmp_path, tiny_encoder_dir, real_documents):
-    texts = [p.contents for p in read_passages(real_passages_file(tmp_path, real_documents[:4]))]
+    texts = [p.contents for p in read_passages(real_passages_file(tmp_path, real_documents[:2], words=40))][
+        :45
+    ]
     real = DenseEncoder(str(tiny_encoder_dir))
     plan = {"corpus": "test", "shard_size": 10}
     shard_dir = tmp_path / "shards"
@@ -120,3 +122,25 @@ def test_minilm_ranks_the_source_passage_of_a_paraphrase_first(tmp_path, minilm_
     hits = retriever.search(list(paraphrases), k=3)
     got = {q: h[0].doc_id for q, h in zip(paraphrases, hits, strict=True)}
     assert got == paraphrases
+
+
+@pytest.mark.gpu
+def test_cuda_bf16_encoding_ranks_like_cpu(tmp_path, minilm_dir, real_documents):
+    import faiss
+
+    passages_path = real_passages_file(tmp_path, real_documents[:10])
+    options = {"encoder": str(minilm_dir), "pooling": "mean", "normalize": True}
+    build_index(passages_path, tmp_path / "cpu", backend="faiss", device="cpu", **options)
+    build_index(passages_path, tmp_path / "gpu", backend="faiss", device="cuda", **options)
+    queries = [p.text[:300] for p in read_passages(passages_path)[::5]]
+    cpu = open_index(tmp_path / "cpu", device="cpu").search(queries, 1)
+    gpu_retriever = open_index(tmp_path / "gpu", device="cuda")
+    assert gpu_retriever.encoder.dtype == torch.bfloat16
+    gpu = gpu_retriever.search(queries, 1)
+    same = sum(a[0].id == b[0].id for a, b in zip(cpu, gpu, strict=True))
+    assert same >= 0.95 * len(queries)  # bf16 embeddings: the same top passage for nearly every query
+    if not hasattr(faiss, "StandardGpuResources"):
+        from ralm.errors import RalmInputError
+
+        with pytest.raises(RalmInputError, match="no GPU support"):
+            build_index(passages_path, tmp_path / "x", backend="faiss", gpu_index=True, **options)

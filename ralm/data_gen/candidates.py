@@ -27,7 +27,8 @@ def retrieve_candidates(
     num_passages: int,
     threads: int = 1,
 ) -> list[list[Hit]]:
-    """Top-`k` hits per query after exclusion, in BM25 order (fewer only when the corpus runs out).
+    """Top-`k` hits per query after exclusion, in BM25 order; fewer when fewer passages share a term with
+    the query (BM25 returns no zero-score hits), none when no passage does.
 
     The first fetch asks for 2k + 8 hits (a 100-word passage corpus rarely has more than a few passages of
     one document in a query's top ranks); queries left with fewer than k are searched again with double
@@ -37,15 +38,17 @@ def retrieve_candidates(
         depth = min(k, num_passages)
         return [list(hits[:k]) for hits in retriever.search(list(queries), depth, threads=threads)]
     depth = min(2 * k + 8, num_passages)
-    results = [
-        keep_candidates(h, d, k, True)
-        for h, d in zip(retriever.search(list(queries), depth, threads=threads), source_doc_ids, strict=True)
-    ]
-    short = [i for i, r in enumerate(results) if len(r) < k]
+    raw = retriever.search(list(queries), depth, threads=threads)
+    results = [keep_candidates(h, d, k, True) for h, d in zip(raw, source_doc_ids, strict=True)]
+    # A query whose search returned fewer hits than asked for has no more passages sharing a term with it:
+    # searching deeper would only return the same list, so only the others are retried.
+    short = [i for i, r in enumerate(results) if len(r) < k and len(raw[i]) >= depth]
     while short and depth < num_passages:
         depth = min(2 * depth, num_passages)
         deeper = retriever.search([queries[i] for i in short], depth, threads=threads)
         for i, hits in zip(short, deeper, strict=True):
             results[i] = keep_candidates(hits, source_doc_ids[i], k, True)
-        short = [i for i in short if len(results[i]) < k]
+        short = [
+            i for i, hits in zip(short, deeper, strict=True) if len(results[i]) < k and len(hits) >= depth
+        ]
     return results

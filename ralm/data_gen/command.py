@@ -84,7 +84,12 @@ class Sharding:
 
 
 # Defaults of the argument groups (never mutated; the parser builds fresh instances from the command line).
-_DEFAULT_SAMPLING, _DEFAULT_CANDIDATES, _DEFAULT_SCORING, _DEFAULT_SHARDING = Sampling(), Candidates(), Scoring(), Sharding()
+_DEFAULT_SAMPLING, _DEFAULT_CANDIDATES, _DEFAULT_SCORING, _DEFAULT_SHARDING = (
+    Sampling(),
+    Candidates(),
+    Scoring(),
+    Sharding(),
+)
 
 
 def _check_options(sampling: Sampling, candidates: Candidates, scoring: Scoring, sharding: Sharding) -> None:

@@ -95,6 +95,7 @@ def merge_shards(output: str | Path, keep_shards: bool = False) -> dict | None:
             merged["lm_logprobs"],
             merged["no_retrieval_logprob"],
             [len(t) for t in merged["no_retrieval_token_logprobs"]],
+            k=config.get("k"),
         )
         stats["pairs_per_second"] = pairs / seconds if seconds > 0 else float("nan")
         meta = {

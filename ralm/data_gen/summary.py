@@ -16,6 +16,7 @@ def summarize(
     lm_logprobs: Sequence[Sequence[float]],
     no_retrieval_logprob: Sequence[float],
     target_lengths: Sequence[int],
+    k: int | None = None,
 ) -> dict[str, float | int]:
     """Examples, mean gain of the LM-best candidate over BM25 top-1 and over no retrieval, top-1 agreement."""
     rows = [
@@ -24,6 +25,8 @@ def summarize(
         if len(c) > 0 and n > 0
     ]
     out: dict[str, float | int] = {"examples": len(lm_logprobs), "examples_with_candidates": len(rows)}
+    if k is not None:
+        out["examples_with_fewer_than_k"] = sum(len(c) < k for c in lm_logprobs)
     if not rows:
         return out | {
             "gain_best_over_bm25_top1": float("nan"),

@@ -49,7 +49,9 @@ def _stage_plan(run_dir: Path, texts: DemoTexts, lm: str, encoder: str, scale: D
         "--data", str(data_dir), "--encoder.name", encoder, "--encoder.max_length", str(scale.encoder_max_length),
         "--max-prefix-tokens", str(scale.max_prefix_tokens), "--batch-size", str(scale.batch_size),
         "--val-batch-size", str(scale.batch_size), "--val-fraction", str(scale.val_fraction),
-        "--loss", scale.loss, "--lr", str(scale.lr), "--warmup-steps", str(scale.warmup_steps),
+        "--loss", scale.loss, "--lr", str(scale.lr),
+        # Warmup must end before the last step; a short override run keeps a tenth of its steps for it.
+        "--warmup-steps", str(min(scale.warmup_steps, scale.train_steps // 10)),
         "--max-steps", str(scale.train_steps), "--val-every", str(scale.val_every),
         "--save-every", str(scale.val_every), "--log-every", "10", "--wandb", "off",
     ]  # fmt: skip

@@ -74,7 +74,11 @@ def format_table(metrics: dict[str, dict], times: dict[str, float], title: str, 
         f"{k} {v:.0f}s" for k, v in times.items() if not k.startswith("eval ")
     )
     eval_total = sum(v for k, v in times.items() if k.startswith("eval "))
-    lines += ["", f"stage times: {stage_times}, eval (5 conditions) {eval_total:.0f}s; total {total_seconds:.0f}s"]
+    lines += [
+        "",
+        f"stage times: {stage_times}, eval (5 conditions) {eval_total:.0f}s; "
+        f"all stages {sum(times.values()):.0f}s, this run {total_seconds:.0f}s (finished stages are reused)",
+    ]
     return "\n".join(lines)
 
 

@@ -67,6 +67,7 @@ class StageRunner:
             seconds = float(self.state[stage.key]["seconds"])
             print(f"[demo] {stage.key}: done earlier ({seconds:.0f} s), reusing {stage.output}", flush=True)
             self.state[stage.key]["reused"] = True
+            _write_json_atomic(self.state_path, self.state)
             return seconds
         argv = stage.command + (stage.resume_options if stage.output.exists() else [])
         print(f"[demo] {stage.key}: {'ralm ' + shlex.join(argv)}", flush=True)

@@ -43,8 +43,15 @@ def train(
     from ralm.rerank.fit import fit_reranker  # Lightning and torch load only when training runs
 
     summary = fit_reranker(
-        data, out_dir, encoder=encoder, loader=loader, optim=optim, run=run, abstain=abstain,
-        ckpt_path=ckpt_path, seed=seed,
+        data,
+        out_dir,
+        encoder=encoder,
+        loader=loader,
+        optim=optim,
+        run=run,
+        abstain=abstain,
+        ckpt_path=ckpt_path,
+        seed=seed,
     )
     if summary:
         _print_summary(summary)

@@ -66,14 +66,25 @@ class RerankDataModule(pl.LightningDataModule):
     def train_dataloader(self) -> torch.utils.data.DataLoader:
         rank, world = self._rank_world()
         # Lightning restores global_step before asking for the loader: skip what was already trained on.
-        start = self.trainer.global_step * self.trainer.accumulate_grad_batches if self.trainer is not None else 0
-        sampler = StreamBatchSampler(
-            len(self.data.train_rows), self.batch_size, self.total_batches,
-            seed=self.seed, rank=rank, world_size=world, start=start,
+        start = (
+            self.trainer.global_step * self.trainer.accumulate_grad_batches if self.trainer is not None else 0
         )
-        return self._loader(GroupDataset(self.data.path, self.data.train_rows, abstain=self.data.abstain), sampler)
+        sampler = StreamBatchSampler(
+            len(self.data.train_rows),
+            self.batch_size,
+            self.total_batches,
+            seed=self.seed,
+            rank=rank,
+            world_size=world,
+            start=start,
+        )
+        return self._loader(
+            GroupDataset(self.data.path, self.data.train_rows, abstain=self.data.abstain), sampler
+        )
 
     def val_dataloader(self) -> torch.utils.data.DataLoader:
         rank, world = self._rank_world()
         sampler = ShardBatchSampler(len(self.data.val_rows), self.val_batch_size, rank=rank, world_size=world)
-        return self._loader(GroupDataset(self.data.path, self.data.val_rows, abstain=self.data.abstain), sampler)
+        return self._loader(
+            GroupDataset(self.data.path, self.data.val_rows, abstain=self.data.abstain), sampler
+        )

@@ -68,9 +68,13 @@ def read_meta(path: str) -> dict:
     except json.JSONDecodeError as err:
         raise RalmInputError(f"{meta_path}:{err.lineno}: not valid JSON") from None
     if meta.get("format", DATA_FORMAT) != DATA_FORMAT:
-        raise RalmInputError(f"{meta_path}: field 'format' is {meta.get('format')!r}, expected {DATA_FORMAT!r}")
+        raise RalmInputError(
+            f"{meta_path}: field 'format' is {meta.get('format')!r}, expected {DATA_FORMAT!r}"
+        )
     if meta.get("complete") is False:
-        raise RalmInputError(f"{meta_path}: field 'complete' is false (`ralm data-gen` has not finished; rerun it)")
+        raise RalmInputError(
+            f"{meta_path}: field 'complete' is false (`ralm data-gen` has not finished; rerun it)"
+        )
     return meta
 
 
@@ -80,7 +84,11 @@ def open_dataset(path: str, *, abstain: bool):
     needed = _COLUMNS + (["no_retrieval_logprob"] if abstain else [])
     for column in needed:
         if column not in ds.column_names:
-            hint = " (the rows carry no LM scores: is this `ralm data-gen` output?)" if "logprob" in column else ""
+            hint = (
+                " (the rows carry no LM scores: is this `ralm data-gen` output?)"
+                if "logprob" in column
+                else ""
+            )
             raise RalmInputError(f"{path}: column {column!r} is missing{hint}")
     return ds.select_columns(needed)
 
@@ -104,12 +112,16 @@ def load_rerank_data(
         )
     flat = pc.list_flatten(table.column("lm_logprobs")).to_numpy(zero_copy_only=False)
     if flat.size and not np.isfinite(flat).all():
-        bad = int(np.searchsorted(np.cumsum(n_logprobs), int(np.flatnonzero(~np.isfinite(flat))[0]), side="right"))
+        bad = int(
+            np.searchsorted(np.cumsum(n_logprobs), int(np.flatnonzero(~np.isfinite(flat))[0]), side="right")
+        )
         raise RalmInputError(f"{path}: row {bad}: lm_logprobs holds a NaN or infinite value")
     if abstain:
         none = table.column("no_retrieval_logprob").to_numpy(zero_copy_only=False).astype(np.float64)
         if not np.isfinite(none).all():
-            raise RalmInputError(f"{path}: row {int(np.flatnonzero(~np.isfinite(none))[0])}: no_retrieval_logprob is not finite")
+            raise RalmInputError(
+                f"{path}: row {int(np.flatnonzero(~np.isfinite(none))[0])}: no_retrieval_logprob is not finite"
+            )
     sizes = n_texts + (1 if abstain else 0)
     usable = np.flatnonzero(sizes >= 2)
     doc_ids = table.column("doc_id").to_pylist()
@@ -127,8 +139,13 @@ def load_rerank_data(
     if max_val_prefixes is not None:
         val_rows = val_rows[:max_val_prefixes]
     return RerankData(
-        path=path, meta=meta, train_rows=train_rows, val_rows=val_rows,
-        skipped_small=int(len(sizes) - len(usable)), abstain=abstain, columns=list(ds.column_names),
+        path=path,
+        meta=meta,
+        train_rows=train_rows,
+        val_rows=val_rows,
+        skipped_small=int(len(sizes) - len(usable)),
+        abstain=abstain,
+        columns=list(ds.column_names),
     )
 
 
@@ -180,8 +197,11 @@ class GroupCollator:
             lm[i, :n] = torch.tensor(g["lm_logprobs"], dtype=torch.float32)
             is_empty[i, :n] = torch.tensor(g["is_empty"])
         encoded = encode_groups(
-            self.tokenizer, [g["prefix"] for g in groups], [g["passages"] for g in groups],
-            max_length=self.max_length, max_prefix_tokens=self.max_prefix_tokens,
+            self.tokenizer,
+            [g["prefix"] for g in groups],
+            [g["passages"] for g in groups],
+            max_length=self.max_length,
+            max_prefix_tokens=self.max_prefix_tokens,
         )
         return {**dict(encoded), "mask": mask, "lm_logprobs": lm, "is_empty": is_empty}
 

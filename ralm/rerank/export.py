@@ -15,8 +15,8 @@ import torch
 
 from ralm import __version__
 from ralm.errors import RalmInputError
-from ralm.rerank.inputs import INPUT_FORMAT
 from ralm.rerank.inference import RERANKER_FILE, RERANKER_FORMAT
+from ralm.rerank.inputs import INPUT_FORMAT
 from ralm.rerank.model import load_cross_encoder, load_tokenizer
 
 

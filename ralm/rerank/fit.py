@@ -37,10 +37,15 @@ def check_settings(encoder: EncoderArgs, loader: LoaderArgs, optim: OptimArgs, r
     except ValueError as err:
         raise RalmInputError(str(err)) from None
     positive = {
-        "loader.batch_size": loader.batch_size, "loader.val_batch_size": loader.val_batch_size,
-        "optim.max_steps": optim.max_steps, "optim.accumulate": optim.accumulate,
-        "run.val_every": run.val_every, "run.save_every": run.save_every, "run.log_every": run.log_every,
-        "optim.lr": optim.lr, "optim.temperature": optim.temperature,
+        "loader.batch_size": loader.batch_size,
+        "loader.val_batch_size": loader.val_batch_size,
+        "optim.max_steps": optim.max_steps,
+        "optim.accumulate": optim.accumulate,
+        "run.val_every": run.val_every,
+        "run.save_every": run.save_every,
+        "run.log_every": run.log_every,
+        "optim.lr": optim.lr,
+        "optim.temperature": optim.temperature,
     }
     for name, value in positive.items():
         if value <= 0:
@@ -61,7 +66,9 @@ def resolve_hardware(run: RunArgs) -> tuple[str, str]:
                 "(use strategy 'ddp' on CPU, or a GPU machine)"
             )
         if importlib.util.find_spec("deepspeed") is None:
-            raise RalmInputError(f"run.strategy={run.strategy}: DeepSpeed is not installed (pip install 'ralm[deepspeed]')")
+            raise RalmInputError(
+                f"run.strategy={run.strategy}: DeepSpeed is not installed (pip install 'ralm[deepspeed]')"
+            )
     if run.precision != "auto":
         return accelerator, run.precision
     return accelerator, "bf16-mixed" if on_gpu and torch.cuda.is_bf16_supported() else "32-true"
@@ -76,10 +83,19 @@ def build_loggers(out_dir: str, run: RunArgs) -> list[Logger]:
     if run.wandb == "on" or (run.wandb == "auto" and has_wandb):
         from lightning.pytorch.loggers import WandbLogger
 
-        loggers.append(WandbLogger(project="ralm-rerank", save_dir=out_dir, offline=os.environ.get("WANDB_MODE") == "offline"))
+        loggers.append(
+            WandbLogger(
+                project="ralm-rerank", save_dir=out_dir, offline=os.environ.get("WANDB_MODE") == "offline"
+            )
+        )
     if run.tensorboard:
-        if importlib.util.find_spec("tensorboard") is None and importlib.util.find_spec("tensorboardX") is None:
-            raise RalmInputError("run.tensorboard=true: tensorboard is not installed (pip install 'ralm[tensorboard]')")
+        if (
+            importlib.util.find_spec("tensorboard") is None
+            and importlib.util.find_spec("tensorboardX") is None
+        ):
+            raise RalmInputError(
+                "run.tensorboard=true: tensorboard is not installed (pip install 'ralm[tensorboard]')"
+            )
         from lightning.pytorch.loggers import TensorBoardLogger
 
         loggers.append(TensorBoardLogger(os.path.join(out_dir, "logs"), name="tensorboard"))
@@ -129,13 +145,24 @@ def fit_reranker(
     check_settings(encoder, loader, optim, run)
     accelerator, precision = resolve_hardware(run)
     rerank_data = load_rerank_data(
-        data, abstain=abstain, val_fraction=loader.val_fraction, seed=seed, max_val_prefixes=loader.max_val_prefixes
+        data,
+        abstain=abstain,
+        val_fraction=loader.val_fraction,
+        seed=seed,
+        max_val_prefixes=loader.max_val_prefixes,
     )
     hparams = {
-        "encoder_name": encoder.name, "loss": optim.loss, "temperature": optim.temperature, "lr": optim.lr,
-        "weight_decay": optim.weight_decay, "warmup_steps": optim.warmup_steps, "max_steps": optim.max_steps,
-        "gradient_checkpointing": encoder.gradient_checkpointing, "abstain": abstain,
-        "max_length": encoder.max_length, "max_prefix_tokens": encoder.max_prefix_tokens,
+        "encoder_name": encoder.name,
+        "loss": optim.loss,
+        "temperature": optim.temperature,
+        "lr": optim.lr,
+        "weight_decay": optim.weight_decay,
+        "warmup_steps": optim.warmup_steps,
+        "max_steps": optim.max_steps,
+        "gradient_checkpointing": encoder.gradient_checkpointing,
+        "abstain": abstain,
+        "max_length": encoder.max_length,
+        "max_prefix_tokens": encoder.max_prefix_tokens,
     }
     resume = resolve_ckpt_path(ckpt_path, out_dir)
     if resume is not None:
@@ -147,27 +174,51 @@ def fit_reranker(
     tokenizer = load_tokenizer(encoder.name)
     module = RerankerModule(**hparams)
     datamodule = RerankDataModule(
-        rerank_data, tokenizer, batch_size=loader.batch_size, val_batch_size=loader.val_batch_size,
-        total_batches=optim.max_steps * optim.accumulate, max_length=encoder.max_length,
-        max_prefix_tokens=encoder.max_prefix_tokens, num_workers=loader.num_workers, seed=seed,
+        rerank_data,
+        tokenizer,
+        batch_size=loader.batch_size,
+        val_batch_size=loader.val_batch_size,
+        total_batches=optim.max_steps * optim.accumulate,
+        max_length=encoder.max_length,
+        max_prefix_tokens=encoder.max_prefix_tokens,
+        num_workers=loader.num_workers,
+        seed=seed,
     )
     ckpt_dir = os.path.join(out_dir, "checkpoints")
     val_every = min(run.val_every, optim.max_steps)
     best = ModelCheckpoint(
-        dirpath=ckpt_dir, filename="best-step{step}", auto_insert_metric_name=False,
-        monitor=BEST_METRIC, mode="max", save_top_k=1,
+        dirpath=ckpt_dir,
+        filename="best-step{step}",
+        auto_insert_metric_name=False,
+        monitor=BEST_METRIC,
+        mode="max",
+        save_top_k=1,
     )
     last = ModelCheckpoint(
-        dirpath=ckpt_dir, every_n_train_steps=run.save_every, save_top_k=0, save_last=True,
+        dirpath=ckpt_dir,
+        every_n_train_steps=run.save_every,
+        save_top_k=0,
+        save_last=True,
         save_on_train_epoch_end=True,
     )
     trainer = pl.Trainer(
-        accelerator=accelerator, devices=run.devices, num_nodes=run.num_nodes, strategy=run.strategy,
-        precision=precision, max_steps=optim.max_steps, max_epochs=1,
-        accumulate_grad_batches=optim.accumulate, gradient_clip_val=optim.grad_clip or None,
-        val_check_interval=val_every * optim.accumulate, check_val_every_n_epoch=1, num_sanity_val_steps=0,
-        log_every_n_steps=run.log_every, logger=loggers, callbacks=[best, last, _ValidateAtEnd(val_every), *extra_callbacks],
-        enable_progress_bar=run.progress_bar, enable_model_summary=False,
+        accelerator=accelerator,
+        devices=run.devices,
+        num_nodes=run.num_nodes,
+        strategy=run.strategy,
+        precision=precision,
+        max_steps=optim.max_steps,
+        max_epochs=1,
+        accumulate_grad_batches=optim.accumulate,
+        gradient_clip_val=optim.grad_clip or None,
+        val_check_interval=val_every * optim.accumulate,
+        check_val_every_n_epoch=1,
+        num_sanity_val_steps=0,
+        log_every_n_steps=run.log_every,
+        logger=loggers,
+        callbacks=[best, last, _ValidateAtEnd(val_every), *extra_callbacks],
+        enable_progress_bar=run.progress_bar,
+        enable_model_summary=False,
         use_distributed_sampler=False,  # our batch samplers shard by rank themselves
         default_root_dir=out_dir,
     )
@@ -177,27 +228,50 @@ def fit_reranker(
     if not trainer.is_global_zero:
         return {}
     chosen = best.best_model_path or last.last_model_path
-    metrics = {k: finite_or_none(float(v)) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
+    metrics = {
+        k: finite_or_none(float(v)) for k, v in trainer.callback_metrics.items() if k.startswith("val/")
+    }
     trained_on = {
-        "path": os.path.abspath(data), "format": rerank_data.meta.get("format"), "lm": rerank_data.meta.get("lm"),
-        "train_prefixes": len(rerank_data.train_rows), "val_prefixes": len(rerank_data.val_rows),
+        "path": os.path.abspath(data),
+        "format": rerank_data.meta.get("format"),
+        "lm": rerank_data.meta.get("lm"),
+        "train_prefixes": len(rerank_data.train_rows),
+        "val_prefixes": len(rerank_data.val_rows),
     }
     export_dir = export_reranker(
-        chosen, os.path.join(out_dir, "reranker"), hyper_parameters=hparams, trained_on=trained_on,
-        metrics={"best_" + BEST_METRIC: finite_or_none(float(best.best_model_score)) if best.best_model_score is not None else None},
+        chosen,
+        os.path.join(out_dir, "reranker"),
+        hyper_parameters=hparams,
+        trained_on=trained_on,
+        metrics={
+            "best_" + BEST_METRIC: finite_or_none(float(best.best_model_score))
+            if best.best_model_score is not None
+            else None
+        },
     )
     summary = {
         "data": describe(rerank_data),
         "steps": trainer.global_step,
         "seconds": round(seconds, 2),
-        "accelerator": accelerator, "precision": precision, "strategy": run.strategy,
+        "accelerator": accelerator,
+        "precision": precision,
+        "strategy": run.strategy,
         "world_size": trainer.world_size,
         "best_checkpoint": chosen,
-        "best_gain_recovered": finite_or_none(float(best.best_model_score)) if best.best_model_score is not None else None,
+        "best_gain_recovered": finite_or_none(float(best.best_model_score))
+        if best.best_model_score is not None
+        else None,
         "last_validation": metrics,
         "reranker": export_dir,
-        "config": {"encoder": asdict(encoder), "loader": asdict(loader), "optim": asdict(optim), "run": asdict(run),
-                   "abstain": abstain, "seed": seed, "data": data},
+        "config": {
+            "encoder": asdict(encoder),
+            "loader": asdict(loader),
+            "optim": asdict(optim),
+            "run": asdict(run),
+            "abstain": abstain,
+            "seed": seed,
+            "data": data,
+        },
     }
     tmp = os.path.join(out_dir, f"summary.json.tmp-{os.getpid()}")
     with open(tmp, "w") as f:

@@ -26,16 +26,22 @@ def _read_info(folder: str) -> dict:
     if not os.path.isdir(folder):
         raise RalmInputError(f"{folder}: no such reranker folder")
     if not os.path.exists(path):
-        raise RalmInputError(f"{folder}: not an exported reranker (no {RERANKER_FILE}; export one with `ralm train`)")
+        raise RalmInputError(
+            f"{folder}: not an exported reranker (no {RERANKER_FILE}; export one with `ralm train`)"
+        )
     try:
         with open(path) as f:
             info = json.load(f)
     except json.JSONDecodeError as err:
         raise RalmInputError(f"{path}:{err.lineno}: not valid JSON") from None
     if info.get("format") != RERANKER_FORMAT:
-        raise RalmInputError(f"{path}: field 'format' is {info.get('format')!r}, expected {RERANKER_FORMAT!r}")
+        raise RalmInputError(
+            f"{path}: field 'format' is {info.get('format')!r}, expected {RERANKER_FORMAT!r}"
+        )
     if info.get("input_format") != INPUT_FORMAT:
-        raise RalmInputError(f"{path}: field 'input_format' is {info.get('input_format')!r}, this ralm reads {INPUT_FORMAT!r}")
+        raise RalmInputError(
+            f"{path}: field 'input_format' is {info.get('input_format')!r}, this ralm reads {INPUT_FORMAT!r}"
+        )
     for key in ("max_length", "max_prefix_tokens"):
         if not isinstance(info.get(key), int):
             raise RalmInputError(f"{path}: field {key!r} must be an integer")
@@ -68,14 +74,20 @@ class PredictiveReranker:
         info = _read_info(folder)
         torch_device = _pick_device(device)
         if dtype == "auto":
-            torch_dtype = torch.bfloat16 if torch_device.type == "cuda" and torch.cuda.is_bf16_supported() else torch.float32
+            torch_dtype = (
+                torch.bfloat16
+                if torch_device.type == "cuda" and torch.cuda.is_bf16_supported()
+                else torch.float32
+            )
         else:
             torch_dtype = getattr(torch, dtype)
         try:
             tokenizer = AutoTokenizer.from_pretrained(folder)
             model = AutoModelForSequenceClassification.from_pretrained(folder, dtype=torch_dtype)
         except (OSError, ValueError) as err:
-            raise RalmInputError(f"{folder}: cannot load the reranker model ({str(err).splitlines()[0]})") from None
+            raise RalmInputError(
+                f"{folder}: cannot load the reranker model ({str(err).splitlines()[0]})"
+            ) from None
         if model.config.num_labels != 1:
             raise RalmInputError(f"{folder}: model has {model.config.num_labels} labels, a reranker has 1")
         model.to(torch_device).eval()
@@ -103,7 +115,11 @@ class PredictiveReranker:
 
     def _score_chunk(self, prefixes: Sequence[str], candidates: Sequence[Sequence[str]]) -> list[float]:
         encoded = encode_groups(
-            self.tokenizer, prefixes, candidates, max_length=self.max_length, max_prefix_tokens=self.max_prefix_tokens
+            self.tokenizer,
+            prefixes,
+            candidates,
+            max_length=self.max_length,
+            max_prefix_tokens=self.max_prefix_tokens,
         )
         inputs = {k: v.to(self.device) for k, v in encoded.items()}
         return self.model(**inputs).logits.squeeze(-1).float().cpu().tolist()

@@ -33,7 +33,9 @@ def check_lengths(max_length: int, max_prefix_tokens: int, field: str = "max_pre
         )
 
 
-def prefix_tails(tokenizer: PreTrainedTokenizerBase, prefixes: Sequence[str], max_prefix_tokens: int) -> list[str]:
+def prefix_tails(
+    tokenizer: PreTrainedTokenizerBase, prefixes: Sequence[str], max_prefix_tokens: int
+) -> list[str]:
     """Each prefix cut to the text of its last ``max_prefix_tokens`` tokens (cut at a token's start)."""
     if not tokenizer.is_fast:
         raise TypeError("the reranker needs a fast (Rust) tokenizer for character offsets")
@@ -85,6 +87,10 @@ def encode_groups(
     flat_prefixes = [tail for tail, group in zip(tails, candidates, strict=True) for _ in group]
     flat_passages = [passage for group in candidates for passage in group]
     return encode_pairs(
-        tokenizer, flat_prefixes, flat_passages, max_length=max_length, max_prefix_tokens=max_prefix_tokens,
+        tokenizer,
+        flat_prefixes,
+        flat_passages,
+        max_length=max_length,
+        max_prefix_tokens=max_prefix_tokens,
         tails_done=True,
     )

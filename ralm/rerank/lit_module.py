@@ -79,7 +79,9 @@ class RerankerModule(pl.LightningModule):
 
     def on_validation_epoch_end(self) -> None:
         # Sum over processes before taking ratios: a mean of per-process ratios would be biased.
-        local = torch.cat([self._val_sums.as_tensor(), torch.tensor([self._val_loss_sum], dtype=torch.float64)])
+        local = torch.cat(
+            [self._val_sums.as_tensor(), torch.tensor([self._val_loss_sum], dtype=torch.float64)]
+        )
         total = self.trainer.strategy.reduce(local.to(self.device), reduce_op="sum").cpu()
         sums = SelectionSums.from_tensor(total[:-1])
         metrics = sums.metrics()
@@ -88,13 +90,15 @@ class RerankerModule(pl.LightningModule):
             # gain_recovered is NaN when BM25's top-1 is always the oracle; 0 ("no gain") keeps
             # checkpoint selection well defined.
             value = value if math.isfinite(value) else 0.0
-            self.log(f"val/{name}", value, prog_bar=name in ("top1_agreement", "gain_recovered"), sync_dist=False)
+            self.log(
+                f"val/{name}", value, prog_bar=name in ("top1_agreement", "gain_recovered"), sync_dist=False
+            )
 
     def configure_optimizers(self):
         hp = self.hparams
         # No weight decay on biases and LayerNorm weights (the usual BERT fine-tuning recipe).
         decay, no_decay = [], []
-        for name, param in self.encoder.named_parameters():
+        for param in self.encoder.parameters():
             if param.requires_grad:
                 (no_decay if param.dim() < 2 else decay).append(param)
         optimizer = torch.optim.AdamW(

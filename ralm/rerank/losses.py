@@ -28,7 +28,9 @@ MASKED = -1e9
 def _prepare(scores: torch.Tensor, lm_logprobs: torch.Tensor, mask: torch.Tensor | None):
     """Float32 copies with padding replaced by MASKED; checks shapes."""
     if scores.shape != lm_logprobs.shape or scores.dim() != 2:
-        raise ValueError(f"scores {tuple(scores.shape)} and lm_logprobs {tuple(lm_logprobs.shape)} must be (batch, k)")
+        raise ValueError(
+            f"scores {tuple(scores.shape)} and lm_logprobs {tuple(lm_logprobs.shape)} must be (batch, k)"
+        )
     scores = scores.float()
     lm_logprobs = lm_logprobs.float()
     if mask is None:
@@ -37,7 +39,9 @@ def _prepare(scores: torch.Tensor, lm_logprobs: torch.Tensor, mask: torch.Tensor
     return scores.masked_fill(~mask, MASKED), lm_logprobs.masked_fill(~mask, MASKED)
 
 
-def marginal_loss(scores: torch.Tensor, lm_logprobs: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+def marginal_loss(
+    scores: torch.Tensor, lm_logprobs: torch.Tensor, mask: torch.Tensor | None = None
+) -> torch.Tensor:
     """Negative log marginal likelihood of the target under the reranker's passage distribution."""
     scores, lm_logprobs = _prepare(scores, lm_logprobs, mask)
     log_p_rank = torch.log_softmax(scores, dim=-1)
@@ -45,7 +49,10 @@ def marginal_loss(scores: torch.Tensor, lm_logprobs: torch.Tensor, mask: torch.T
 
 
 def kl_loss(
-    scores: torch.Tensor, lm_logprobs: torch.Tensor, mask: torch.Tensor | None = None, temperature: float = 1.0
+    scores: torch.Tensor,
+    lm_logprobs: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    temperature: float = 1.0,
 ) -> torch.Tensor:
     """KL divergence from the LM's soft preference ``softmax(lm_logprob / τ)`` to the reranker's softmax."""
     if temperature <= 0:
@@ -57,7 +64,9 @@ def kl_loss(
     return (log_p_lm.exp() * (log_p_lm - log_p_rank)).sum(dim=-1).mean()
 
 
-def listwise_ce_loss(scores: torch.Tensor, lm_logprobs: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+def listwise_ce_loss(
+    scores: torch.Tensor, lm_logprobs: torch.Tensor, mask: torch.Tensor | None = None
+) -> torch.Tensor:
     """Cross-entropy of the reranker's softmax against the candidate with the highest LM log-prob."""
     scores, lm_logprobs = _prepare(scores, lm_logprobs, mask)
     best = lm_logprobs.argmax(dim=-1)

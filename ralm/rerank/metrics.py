@@ -31,7 +31,14 @@ class SelectionSums:
 
     def as_tensor(self) -> torch.Tensor:
         return torch.tensor(
-            [self.count, self.agree, self.pick_logprob, self.bm25_logprob, self.oracle_logprob, self.abstained],
+            [
+                self.count,
+                self.agree,
+                self.pick_logprob,
+                self.bm25_logprob,
+                self.oracle_logprob,
+                self.abstained,
+            ],
             dtype=torch.float64,
         )
 
@@ -50,7 +57,9 @@ class SelectionSums:
             "pick_logprob": self.pick_logprob / n,
             "bm25_logprob": self.bm25_logprob / n,
             "oracle_logprob": self.oracle_logprob / n,
-            "gain_recovered": gain_recovered(self.pick_logprob / n, self.bm25_logprob / n, self.oracle_logprob / n),
+            "gain_recovered": gain_recovered(
+                self.pick_logprob / n, self.bm25_logprob / n, self.oracle_logprob / n
+            ),
             "retrieval_rate": 1.0 - self.abstained / n,
         }
 

@@ -10,7 +10,12 @@ from __future__ import annotations
 import os
 
 import torch
-from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import (
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
 
 from ralm.errors import RalmInputError
 
@@ -21,14 +26,16 @@ def load_cross_encoder(name_or_path: str, *, gradient_checkpointing: bool = Fals
     if looks_local and not os.path.isdir(name_or_path):
         raise RalmInputError(f"encoder {name_or_path}: no such folder")
     try:
-        model = AutoModelForSequenceClassification.from_pretrained(name_or_path, num_labels=1, dtype=torch.float32)
+        model = AutoModelForSequenceClassification.from_pretrained(
+            name_or_path, num_labels=1, dtype=torch.float32
+        )
     except OSError as err:
         raise RalmInputError(f"encoder {name_or_path}: cannot load ({str(err).splitlines()[0]})") from None
-    # A single logit is a score, not a regression target; keep the config honest for reloading.
-    model.config.problem_type = "regression"
     if gradient_checkpointing:
         if not model.supports_gradient_checkpointing:
-            raise RalmInputError(f"encoder {name_or_path}: gradient checkpointing is not supported by this model")
+            raise RalmInputError(
+                f"encoder {name_or_path}: gradient checkpointing is not supported by this model"
+            )
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     return model
 
@@ -38,14 +45,9 @@ def load_tokenizer(name_or_path: str) -> PreTrainedTokenizerBase:
     try:
         tokenizer = AutoTokenizer.from_pretrained(name_or_path)
     except OSError as err:
-        raise RalmInputError(f"encoder {name_or_path}: cannot load tokenizer ({str(err).splitlines()[0]})") from None
+        raise RalmInputError(
+            f"encoder {name_or_path}: cannot load tokenizer ({str(err).splitlines()[0]})"
+        ) from None
     if not tokenizer.is_fast:
         raise RalmInputError(f"encoder {name_or_path}: needs a fast tokenizer (tokenizer.json)")
     return tokenizer
-
-
-def group_scores(model: PreTrainedModel, batch: dict[str, torch.Tensor], shape: tuple[int, int]) -> torch.Tensor:
-    """Scores reshaped to (prefixes, candidates) from flattened pair inputs."""
-    inputs = {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
-    logits = model(**inputs).logits  # (prefixes * candidates, 1)
-    return logits.squeeze(-1).reshape(shape)

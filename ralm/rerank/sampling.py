@@ -22,11 +22,20 @@ class StreamBatchSampler(torch.utils.data.Sampler[list[int]]):
     """
 
     def __init__(
-        self, n_items: int, batch_size: int, total_batches: int, *, seed: int, rank: int = 0,
-        world_size: int = 1, start: int = 0,
+        self,
+        n_items: int,
+        batch_size: int,
+        total_batches: int,
+        *,
+        seed: int,
+        rank: int = 0,
+        world_size: int = 1,
+        start: int = 0,
     ):
         if n_items < 1 or batch_size < 1:
-            raise ValueError(f"need items and a positive batch size, got n_items={n_items}, batch_size={batch_size}")
+            raise ValueError(
+                f"need items and a positive batch size, got n_items={n_items}, batch_size={batch_size}"
+            )
         self.n_items, self.batch_size, self.total_batches = n_items, batch_size, total_batches
         self.seed, self.rank, self.world_size, self.start = seed, rank, world_size, start
         self._pass, self._perm = -1, np.empty(0, dtype=np.int64)

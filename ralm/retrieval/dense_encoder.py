@@ -64,8 +64,11 @@ class DenseEncoder:
         self.dim = int(self.model.config.hidden_size)
 
     @torch.inference_mode()
-    def encode(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
-        """(len(texts), dim) float32 embeddings, L2-normalised if `normalize` (then inner product = cosine)."""
+    def encode(self, texts: Sequence[str], batch_size: int = 32, progress=None) -> np.ndarray:
+        """(len(texts), dim) float32 embeddings, L2-normalised if `normalize` (then inner product = cosine).
+
+        `progress` (a tqdm bar) advances by each batch's size.
+        """
         out = []
         for start in range(0, len(texts), batch_size):
             batch = self.tokenizer(
@@ -80,4 +83,6 @@ class DenseEncoder:
             if self.normalize:
                 vectors = torch.nn.functional.normalize(vectors, dim=-1)
             out.append(vectors.cpu().numpy())
+            if progress is not None:
+                progress.update(len(vectors))
         return np.concatenate(out) if out else np.zeros((0, self.dim), np.float32)

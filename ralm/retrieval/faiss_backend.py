@@ -62,10 +62,14 @@ def encode_in_shards(
     with tqdm(total=len(texts), desc="faiss: encoding", unit="passage") as bar:
         for i, start in enumerate(starts):
             path = shard_dir / f"emb-{i:05d}.npy"
-            if not path.exists():
-                _save_shard(path, encoder.encode(texts[start : start + shard_size], batch_size=batch_size))
+            if path.exists():
+                bar.update(min(shard_size, len(texts) - start))
+            else:
+                _save_shard(
+                    path,
+                    encoder.encode(texts[start : start + shard_size], batch_size=batch_size, progress=bar),
+                )
             shards.append(np.load(path))
-            bar.update(min(shard_size, len(texts) - start))
     return np.concatenate(shards)
 
 

@@ -1,0 +1,84 @@
+"""Reranking BM25 candidates for QA and FLARE: the zero-shot LM rule against a plain forward pass, and a
+trained reranker folder driving the order."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from ralm.eval.qa_retrieval import PassageSource
+from ralm.lm.loading import load_lm
+from ralm.retrieval.types import Hit
+
+BODIES = [
+    "The json module encodes and decodes JSON documents.",
+    "A queue is a first in first out collection of items.",
+    "Regular expressions match patterns in strings of text.",
+    "The random module draws pseudo random numbers from distributions.",
+    "Sockets carry bytes between processes over a network.",
+]
+
+
+class FixedRetriever:
+    """Returns the same candidates, in a fixed (BM25-like) order, for every query."""
+
+    index_dir, meta = "memory", {}
+
+    def search(self, queries, k, threads=1):
+        hits = [
+            Hit(f"p{i}", float(10 - i), f"title{i}\n{b}", f"title{i}", f"d{i}") for i, b in enumerate(BODIES)
+        ]
+        return [hits[:k] for _ in queries]
+
+
+def plain_logprob(lm, passage: str, query: str) -> float:
+    """log p(query | passage) from one full forward pass over passage + query tokens."""
+    p, q = lm.encode(passage), lm.encode(" " + query)
+    ids = torch.tensor([p + q])
+    with torch.no_grad():
+        logprobs = torch.log_softmax(lm.model(input_ids=ids).logits[0].float(), -1)
+    return float(sum(logprobs[len(p) - 1 + i, t] for i, t in enumerate(q)))
+
+
+def test_zero_shot_orders_by_lm_logprob_of_the_query(tiny_lm_dir):
+    lm = load_lm(tiny_lm_dir, device="cpu", dtype="float32")
+    source = PassageSource(FixedRetriever(), lm=lm, rerank="zero-shot", candidates=5)
+    query = "decode JSON documents"
+    [top] = source.search([query], ["ignored"], 3)
+    scores = {f"p{i}": plain_logprob(lm, f"title{i}\n{b}", query) for i, b in enumerate(BODIES)}
+    expected = sorted(scores, key=lambda pid: -scores[pid])[:3]
+    assert [p.id for p in top] == expected
+
+
+def export_tiny_reranker(folder, tiny_encoder_dir, abstain=False):
+    """A Hugging Face folder with a 1-label head and the ralm_reranker.json the inference side reads."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from ralm.rerank.inference import RERANKER_FILE, RERANKER_FORMAT
+    from ralm.rerank.inputs import INPUT_FORMAT
+
+    torch.manual_seed(0)
+    model = AutoModelForSequenceClassification.from_pretrained(tiny_encoder_dir, num_labels=1)
+    model.save_pretrained(folder)
+    AutoTokenizer.from_pretrained(tiny_encoder_dir).save_pretrained(folder)
+    info = {"format": RERANKER_FORMAT, "input_format": INPUT_FORMAT, "max_length": 128, "max_prefix_tokens": 64,
+            "abstain": abstain, "base_model": "tiny", "loss": "marginal", "trained_on": "test"}  # fmt: skip
+    (folder / RERANKER_FILE).write_text(json.dumps(info))
+    return folder
+
+
+@pytest.mark.parametrize("abstain", [False, True])
+def test_trained_reranker_orders_candidates_by_its_scores(tmp_path, tiny_encoder_dir, abstain):
+    from ralm.rerank.inference import PredictiveReranker
+
+    folder = export_tiny_reranker(tmp_path / "reranker", tiny_encoder_dir, abstain=abstain)
+    source = PassageSource(FixedRetriever(), rerank=str(folder), candidates=5)
+    context = "Which module decodes JSON? The answer is"
+    [top] = source.search(["json"], [context], 3)
+    candidates = [f"title{i}\n{b}" for i, b in enumerate(BODIES)] + ([""] if abstain else [])
+    scores = PredictiveReranker.from_pretrained(folder, device="cpu").score([context], [candidates])[0]
+    order = sorted(range(len(candidates)), key=lambda i: -scores[i])[:3]
+    # The empty passage (abstain) is offered but never shown: it only leaves a slot empty.
+    assert [p.id for p in top] == [f"p{i}" for i in order if i < len(BODIES)]

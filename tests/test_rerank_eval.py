@@ -1,0 +1,106 @@
+"""`ralm eval ppl --reranker FOLDER` end to end on a tiny setup: the eval prepends exactly the passage the
+exported reranker prefers (or nothing, when it was trained to abstain and the empty passage wins)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from transformers import AutoTokenizer
+
+from ralm.eval.ppl_command import main as eval_ppl_main
+from ralm.rerank.fit import fit_reranker
+from ralm.rerank.inference import PredictiveReranker
+from ralm.rerank.settings import EncoderArgs, LoaderArgs, OptimArgs, RunArgs
+from ralm.retrieval.index import build_index, open_index
+from tests.rerank_fixtures import keyword_rows, save_rows
+
+K = 4
+STRIDE, QUERY, CONTEXT = 32, 16, 512  # the eval hands the reranker the last 512 LM tokens as prefix text
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory, real_documents, tiny_encoder_dir):
+    from ralm.retrieval.passages import read_documents, split_passages, write_passages
+
+    root = tmp_path_factory.mktemp("rerank_eval")
+    docs = root / "docs.jsonl"
+    docs.write_text("".join(json.dumps(d) + "\n" for d in real_documents[1:]))
+    write_passages(split_passages(read_documents(docs), words=100), root / "passages.jsonl")
+    build_index(root / "passages.jsonl", root / "index", backend="bm25s")
+    text = root / "eval.txt"
+    text.write_text(" ".join(real_documents[0]["text"].split()[:220]))
+    # An abstaining reranker: on half the training prefixes no passage helps, so the empty one wins there.
+    rows = keyword_rows(real_documents, 60, k=3, seed=2)
+    for row in rows[::2]:
+        row["lm_logprobs"] = [-9.0] * len(row["lm_logprobs"])
+    summary = fit_reranker(
+        str(save_rows(rows, root / "data")),
+        str(root / "train"),
+        encoder=EncoderArgs(name=str(tiny_encoder_dir), max_length=96, max_prefix_tokens=48),
+        loader=LoaderArgs(batch_size=4, val_fraction=0.25),
+        optim=OptimArgs(lr=2e-3, warmup_steps=2, max_steps=8),
+        run=RunArgs(accelerator="cpu", devices=1, val_every=8, save_every=8, wandb="off", progress_bar=False),
+        abstain=True,
+    )
+    return root, Path(summary["reranker"])
+
+
+def test_eval_ppl_prepends_the_rerankers_pick(setup, tiny_lm_dir):
+    root, reranker_dir = setup
+    out = root / "eval"
+    eval_ppl_main(
+        [
+            "--text",
+            str(root / "eval.txt"),
+            "--lm",
+            str(tiny_lm_dir),
+            "--index",
+            str(root / "index"),
+            "--output",
+            str(out),
+            "--reranker",
+            str(reranker_dir),
+            "--k",
+            str(K),
+            "--stride",
+            str(STRIDE),
+            "--query-tokens",
+            str(QUERY),
+            "--max-passage-tokens",
+            "64",
+            "--retrieval-cache",
+            str(root / "cache"),
+            "--progress",
+            "false",
+        ]
+    )
+    results = json.loads((out / "results.json").read_text())
+    rows = [json.loads(line) for line in (out / "windows.jsonl").read_text().splitlines()]
+    assert results["config"]["mode"] == "trained" and len(rows) > 3
+
+    # Independently: the same query gives the same BM25 top-k; the reranker scores them plus "".
+    reranker = PredictiveReranker.from_pretrained(reranker_dir)
+    assert reranker.abstain
+    tokenizer = AutoTokenizer.from_pretrained(tiny_lm_dir)
+    tokens = tokenizer((root / "eval.txt").read_text(), add_special_tokens=False)["input_ids"]
+    retriever = open_index(root / "index")
+    abstained = 0
+    for row in rows:
+        if row["window"] == 0:
+            assert row["passage_id"] is None  # window 0 never retrieves (eval_lm.py)
+            continue
+        hits = retriever.search([row["query"]], K)[0]
+        start = max(row["begin"], row["target_start"] - CONTEXT)
+        prefix = tokenizer.decode(tokens[start : row["target_start"]])
+        scores = reranker.score([prefix], [[h.contents for h in hits] + [""]])[0]
+        best = max(range(len(scores)), key=lambda i: (scores[i], -i))
+        if best == len(hits):
+            abstained += 1
+            assert row["passage_id"] is None and row["chosen_rank"] is None
+        else:
+            assert (row["chosen_rank"], row["passage_id"]) == (best, hits[best].id)
+    retrieving = len(rows) - 1
+    print(f"abstained on {abstained} of {retrieving} retrieving windows")
+    assert results["metrics"]["retrieval_rate"] == pytest.approx((retrieving - abstained) / retrieving)
