@@ -36,7 +36,9 @@ def smollm2() -> Path:
 
 def run(name, lm, source, examples, batched=False, reuse_cache=True, **settings) -> dict:
     config = FlareConfig(max_new_tokens=24, lookahead_tokens=24, stop="\n", **settings)
-    runner = FlareRunner(lm, config, source if config.method != "no-retrieval" else None, SHOTS, reuse_cache=reuse_cache)
+    runner = FlareRunner(
+        lm, config, source if config.method != "no-retrieval" else None, SHOTS, reuse_cache=reuse_cache
+    )
     start = time.perf_counter()
     outs = run_batched(runner, examples, 8) if batched else [runner.answer(ex) for ex in examples]
     seconds = time.perf_counter() - start
@@ -44,7 +46,10 @@ def run(name, lm, source, examples, batched=False, reuse_cache=True, **settings)
     steps = sum(o["steps"] for o in outs)
     return {
         "name": name,
-        "em": sum(score_answer(o["generation"], ex.answers)["em"] for o, ex in zip(outs, examples, strict=True)) / n,
+        "em": sum(
+            score_answer(o["generation"], ex.answers)["em"] for o, ex in zip(outs, examples, strict=True)
+        )
+        / n,
         "calls": sum(o["lm_calls"] for o in outs) / n,
         "fed": sum(o["tokens_fed"] for o in outs) / n,
         "rate": sum(o["retrieval_steps"] for o in outs) / steps if steps else 0.0,
@@ -62,7 +67,9 @@ def main() -> None:
     args = parser.parse_args()
 
     half = args.examples // 2
-    examples = quiz_examples("elements", every=5)[:half] + quiz_examples("europe", every=2)[: args.examples - half]
+    examples = (
+        quiz_examples("elements", every=5)[:half] + quiz_examples("europe", every=2)[: args.examples - half]
+    )
     _, index = wordnet_noun_index(args.work)
     lm = load_lm(args.lm or smollm2())
     source = PassageSource(open_index(index))
@@ -71,14 +78,26 @@ def main() -> None:
         run("single (batched)", lm, source, examples, batched=True, method="single"),
         run("single (one by one)", lm, source, examples, method="single"),
         run("flare", lm, source, examples, method="flare", theta=args.theta),
-        run("flare, regenerate confident", lm, source, examples, method="flare", theta=args.theta, keep_confident=False),
+        run(
+            "flare, regenerate confident",
+            lm,
+            source,
+            examples,
+            method="flare",
+            theta=args.theta,
+            keep_confident=False,
+        ),
         run("flare, no KV reuse", lm, source, examples, method="flare", theta=args.theta, reuse_cache=False),
     ]
     flare, regen = rows[3], rows[4]
-    assert flare["generations"] == regen["generations"], "keeping confident look-aheads must not change answers"
+    assert flare["generations"] == regen["generations"], (
+        "keeping confident look-aheads must not change answers"
+    )
     base = rows[2]["seconds"]
     print(f"{len(examples)} examples, {lm.name}, device {lm.device}, theta {args.theta}")
-    print("| method | EM | retrieval rate | LM calls/ex | tokens fed/ex | s/ex | time vs single (one by one) |")
+    print(
+        "| method | EM | retrieval rate | LM calls/ex | tokens fed/ex | s/ex | time vs single (one by one) |"
+    )
     print("|---|---|---|---|---|---|---|")
     for r in rows:
         print(

@@ -69,14 +69,15 @@ def run_engine(engine: str, work: Path, args: argparse.Namespace) -> dict:
     """Build and search with one engine in this (child) process; returns its measurements."""
     from ralm.retrieval.index import build_index, open_index
 
-    passages = work / "passages.jsonl"
+    passages = work / ("passages-dense.jsonl" if engine == "faiss" and args.dense_limit else "passages.jsonl")
     queries = json.loads((work / "queries.json").read_text())
     index_dir = work / f"index-{engine}"
     options: dict = {}
     if engine == "pyserini":
         options = {"threads": args.threads}
     elif engine == "faiss":
-        options = {"encoder": args.encoder, "pooling": "mean", "normalize": True, "batch_size": 64}
+        options = {"encoder": args.encoder, "pooling": "mean", "normalize": True, "batch_size": 64,
+                   "max_length": args.dense_max_length}  # fmt: skip
     started = time.perf_counter()
     meta = build_index(passages, index_dir, backend=engine, overwrite=True, **options)
     build_s = time.perf_counter() - started
@@ -117,11 +118,22 @@ def agreement(a: list[list[str]], b: list[list[str]], k: int) -> tuple[float, fl
 
 
 def prepare(work: Path, args: argparse.Namespace) -> int:
-    from ralm.retrieval.passages import split_passages, write_passages
+    """Write passages and queries into `work` (kept when already there, so engines can run one by one)."""
+    from ralm.retrieval.passages import iter_passages, split_passages, write_passages
 
-    docs = corpus_documents(args.corpora.split(","))
-    count = write_passages(split_passages(docs, words=100), work / "passages.jsonl")
-    (work / "queries.json").write_text(json.dumps(window_queries(docs, args.queries)))
+    passages = work / "passages.jsonl"
+    if passages.exists() and (work / "queries.json").exists():
+        count = sum(1 for _ in iter_passages(passages))
+        print(f"reusing the corpus and queries in {work}")
+    else:
+        docs = corpus_documents(args.corpora.split(","))
+        count = write_passages(split_passages(docs, words=100), passages)
+        (work / "queries.json").write_text(json.dumps(window_queries(docs, args.queries)))
+    if args.dense_limit:
+        # An evenly spaced subset: dense encoding on a shared CPU is the one cost this bench cannot afford.
+        step = max(1, count // args.dense_limit)
+        subset = [p for i, p in enumerate(iter_passages(passages)) if i % step == 0][: args.dense_limit]
+        write_passages(subset, work / "passages-dense.jsonl")
     return count
 
 
@@ -138,7 +150,13 @@ def main() -> None:
     parser.add_argument(
         "--encoder", default=None, help="HF encoder for faiss (default: offline all-MiniLM-L6-v2)"
     )
-    parser.add_argument("--work", default=None, help="work folder (default: a temporary folder)")
+    parser.add_argument(
+        "--dense-limit", type=int, default=0, help="faiss on an evenly spaced subset of N passages"
+    )
+    parser.add_argument("--dense-max-length", type=int, default=256, help="encoder tokens per passage")
+    parser.add_argument(
+        "--work", default=None, help="work folder (default: a temporary folder); reused if filled"
+    )
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.encoder is None:
@@ -159,11 +177,13 @@ def main() -> None:
           f"k={args.k}; {args.threads} thread(s) for batched search", flush=True)  # fmt: skip
     results = {}
     for engine in args.engines.split(","):
+        (work / f"result-{engine}.json").unlink(missing_ok=True)
         cmd = [sys.executable, __file__, "--worker", engine, "--work", str(work), *sys.argv[1:]]
         if subprocess.run(cmd, stdout=sys.stderr).returncode != 0:
             print(f"{engine}: failed (see above)")
-            continue
-        results[engine] = json.loads((work / f"result-{engine}.json").read_text())
+    for engine in ENGINES:  # engines measured by an earlier run in the same work folder are shown too
+        if (work / f"result-{engine}.json").exists():
+            results[engine] = json.loads((work / f"result-{engine}.json").read_text())
 
     base = results.get("pyserini")
     columns = ["engine", "build s", "index MB", "peak RSS MB", "q/s single", "q/s batched", "single vs Pyserini",
@@ -173,9 +193,11 @@ def main() -> None:
     for engine, r in results.items():
         single = f"{r['single_qps'] / base['single_qps']:.2f}x" if base else "-"
         batched = f"{r['batch_qps'] / base['batch_qps']:.2f}x" if base else "-"
-        agree = "{:.4f} / {:.4f}".format(*agreement(r["runs"], base["runs"], args.k)) if base else "-"
+        same_corpus = base and r["passages"] == base["passages"]
+        agree = "{:.4f} / {:.4f}".format(*agreement(r["runs"], base["runs"], args.k)) if same_corpus else "-"
+        name = engine if same_corpus or not base else f"{engine} ({r['passages']} passages)"
         print(
-            f"| {engine} | {r['build_s']:.1f} | {r['index_mb']:.1f} | {r['peak_rss_mb']:.0f} | "
+            f"| {name} | {r['build_s']:.1f} | {r['index_mb']:.1f} | {r['peak_rss_mb']:.0f} | "
             f"{r['single_qps']:.1f} | {r['batch_qps']:.1f} | {single} | {batched} | {agree} |"
         )
     print(f"(work folder: {work})")

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import shutil
+import signal
 import time
 
 import pytest
@@ -196,8 +196,8 @@ def test_the_installed_cli_runs_in_a_fresh_process(tmp_path, reference, corpus, 
 
 
 def _data_gen(docs, index, lm, out, **options):
-    from ralm.data_gen.command import build_parser
     from ralm.command_args import parse
+    from ralm.data_gen.command import build_parser
 
     _, init = parse(build_parser(), cli_args(docs, index, lm, out, **{**OPTIONS, **options}))
     from ralm.data_gen.command import data_gen
@@ -284,6 +284,27 @@ def test_merge_subcommand_reports_missing_shards(tmp_path, corpus, tiny_lm_dir, 
     with pytest.raises(SystemExit):
         ralm_main(["data-gen", "merge", "--output", str(out)])
     assert "2 shard(s) missing (shard-00000-of-00003, shard-00002-of-00003)" in capsys.readouterr().err
+    assert not (out / ".merge.lock").exists()
+
+    # The other shards run as separate jobs with `--keep-shards`; a lock left by a killed merge (a dead
+    # process on this host) is taken over, and `merge` joins them.
+    import socket
+    import subprocess
+    import sys
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (out / ".merge.lock").write_text(f"{socket.gethostname()}-{dead.pid}")
+    for shard_id in (0, 2):
+        _data_gen(
+            docs, index, tiny_lm_dir, out, num_prefixes=6, num_shards=3, shard_id=shard_id, keep_shards="true"
+        )
+    meta = json.loads((out / "ralm_data_gen.json").read_text())
+    assert meta["complete"] and not (out / ".merge.lock").exists()
+    assert load_from_disk(str(out))["prefix_index"] == list(range(6))
+    assert len(list((out / "shards").glob("shard-*"))) == 3  # kept
+    ralm_main(["data-gen", "merge", "--output", str(out)])  # already merged: reports and returns
+    assert "6 examples" in capsys.readouterr().out
 
 
 def test_candidates_equal_filtering_the_whole_ranking(corpus, real_documents):
@@ -313,7 +334,14 @@ def test_real_lm_profits_from_own_document_passages_which_exclusion_removes(tmp_
     (it holds the continuation) and its gain over no retrieval is far larger than with the default exclusion,
     which is why the default excludes it (DESIGN.md)."""
     docs, _, index = corpus
-    options = {**OPTIONS, "num_prefixes": 8, "max_length": 256, "max_passage_tokens": 96, "query_tokens": 32}
+    options = {
+        **OPTIONS,
+        "num_prefixes": 6,
+        "k": 3,
+        "max_length": 192,
+        "max_passage_tokens": 80,
+        "query_tokens": 32,
+    }
     run_in_process(cli_args(docs, index, smollm2_gguf, tmp_path / "excluded", **options))
     run_in_process(
         [*cli_args(docs, index, smollm2_gguf, tmp_path / "allowed", **options), "--allow-same-doc"]
@@ -327,5 +355,5 @@ def test_real_lm_profits_from_own_document_passages_which_exclusion_removes(tmp_
         if r["lm_logprobs"]
     )
     assert own_best >= len(rows) // 2
-    assert allowed["gain_best_over_no_retrieval"] > excluded["gain_best_over_no_retrieval"] + 0.5
-    assert excluded["examples"] == allowed["examples"] == 8
+    assert allowed["gain_best_over_no_retrieval"] > excluded["gain_best_over_no_retrieval"] + 0.3
+    assert excluded["examples"] == allowed["examples"] == 6

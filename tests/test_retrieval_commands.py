@@ -16,7 +16,7 @@ def test_passages_index_retrieve_end_to_end(tmp_path, real_documents, capsys):
     docs = write_jsonl(tmp_path / "docs.jsonl", real_documents)
     held_out = real_documents[0]["title"]
     passages_command.main(
-        ["--input", str(docs), "--output", str(tmp_path / "p.jsonl"), "--exclude", f"[{held_out}]"]
+        ["--input", str(docs), "--out", str(tmp_path / "p.jsonl"), "--exclude", f"[{held_out}]"]
     )
     assert "1 document(s) excluded" in capsys.readouterr().err
     passages = read_passages(tmp_path / "p.jsonl")
@@ -71,3 +71,24 @@ def test_index_from_raw_documents_and_tsv_queries(tmp_path, real_documents, caps
     assert run["a"][0][0].startswith("heapq-") and "b" not in run  # no hit for an unknown word
     scores = [s for _, s in run["a"]]
     assert scores == sorted(scores, reverse=True) and len(scores) <= 16
+
+
+def test_killed_retrieve_resumes_after_its_last_complete_query(tmp_path, real_documents):
+    from ralm.retrieval.index import build_index
+
+    passages = tmp_path / "p.jsonl"
+    passages_command.make_passages(write_jsonl(tmp_path / "d.jsonl", real_documents[:8]), passages)
+    build_index(passages, tmp_path / "idx")
+    queries = word_window_queries(real_documents[:8], 12, seed=4)
+    (tmp_path / "q.tsv").write_text("".join(f"q{i}\t{q}\n" for i, q in enumerate(queries)))
+    args = {"index": tmp_path / "idx", "queries": tmp_path / "q.tsv", "k": 4, "batch_size": 5}
+    retrieve_command.retrieve(out=tmp_path / "full.trec", **args)
+    full_jsonl = (tmp_path / "full.jsonl").read_text().splitlines(keepends=True)
+    # a run killed while writing query 8: seven whole records and half of the next, a stale TREC partial
+    (tmp_path / ".run.jsonl.partial").write_text("".join(full_jsonl[:7]) + full_jsonl[7][:40])
+    (tmp_path / ".run.trec.partial").write_text("garbage that must not survive\n")
+    summary = retrieve_command.retrieve(out=tmp_path / "run.trec", **args)
+    assert summary["resumed_after"] == 7
+    assert (tmp_path / "run.jsonl").read_text() == "".join(full_jsonl)
+    assert (tmp_path / "run.trec").read_text() == (tmp_path / "full.trec").read_text()
+    assert not list(tmp_path.glob(".*.partial"))

@@ -270,6 +270,7 @@ def data_gen(
         )
         store.write(shard, rows, {"config": config, **counts})
         pairs, seconds = pairs + counts["pairs"], seconds + counts["seconds"]
+    bar.total = bar.n  # short candidate lists make fewer pairs than planned
     bar.close()
     rate = pairs / seconds if seconds else float("nan")
     print(
@@ -278,13 +279,17 @@ def data_gen(
 
     missing = missing_shards(out, config)
     if missing:
+        merged_meanwhile = read_json(meta_path)  # another worker may have merged (and removed shards)
+        if merged_meanwhile.get("complete"):
+            print(f"{out}: merged by another process\n{format_summary(merged_meanwhile.get('summary', {}))}")
+            return merged_meanwhile
         print(
             f"{len(missing)} shard(s) still missing (other workers?); `ralm data-gen merge --output {out}` joins them"
         )
         return {**meta, "missing_shards": missing}
     final = merge_shards(out, keep_shards=sharding.keep_shards)
     if final is None:
-        print("another process is merging the shards")
+        print(f"another process is merging the shards (if none is, remove {out}/.merge.lock)")
         return meta
     print(f"{out}: {final['summary']['examples']} examples\n{format_summary(final['summary'])}")
     return final
@@ -299,7 +304,7 @@ def merge(output: str, keep_shards: bool = False) -> dict | None:
     """
     final = merge_shards(output, keep_shards)
     if final is None:
-        print("another process is merging the shards")
+        print(f"another process is merging the shards (if none is, remove {output}/.merge.lock)")
     else:
         print(f"{output}: {final['summary']['examples']} examples\n{format_summary(final['summary'])}")
     return final

@@ -104,7 +104,7 @@ def shard_rows(
     if check_documents is not None:
         check_documents([int(sample.doc[i]) for i in indices], candidates)
     rows, pairs = [], 0
-    for i, toks, doc_id, query, hits in zip(indices, tokens, doc_ids, queries, candidates, strict=True):
+    for i, toks, doc_id, hits in zip(indices, tokens, doc_ids, candidates, strict=True):
         cand, none = score_prefix(
             lm,
             toks,
@@ -122,7 +122,6 @@ def shard_rows(
             no_retrieval_token_logprobs=none,
             decode=lm.decode,
         )
-        row["query"] = query  # exactly the string BM25 was given
         rows.append(row)
         pairs += len(hits)
         if on_prefix is not None:

@@ -18,7 +18,7 @@ from datasets import concatenate_datasets, load_from_disk
 
 from ralm.data_gen.metadata import read_json, refuse_if_different, write_json_atomic
 from ralm.data_gen.schema import METADATA_FILE
-from ralm.data_gen.shards import SHARD_META, ShardStore, _pid_alive, plan_shards
+from ralm.data_gen.shards import SHARD_META, ShardStore, pid_alive, plan_shards
 from ralm.data_gen.summary import summarize
 from ralm.errors import RalmInputError
 
@@ -38,8 +38,11 @@ def _take_lock(lock: Path) -> bool:
         try:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
         except FileExistsError:
-            host, _, pid = lock.read_text().strip().rpartition("-") if lock.exists() else ("", "", "")
-            if host == socket.gethostname() and pid.isdigit() and not _pid_alive(int(pid)):
+            try:
+                host, _, pid = lock.read_text().strip().rpartition("-")
+            except FileNotFoundError:  # released between our attempt and the read: try again
+                continue
+            if host == socket.gethostname() and pid.isdigit() and not pid_alive(int(pid)):
                 lock.unlink(missing_ok=True)  # left by a killed merge on this machine
                 continue
             return False
@@ -56,17 +59,28 @@ def merge_shards(output: str | Path, keep_shards: bool = False) -> dict | None:
     meta_path = output / METADATA_FILE
     if not meta_path.exists():
         raise RalmInputError(f"{meta_path}: not found; is {output} a `ralm data-gen` output folder?")
-    meta = read_json(meta_path)
-    if meta.get("complete"):
-        return meta
-    config = meta["config"]
-    missing = missing_shards(output, config)
-    if missing:
-        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
-        raise RalmInputError(f"{output}/shards: {len(missing)} shard(s) missing ({shown}); run them first")
     lock = output / ".merge.lock"
     if not _take_lock(lock):
         return None
+    try:
+        # Read under the lock: a process that merged just before us has marked the run complete.
+        meta = read_json(meta_path)
+        if meta.get("complete"):
+            return meta
+        config = meta["config"]
+        missing = missing_shards(output, config)
+        if missing:
+            shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+            raise RalmInputError(
+                f"{output}/shards: {len(missing)} shard(s) missing ({shown}); run them first"
+            )
+        return _merge_locked(output, meta, keep_shards)
+    finally:
+        lock.unlink(missing_ok=True)
+
+
+def _merge_locked(output: Path, meta: dict, keep_shards: bool) -> dict:
+    config = meta["config"]
     tmp = output / f".merged.tmp-{socket.gethostname()}-{os.getpid()}"
     try:
         store = ShardStore(output)
@@ -104,10 +118,9 @@ def merge_shards(output: str | Path, keep_shards: bool = False) -> dict | None:
             "merged": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "summary": stats,
         }
-        write_json_atomic(meta_path, meta)
+        write_json_atomic(output / METADATA_FILE, meta)
         if not keep_shards:
             shutil.rmtree(store.root, ignore_errors=True)
         return meta
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-        lock.unlink(missing_ok=True)

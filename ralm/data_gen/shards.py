@@ -79,7 +79,7 @@ def shards_for_worker(shards: list[Shard], shard_id: int | None, rank: int, worl
     return shards[rank::world_size]
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -115,7 +115,7 @@ class ShardStore:
         host = socket.gethostname()
         for tmp in self.root.glob(".shard-*.tmp-*"):
             tmp_host, _, pid = tmp.name.rsplit(".tmp-", 1)[1].rpartition("-")
-            if tmp_host == host and pid.isdigit() and not _pid_alive(int(pid)):
+            if tmp_host == host and pid.isdigit() and not pid_alive(int(pid)):
                 shutil.rmtree(tmp, ignore_errors=True)
 
     def write(self, shard: Shard, rows: list[dict], meta: dict) -> Path:

@@ -175,6 +175,7 @@ def generate_batch(
     mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
     cache = DynamicCache()
     cache_arg = _cache_argument(model)
+    keep_last = _accepts(model, "logits_to_keep")
     results = [Generation([], [], "length") for _ in prompts]
     done = [False] * len(prompts)
     step_ids = ids
@@ -183,6 +184,8 @@ def generate_batch(
         positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, -step_ids.shape[1] :]
         kwargs = {"input_ids": step_ids, "attention_mask": mask, "position_ids": positions, "use_cache": True}
         kwargs[cache_arg] = cache
+        if keep_last:
+            kwargs["logits_to_keep"] = 1  # the vocabulary projection only where we read it
         logits = model(**kwargs).logits[:, -1].float()
         probs = torch.softmax(logits, dim=-1)
         chosen = torch.argmax(logits, dim=-1)

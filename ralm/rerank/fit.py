@@ -58,7 +58,9 @@ def resolve_hardware(run: RunArgs) -> tuple[str, str]:
     """(accelerator, precision) chosen at run time; DeepSpeed without CUDA is refused here."""
     has_cuda = torch.cuda.is_available()
     accelerator = run.accelerator if run.accelerator != "auto" else ("gpu" if has_cuda else "cpu")
-    on_gpu = accelerator in ("gpu", "cuda") and has_cuda
+    if accelerator in ("gpu", "cuda") and not has_cuda:
+        raise RalmInputError(f"run.accelerator={run.accelerator}: no CUDA GPU is visible (use auto or cpu)")
+    on_gpu = accelerator in ("gpu", "cuda")
     if "deepspeed" in run.strategy.lower():
         if not on_gpu:
             raise RalmInputError(
@@ -165,7 +167,7 @@ def fit_reranker(
         "max_prefix_tokens": encoder.max_prefix_tokens,
     }
     resume = resolve_ckpt_path(ckpt_path, out_dir)
-    if resume is not None:
+    if resume is not None and os.path.isfile(resume):  # a DeepSpeed checkpoint is a folder of shards
         check_compatible(resume, read_checkpoint(resume).get("hyper_parameters", {}), hparams)
     os.makedirs(out_dir, exist_ok=True)
     loggers = build_loggers(out_dir, run)
@@ -228,6 +230,7 @@ def fit_reranker(
     if not trainer.is_global_zero:
         return {}
     chosen = best.best_model_path or last.last_model_path
+    best_score = finite_or_none(float(best.best_model_score)) if best.best_model_score is not None else None
     metrics = {
         k: finite_or_none(float(v)) for k, v in trainer.callback_metrics.items() if k.startswith("val/")
     }
@@ -243,11 +246,7 @@ def fit_reranker(
         os.path.join(out_dir, "reranker"),
         hyper_parameters=hparams,
         trained_on=trained_on,
-        metrics={
-            "best_" + BEST_METRIC: finite_or_none(float(best.best_model_score))
-            if best.best_model_score is not None
-            else None
-        },
+        metrics={"best_" + BEST_METRIC: best_score},
     )
     summary = {
         "data": describe(rerank_data),
@@ -258,9 +257,7 @@ def fit_reranker(
         "strategy": run.strategy,
         "world_size": trainer.world_size,
         "best_checkpoint": chosen,
-        "best_gain_recovered": finite_or_none(float(best.best_model_score))
-        if best.best_model_score is not None
-        else None,
+        "best_gain_recovered": best_score,
         "last_validation": metrics,
         "reranker": export_dir,
         "config": {

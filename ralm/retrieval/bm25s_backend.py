@@ -72,9 +72,8 @@ class Bm25sRetriever:
         k = min(k, num_docs)
         term_ids = [self.query_term_ids(q) for q in queries]
         todo = [i for i, ids in enumerate(term_ids) if ids]
-        out: list[tuple[np.ndarray, np.ndarray]] = [(np.empty(0, np.int64), np.empty(0, np.float32))] * len(
-            queries
-        )
+        no_hits = (np.empty(0, np.int64), np.empty(0, np.float32))
+        out: list[tuple[np.ndarray, np.ndarray]] = [no_hits] * len(queries)
         if not todo or k == 0:
             return out
         # Ask for a few extra so that ties at the cut-off can be ordered by row, as Lucene does.
@@ -83,7 +82,7 @@ class Bm25sRetriever:
             [term_ids[i] for i in todo],
             k=extra,
             show_progress=False,
-            n_threads=max(threads, 0) if threads > 1 else 0,
+            n_threads=threads if threads > 1 else 0,
         )
         for j, i in enumerate(todo):
             order = np.lexsort((rows[j], -scores[j]))[:k]

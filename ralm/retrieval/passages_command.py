@@ -1,7 +1,7 @@
 """`ralm passages`: raw documents -> 100-word passages JSONL (the corpus every index is built from).
 
-ralm passages --input docs.jsonl --output passages.jsonl [--words 100] [--exclude '[title1, id2]']
-ralm passages --input texts/ --output passages.jsonl --exclude-file test_titles.txt
+ralm passages --input docs.jsonl --out passages.jsonl [--words 100] [--exclude '[title1, id2]']
+ralm passages --input texts/ --out passages.jsonl --exclude-file test_titles.txt
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def read_exclude_file(path: Path) -> list[str]:
 
 def make_passages(
     input: Path,
-    output: Path,
+    out: Path,
     words: int = 100,
     exclude: list[str] | None = None,
     exclude_file: Path | None = None,
@@ -36,7 +36,7 @@ def make_passages(
 
     Args:
         input: Documents: JSONL with id/title/text (or contents), a folder of .txt files, or a datasets dir.
-        output: Passages JSONL to write ({"id", "contents": "title\\ntext", "title", "doc_id"}).
+        out: Passages JSONL to write ({"id", "contents": "title\\ntext", "title", "doc_id"}).
         words: Words per passage (the paper: 100).
         exclude: Titles or doc ids to leave out (the evaluation documents).
         exclude_file: A file with one title or doc id per line to leave out, added to `exclude`.
@@ -46,11 +46,11 @@ def make_passages(
         names += read_exclude_file(exclude_file)
     stats: dict = {}
     count = write_passages(
-        split_passages(read_documents(input), words=words, exclude=names, stats=stats), output
+        split_passages(read_documents(input), words=words, exclude=names, stats=stats), out
     )
     stats["passages"] = count
     print(
-        f"passages: {stats['documents']} documents -> {count} passages of <= {words} words in {output}; "
+        f"passages: {stats['documents']} documents -> {count} passages of <= {words} words in {out}; "
         f"{stats['excluded']} document(s) excluded",
         file=sys.stderr,
     )

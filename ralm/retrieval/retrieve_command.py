@@ -14,6 +14,7 @@ from tqdm.auto import tqdm
 from ralm.command_args import call_with_args, parser_for
 from ralm.errors import RalmInputError
 from ralm.retrieval.index import open_index
+from ralm.retrieval.index_meta import read_meta
 from ralm.retrieval.run_files import RunWriter, read_queries
 
 
@@ -48,18 +49,23 @@ def retrieve(
     if batch_size < 1:
         raise RalmInputError(f"batch_size: must be >= 1, got {batch_size}")
     pairs = read_queries(queries)
-    options = {"device": device} if device != "auto" else {}
+    dense = read_meta(index).get("backend") == "faiss"
+    options = {"device": device} if dense and device != "auto" else {}  # BM25 runs on the CPU only
     retriever = open_index(index, passages, **options)
     jsonl_out = jsonl_out or Path(out).with_suffix(".jsonl")
-    writer = RunWriter(out, jsonl_out, tag=tag)
+    writer = RunWriter(out, jsonl_out, tag=tag, expected_qids=[qid for qid, _ in pairs])
+    todo = pairs[writer.done :]
     started, ok = time.perf_counter(), False
     try:
-        with tqdm(total=len(pairs), desc="retrieve", unit="query", file=sys.stderr) as bar:
-            for start in range(0, len(pairs), batch_size):
-                batch = pairs[start : start + batch_size]
+        with tqdm(
+            total=len(pairs), initial=writer.done, desc="retrieve", unit="query", file=sys.stderr
+        ) as bar:
+            for start in range(0, len(todo), batch_size):
+                batch = todo[start : start + batch_size]
                 hits = retriever.search([q for _, q in batch], k, threads=threads)
                 for (qid, query), found in zip(batch, hits, strict=True):
                     writer.add(qid, query, found)
+                writer.flush()  # a killed run resumes after the last whole batch
                 bar.update(len(batch))
         ok = True
     finally:
@@ -67,15 +73,16 @@ def retrieve(
     seconds = time.perf_counter() - started
     summary = {
         "queries": len(pairs),
+        "resumed_after": writer.done,
         "k": k,
         "seconds": round(seconds, 3),
-        "queries_per_second": round(len(pairs) / max(seconds, 1e-9), 1),
+        "queries_per_second": round(len(todo) / max(seconds, 1e-9), 1),
         "backend": retriever.meta["backend"],
         "trec_run": str(out),
         "jsonl_run": str(jsonl_out),
     }
     print(
-        f"retrieve: {len(pairs)} queries, top-{k} from {retriever.meta['backend']} index {index} "
+        f"retrieve: {len(todo)} queries, top-{k} from {retriever.meta['backend']} index {index} "
         f"in {seconds:.2f} s ({summary['queries_per_second']} queries/s, {threads} thread(s)) -> {out}, {jsonl_out}",
         file=sys.stderr,
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -88,33 +89,65 @@ def hit_record(hit: Hit) -> dict:
 
 
 class RunWriter:
-    """Writes the TREC run and the JSONL run together, each under a temp name renamed on `close()`."""
+    """Writes the TREC run and the JSONL run together under ``.NAME.partial`` names, renamed on `close()`.
 
-    def __init__(
-        self, trec_path: str | os.PathLike, jsonl_path: str | os.PathLike, tag: str = "ralm"
-    ) -> None:
+    Resumable: a killed run leaves its partial files; a new writer keeps every complete JSONL record of the
+    same queries (`done` of them), rewrites the TREC partial from those records, and appends after them.
+    """
+
+    def __init__(self, trec_path: str | os.PathLike, jsonl_path: str | os.PathLike, tag: str = "ralm",
+                 expected_qids: Sequence[str] = ()) -> None:  # fmt: skip
         self.tag = tag
         self._final = [Path(trec_path), Path(jsonl_path)]
-        self._tmp = [p.with_name(f".{p.name}.tmp-{os.getpid()}") for p in self._final]
+        self._tmp = [p.with_name(f".{p.name}.partial") for p in self._final]
         for p in self._final:
             p.parent.mkdir(parents=True, exist_ok=True)
-        self._trec, self._jsonl = (open(t, "w", encoding="utf-8") for t in self._tmp)
+        records = self._complete_records(self._tmp[1], expected_qids)
+        self.done = len(records)
+        self._trec = open(self._tmp[0], "w", encoding="utf-8")
+        self._jsonl = open(self._tmp[1], "w", encoding="utf-8")
+        for r in records:  # rewrite both from the records that survived, then append
+            self._write(r)
+        if self.done:
+            print(f"retrieve: resuming after {self.done} queries already in {self._tmp[1]}", file=sys.stderr)
 
-    def add(self, qid: str, query: str, hits: Sequence[Hit]) -> None:
-        for line in trec_lines(qid, hits, self.tag):
+    @staticmethod
+    def _complete_records(partial: Path, expected_qids: Sequence[str]) -> list[dict]:
+        """Records of an earlier run of the same queries, in order, up to the first incomplete line."""
+        if not partial.is_file():
+            return []
+        records = []
+        with open(partial, encoding="utf-8", errors="replace") as f:
+            for line, qid in zip(f, expected_qids, strict=False):
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    break  # the line being written when the run was killed
+                if not line.endswith("\n") or record.get("qid") != qid:
+                    break
+                records.append(record)
+        return records
+
+    def _write(self, record: dict) -> None:
+        hits = [Hit(h["id"], h["score"], h["contents"], h["title"], h["doc_id"]) for h in record["hits"]]
+        for line in trec_lines(record["qid"], hits, self.tag):
             self._trec.write(line + "\n")
-        record = {"qid": qid, "query": query, "hits": [hit_record(h) for h in hits]}
         self._jsonl.write(json.dumps(record, ensure_ascii=False) + "\n")
 
+    def add(self, qid: str, query: str, hits: Sequence[Hit]) -> None:
+        self._write({"qid": qid, "query": query, "hits": [hit_record(h) for h in hits]})
+
+    def flush(self) -> None:
+        self._trec.flush()
+        self._jsonl.flush()
+
     def close(self, ok: bool = True) -> None:
-        """Publish both files if `ok`, else delete the temporaries (no half-written run is left)."""
+        """Publish both files if `ok`; otherwise keep the partial files for a resumed run."""
         self._trec.close()
         self._jsonl.close()
-        for tmp, final in zip(self._tmp, self._final, strict=True):
-            if ok:
+        if ok:
+            for tmp, final in zip(self._tmp, self._final, strict=True):
                 os.replace(tmp, final)
-            else:
-                tmp.unlink(missing_ok=True)
 
 
 def read_trec_run(path: str | os.PathLike) -> dict[str, list[tuple[str, float]]]:
