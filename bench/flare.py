@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -42,6 +43,7 @@ def run(name, lm, source, examples, batched=False, reuse_cache=True, **settings)
     start = time.perf_counter()
     outs = run_batched(runner, examples, 8) if batched else [runner.answer(ex) for ex in examples]
     seconds = time.perf_counter() - start
+    print(f"done: {name} in {seconds:.1f} s", file=sys.stderr, flush=True)
     n = len(examples)
     steps = sum(o["steps"] for o in outs)
     return {

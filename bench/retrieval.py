@@ -112,7 +112,11 @@ def _store_mb(index_dir: Path) -> float:
 
 
 def agreement(a: list[list[str]], b: list[list[str]], k: int) -> tuple[float, float]:
-    topk = sum(len(set(x[:k]) & set(y[:k])) / k for x, y in zip(a, b, strict=True)) / len(a)
+    # overlap over the longer list: a query with fewer than k matching passages can still agree fully
+    topk = sum(
+        len(set(x[:k]) & set(y[:k])) / max(len(x[:k]), len(y[:k]), 1) for x, y in zip(a, b, strict=True)
+    )
+    topk /= len(a)
     top1 = sum(bool(x) and bool(y) and x[0] == y[0] for x, y in zip(a, b, strict=True)) / len(a)
     return topk, top1
 
@@ -176,7 +180,7 @@ def main() -> None:
     print(f"corpus: {args.corpora}: {count} passages of 100 words; {args.queries} queries of 32 words; "
           f"k={args.k}; {args.threads} thread(s) for batched search", flush=True)  # fmt: skip
     results = {}
-    for engine in args.engines.split(","):
+    for engine in [e for e in args.engines.split(",") if e]:
         (work / f"result-{engine}.json").unlink(missing_ok=True)
         cmd = [sys.executable, __file__, "--worker", engine, "--work", str(work), *sys.argv[1:]]
         if subprocess.run(cmd, stdout=sys.stderr).returncode != 0:

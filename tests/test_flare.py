@@ -72,6 +72,14 @@ def test_masked_query_drops_exactly_the_tokens_below_beta(beta, query):
     assert [s.get("query") for s in out["trace"] if "text" in s] == [query]
 
 
+def test_fully_masked_query_retrieves_nothing_and_keeps_the_lookahead():
+    unsure = [(w, 0.3) for w, _ in SENT1]
+    out, retriever, _ = run(unsure, theta=0.8, beta=0.4)
+    [step] = [s for s in out["trace"] if "text" in s]
+    assert step["query"] == "" and step["retrieved"] is False
+    assert retriever.queries == ["where is the capital ?"] and out["lm_calls"] == 1
+
+
 def test_full_query_uses_the_whole_sentence():
     _, retriever, _ = run(SENT1, theta=0.8, beta=0.4, query="full")
     assert retriever.queries[1] == "the capital is paris ."

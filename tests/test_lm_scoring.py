@@ -131,3 +131,17 @@ def test_batches_respect_token_budget_and_sizes():
     for b in batches:
         assert len(b) <= 2 and len(b) * max(lengths[i] for i in b) <= 100
     assert batches[0] == [1, 3]  # longest first
+
+
+@pytest.mark.gpu
+def test_cuda_bf16_scores_track_cpu_fp32(tiny_lm_dir):
+    """The GPU path (auto: cuda + bf16) gives the fp32 CPU log-probs to bf16 precision."""
+    gpu = load_lm(tiny_lm_dir, device="auto", dtype="auto")
+    assert gpu.device.type == "cuda" and gpu.dtype == torch.bfloat16
+    cpu = load_lm(tiny_lm_dir, device="cpu", dtype="float32")
+    requests = random_requests(random.Random(2), cpu.vocab_size, 16)
+    fast = score_continuations(gpu, requests, max_length=128, max_passage_tokens=64)
+    ref = score_continuations(cpu, requests, max_length=128, max_passage_tokens=64)
+    for a, b in zip(fast, ref, strict=True):
+        assert a.dtype == torch.float32 and a.device.type == "cpu"
+        torch.testing.assert_close(a, b, rtol=0.05, atol=0.1)

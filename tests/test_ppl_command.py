@@ -153,3 +153,22 @@ def test_results_file_has_counts_metrics_and_divisors(ppl_setup, tmp_path):
     assert m["token_ppl_eval_lm"] == pytest.approx(pow(2.718281828459045, m["total_nll"] / 240), rel=1e-9)
     assert c["scored_tokens"] == 239 and 0 < m["retrieval_rate"] <= 1
     assert results["config"]["stride"] == 4 and results["config"]["mode"] == "bm25"
+
+
+def test_cli_with_a_shipped_config_end_to_end(ppl_setup, tmp_path, capsys):
+    from pathlib import Path
+
+    config = Path(__file__).resolve().parents[1] / "configs" / "eval_ppl" / "no_retrieval.yaml"
+    out = tmp_path / "cli"
+    ralm_main([
+        "eval", "ppl", "--config", str(config), "--text", str(ppl_setup["text"]), "--lm", str(ppl_setup["lm_dir"]),
+        "--output", str(out), "--max-length", "128", "--max-tokens", "150", "--progress=false", "--device", "cpu",
+    ])  # fmt: skip
+    summary = capsys.readouterr().out
+    results = json.loads((out / "results.json").read_text())
+    assert results["config"]["mode"] == "no-retrieval" and results["config"]["max_length"] == 128
+    assert (
+        results["counts"]["scored_tokens"] == 149
+        and len((out / "windows.jsonl").read_text().splitlines()) == 6
+    )
+    assert f"token perplexity {results['metrics']['token_ppl']:.4f}" in summary

@@ -311,7 +311,11 @@ def merge(output: str, keep_shards: bool = False) -> dict | None:
 
 
 def build_parser():
-    return parser_for(data_gen, prog="ralm data-gen")
+    description = (
+        "Score BM25 candidates of sampled training prefixes with a frozen LM (reranker training data). "
+        "`ralm data-gen merge --output DIR` joins shards that ran as separate jobs."
+    )
+    return parser_for(data_gen, description=description, prog="ralm data-gen")
 
 
 def build_merge_parser():

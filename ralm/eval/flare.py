@@ -14,7 +14,8 @@ Methods (``FlareConfig.method``):
 As in the authors' code (``look_ahead_pre_retrieval="first"``, ``ctx_increase="replace"``) the look-ahead
 sees the passages retrieved last; new passages replace the old ones. The answer is generated as token
 ids appended to the prompt's ids, so every step's prompt extends the previous one and the generator's KV
-cache serves it. A masked query left empty falls back to the whole sentence. Sentences end at ``.``,
+cache serves it. A masked query left empty (every token below beta) retrieves nothing, as in the
+authors' code, so the look-ahead is kept. Sentences end at ``.``,
 ``!`` or ``?`` (with closing quotes or brackets) before whitespace, or at a newline: a rule instead of
 NLTK's trained splitter, so "Dr. Smith" splits after "Dr.".
 """
@@ -150,9 +151,6 @@ class FlareRunner:
         answer_stop = self._answer_stop(answer)
         return lambda toks: answer_stop(toks) or sentence_end(self.lm.decode(toks)) is not None
 
-    def _generate(self, head: list[int], answer: list[int], budget: int, stop) -> Generation:
-        return self.generator.generate(head + answer, budget, stop)
-
     # ------------------------------------------------------------------ one example
     def answer(self, ex: QAExample) -> dict:
         """Generate the answer to one example; returns its text, trace and work counters."""
@@ -256,13 +254,16 @@ class FlareRunner:
             return
         probs = gen.probs[: len(piece)]
         step["min_prob"] = min(probs)
-        step["retrieved"] = min(probs) < cfg.theta
-        if step["retrieved"]:
+        step["retrieved"] = False
+        if min(probs) < cfg.theta:
             kept = masked_query(piece, probs, cfg.beta) if cfg.query == "masked" else piece
-            query = self.query_for(self.lm.decode(kept)) or self.query_for(self.lm.decode(piece))
+            query = self.query_for(self.lm.decode(kept))
             step["query"] = query
-            context = f"{state.question} {self.lm.decode(state.answer)}"
-            state.passages = self._retrieve(query, context)  # replaces the earlier passages
+            # Every token masked leaves no query: as in the authors' code, nothing is retrieved then.
+            if query:
+                context = f"{state.question} {self.lm.decode(state.answer)}"
+                state.passages = self._retrieve(query, context)  # replaces the earlier passages
+                step["retrieved"] = True
         if step["retrieved"] or not cfg.keep_confident:
             step["lookahead"] = self.lm.decode(piece)
             gen, piece = self._sentence(state, step)

@@ -71,6 +71,8 @@ def _scored_logits(model, input_ids: torch.Tensor, positions: torch.Tensor) -> t
             if logits.ndim == 3 and logits.shape[:2] == positions.shape:
                 _KEEP_MODE[model] = "2d"
                 return logits
+        except torch.OutOfMemoryError:
+            raise  # a real failure, not a sign that this model lacks per-row logits_to_keep
         except (TypeError, IndexError, RuntimeError, ValueError):
             if mode == "2d":
                 raise

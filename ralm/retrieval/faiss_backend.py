@@ -129,8 +129,15 @@ class FaissRetriever:
     def search(self, queries: Sequence[str], k: int, threads: int = 1) -> list[list[Hit]]:
         if not queries:
             return []
+        vectors = self.encoder.encode(list(queries))
+        # FAISS and torch may share one OpenMP runtime: set its thread count only around the search,
+        # or the encoder's later calls inherit it (measured: a 10x slowdown on a busy 2-core machine).
+        previous = faiss.omp_get_max_threads()
         faiss.omp_set_num_threads(max(1, threads))
-        scores, rows = self.index.search(self.encoder.encode(list(queries)), min(k, len(self.store)))
+        try:
+            scores, rows = self.index.search(vectors, min(k, len(self.store)))
+        finally:
+            faiss.omp_set_num_threads(previous)
         return [
             [self.store.hit(int(r), float(s)) for r, s in zip(row, score, strict=True) if r >= 0]
             for row, score in zip(rows, scores, strict=True)
