@@ -29,10 +29,11 @@ ENGINES = ("pyserini", "bm25s", "faiss")
 def corpus_documents(names: list[str]) -> list[dict]:
     """Real documents from the ralm corpora cache, ids prefixed by their source so they never clash."""
     from ralm.corpora.bible import bible_books
-    from ralm.corpora.texts import python_docs
+    from ralm.corpora.texts import python_docs, wordnet_glosses
 
     readers = {
         "python-docs": python_docs,
+        "wordnet": wordnet_glosses,  # 117k one-gloss documents: many short passages
         "kjv": lambda: bible_books("kjv"),
         "web": lambda: bible_books("web"),
     }

@@ -28,7 +28,9 @@ def test_each_method_writes_traces_and_results(tmp_path, corpus, tiny_lm_dir, me
     index = [] if method == "no-retrieval" else ["--index", str(corpus["index"])]
     ralm_main(["eval", "flare", "--data", str(corpus["questions"]), "--output", str(out), "--lm", str(tiny_lm_dir),
                "--method", method, "--max-new-tokens", "24", "--lookahead-tokens", "12", "--window-tokens", "8",
-               "--device", "cpu", "--limit", "3", *index])  # fmt: skip
+               "--device", "cpu", "--limit", "3", "--stop", "\\n", *index])  # fmt: skip
+    # "\n" typed in a shell arrives as a backslash and an n; it means a newline
+    assert json.loads((out / "run.json").read_text())["flare"]["stop"] == "\n"
     results = json.loads((out / "results.json").read_text())
     records = read_predictions(out)
     assert results["done"] == len(records) == 3

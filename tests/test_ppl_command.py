@@ -165,10 +165,12 @@ def test_cli_with_a_shipped_config_end_to_end(ppl_setup, tmp_path, capsys):
         "--output", str(out), "--max-length", "128", "--max-tokens", "150", "--progress=false", "--device", "cpu",
     ])  # fmt: skip
     summary = capsys.readouterr().out
+    rows = [json.loads(x) for x in (out / "windows.jsonl").read_text().split("\n") if x]
+    assert all(r["query"] is None and r["passage_id"] is None for r in rows)
     results = json.loads((out / "results.json").read_text())
     assert results["config"]["mode"] == "no-retrieval" and results["config"]["max_length"] == 128
     assert (
         results["counts"]["scored_tokens"] == 149
-        and len((out / "windows.jsonl").read_text().splitlines()) == 6
+        and len((out / "windows.jsonl").read_text().splitlines()) == 7
     )
     assert f"token perplexity {results['metrics']['token_ppl']:.4f}" in summary

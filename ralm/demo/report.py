@@ -67,12 +67,12 @@ def format_table(metrics: dict[str, dict], times: dict[str, float], title: str, 
         if condition not in metrics:
             continue
         m = metrics[condition]
-        change = "" if bm25 is None or condition == "bm25" else f"{relative_change(m['token_ppl'], bm25):+.1f}%"
+        change = (
+            "" if bm25 is None or condition == "bm25" else f"{relative_change(m['token_ppl'], bm25):+.1f}%"
+        )
         seconds = times.get(f"eval {condition}", 0.0)
         lines.append(f"{LABELS[condition]:<30} {m['token_ppl']:>10.2f} {change:>9} {seconds:>9.0f}s")
-    stage_times = ", ".join(
-        f"{k} {v:.0f}s" for k, v in times.items() if not k.startswith("eval ")
-    )
+    stage_times = ", ".join(f"{k} {v:.0f}s" for k, v in times.items() if not k.startswith("eval "))
     eval_total = sum(v for k, v in times.items() if k.startswith("eval "))
     lines += [
         "",
@@ -92,7 +92,9 @@ def plot(metrics: dict[str, dict], gain_curve: list[tuple[int, float]], path: Pa
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     names = [c for c in CONDITIONS if c in metrics]
     values = [metrics[c]["token_ppl"] for c in names]
-    bars = left.bar(range(len(names)), values, color=["#999999", "#4c72b0", "#8172b2", "#55a868", "#c44e52"][: len(names)])
+    bars = left.bar(
+        range(len(names)), values, color=["#999999", "#4c72b0", "#8172b2", "#55a868", "#c44e52"][: len(names)]
+    )
     left.set_xticks(range(len(names)), [LABELS[c].replace("BM25 + ", "").replace(" (upper bound)", "") for c in names],
                     rotation=20, ha="right")  # fmt: skip
     left.set_ylabel("token perplexity (held-out text)")
@@ -156,7 +158,10 @@ def build_report(
         "gain_curve": gain_curve,
         "table": table,
     }
-    for name, content in (("report.json", json.dumps(report, indent=1, default=str) + "\n"), ("report.txt", table + "\n")):
+    for name, content in (
+        ("report.json", json.dumps(report, indent=1, default=str) + "\n"),
+        ("report.txt", table + "\n"),
+    ):
         tmp = run_dir / f".{name}.tmp{os.getpid()}"
         tmp.write_text(content)
         os.replace(tmp, run_dir / name)

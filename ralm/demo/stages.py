@@ -100,5 +100,7 @@ def _run_in_process(argv: list[str]) -> None:
         load_command(name).main(rest)
     except SystemExit as exit_:
         if exit_.code not in (0, None):
-            raise RalmInputError(f"stage `ralm {name}` failed (exit {exit_.code}); its message is above") from None
+            raise RalmInputError(
+                f"stage `ralm {name}` failed (exit {exit_.code}); its message is above"
+            ) from None
     sys.stdout.flush()

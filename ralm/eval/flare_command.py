@@ -8,6 +8,7 @@ them, the retrieval rate, LM calls and seconds per example) into ``--output``.
 
 from __future__ import annotations
 
+import codecs
 import logging
 import time
 from pathlib import Path
@@ -88,6 +89,9 @@ def eval_flare(
         gguf_file: GGUF file name inside the `lm` folder.
         overwrite: Discard predictions already in `output` instead of resuming.
     """
+    if "\\" in flare.stop:
+        # "\n\n" typed on a command line arrives as backslashes; YAML's "\n\n" is already a newline.
+        flare.stop = codecs.decode(flare.stop, "unicode_escape")
     flare.check()
     if format not in FORMATS:
         raise RalmInputError(f"--format must be one of {', '.join(FORMATS)}, got '{format}'")

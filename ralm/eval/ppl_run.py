@@ -241,7 +241,10 @@ def evaluate(
     # Every point's windows and queries, then ONE batched search over all distinct queries.
     points = [(s, q) for s in options.strides for q in options.query_lengths]
     windows = {p: strided_windows(len(tokens), options.max_length, p[0]) for p in points}
-    queries = {p: window_queries(model, tokens, windows[p], p[1]) for p in points}
+    if options.mode == "no-retrieval":
+        queries = {p: [None] * len(windows[p]) for p in points}
+    else:
+        queries = {p: window_queries(model, tokens, windows[p], p[1]) for p in points}
     hits_by_query: dict[str, list[Hit]] = {}
     searched, retrieval_s = 0, 0.0
     if retriever is not None and options.mode != "no-retrieval":

@@ -48,7 +48,8 @@ class PassageSource:
         self.lm = lm
         self.rerank = rerank
         self.candidates = candidates
-        self.max_length = max_length
+        # Zero-shot scoring must fit the LM's own context even when the command's cap is larger.
+        self.max_length = min(max_length, lm.max_length) if lm is not None else max_length
         self.max_passage_tokens = max_passage_tokens
         self.searches = 0
         self._reranker = None
@@ -84,9 +85,11 @@ class PassageSource:
 
         requests, shape = [], []
         for query, row in zip(queries, hits, strict=True):
-            target = self.lm.encode(" " + query.strip())
+            # The query keeps its last quarter-context of tokens; each passage is cut to the room left.
+            target = self.lm.encode(" " + query.strip())[-(self.max_length // 4) :]
+            room = min(self.max_passage_tokens, self.max_length - len(target))
             requests += [
-                ScoreRequest(passage=self.lm.encode(h.contents), prefix=[], target=target) for h in row
+                ScoreRequest(passage=self.lm.encode(h.contents)[:room], prefix=[], target=target) for h in row
             ]
             shape.append(len(row))
         logprobs = score_continuations(
