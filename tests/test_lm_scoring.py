@@ -124,13 +124,15 @@ def test_empty_target_gives_empty_tensor_and_order_is_kept(tiny_lm):
     torch.testing.assert_close(got[1].double(), ref, rtol=1e-5, atol=1e-5)
 
 
-def test_batches_respect_token_budget_and_sizes():
-    lengths = [10, 50, 30, 50, 5]
-    batches = scoring._batches(lengths, batch_size=2, max_batch_tokens=100)
-    assert sorted(i for b in batches for i in b) == list(range(5))
+def test_batches_respect_budgets_and_keep_long_targets_apart():
+    lengths, keeps = [10, 50, 30, 50, 5, 50], [2, 2, 2, 2, 2, 40]
+    batches = scoring._batches(lengths, keeps, batch_size=2, max_batch_tokens=100, max_batch_scored=64)
+    assert sorted(i for b in batches for i in b) == list(range(6))
     for b in batches:
         assert len(b) <= 2 and len(b) * max(lengths[i] for i in b) <= 100
-    assert batches[0] == [1, 3]  # longest first
+        assert len(b) * max(keeps[i] for i in b) <= 64
+    assert batches[0] == [5]  # the 40-target row alone: 2 x 40 would exceed 64 scored positions
+    assert batches[1] == [1, 3]  # then longest first
 
 
 @pytest.mark.gpu

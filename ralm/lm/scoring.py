@@ -92,15 +92,27 @@ def _scored_logits(model, input_ids: torch.Tensor, positions: torch.Tensor) -> t
     return torch.take_along_dim(logits, positions[..., None], dim=1)
 
 
-def _batches(lengths: list[int], batch_size: int, max_batch_tokens: int) -> list[list[int]]:
-    """Indices grouped longest first, so each batch pads little and fits `max_batch_tokens` padded tokens."""
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+def _batches(
+    lengths: list[int], keeps: list[int], batch_size: int, max_batch_tokens: int, max_batch_scored: int
+) -> list[list[int]]:
+    """Indices grouped so each batch pads little and stays within its token and scored-position budgets.
+
+    Rows are ordered by scored positions, then length (both descending): a batch computes the LM head at
+    its widest row's number of positions for every row, so one long-target row (window 0 scores a whole
+    window) must not share a batch with the many short-target ones.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: (-keeps[i], -lengths[i]))
     batches: list[list[int]] = []
     for i in order:
         if batches:
             last = batches[-1]
-            width = lengths[last[0]]  # the longest row of the batch sets its padded width
-            if len(last) < batch_size and (len(last) + 1) * width <= max_batch_tokens:
+            # The first row of a batch is its widest and has the most scored positions.
+            width, keep = lengths[last[0]], keeps[last[0]]
+            if (
+                len(last) < batch_size
+                and (len(last) + 1) * width <= max_batch_tokens
+                and (len(last) + 1) * keep <= max_batch_scored
+            ):
                 last.append(i)
                 continue
         batches.append([i])
@@ -115,10 +127,12 @@ def score_continuations(
     max_passage_tokens: int = 256,
     batch_size: int = 8,
     max_batch_tokens: int = 8192,
+    max_batch_scored: int = 1024,
     on_batch: Callable[[int, int], None] | None = None,
 ) -> list[torch.Tensor]:
     """Float32 log p(target_t | passage, prefix, target_<t) for each request, in request order.
 
+    `max_batch_scored` bounds batch rows x scored positions (the (rows, positions, vocabulary) logits tensor).
     `on_batch(num_requests, num_target_tokens)` is called after each batch (progress bars).
     """
     inputs: list[list[int]] = []
@@ -130,9 +144,10 @@ def score_continuations(
     results: list[torch.Tensor] = [torch.zeros(0, dtype=torch.float32) for _ in requests]
     todo = [i for i, n in enumerate(n_targets) if n > 0]
     lengths = [len(inputs[i]) for i in todo]
+    keeps = [n_targets[i] for i in todo]
     pad_id = 0  # any valid id: right padding sits after every real token, so the causal mask hides it
     with torch.inference_mode():
-        for group in _batches(lengths, batch_size, max_batch_tokens):
+        for group in _batches(lengths, keeps, batch_size, max_batch_tokens, max_batch_scored):
             rows = [todo[g] for g in group]
             width = max(len(inputs[r]) for r in rows)
             keep = max(n_targets[r] for r in rows)
