@@ -135,6 +135,10 @@ def main() -> None:
         slow.append(([naive_logprobs(lm.model, c, p.prefix, p.target, **opts) for c in cands],
                      naive_logprobs(lm.model, [], p.prefix, p.target, **opts)))  # fmt: skip
         naive_s += time.perf_counter() - start
+        print(
+            f"  prefix {len(fast)}/{len(prefixes)}: data-gen {fast_s:.1f} s, naive {naive_s:.1f} s so far",
+            flush=True,
+        )
 
     diff = max(
         abs(a - b)

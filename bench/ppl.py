@@ -91,14 +91,16 @@ def main() -> None:
     parser.add_argument("--max-length", type=int, default=1024)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--dtype", default="float32")
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--max-batch-tokens", type=int, default=8192)
+    parser.add_argument("--batch-size", type=int, default=None, help="default: 2 on CPU, 32 on GPU")
+    parser.add_argument("--max-batch-tokens", type=int, default=None)
+    parser.add_argument("--repeats", type=int, default=2, help="runs of each path, in ABBA order")
     args = parser.parse_args()
 
     from ralm.eval.choosers import top1
     from ralm.eval.ppl_run import PplOptions, build_candidates, evaluate, window_queries
     from ralm.eval.windows import strided_windows
     from ralm.lm.loading import load_lm, resolve_device, resolve_dtype
+    from ralm.lm.scoring import default_batch_size
     from ralm.retrieval.index import build_index, open_index
     from ralm.retrieval.passages import split_passages, write_passages
 
@@ -118,28 +120,35 @@ def main() -> None:
         tokens = tuple(lm.encode(raw))[:n_tokens]
         assert len(tokens) == n_tokens, f"held-out text has only {len(tokens)} tokens"
 
-        # ralm: the eval ppl pipeline (retrieval included in its wall time, as a user sees it).
-        options = PplOptions(
-            strides=(args.stride,), query_lengths=(32,), max_length=args.max_length, k=1, mode="bm25",
-            batch_size=args.batch_size, max_batch_tokens=args.max_batch_tokens, max_tokens=n_tokens,
-        )  # fmt: skip
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        ((_, _, results),) = evaluate(
-            lm, raw, "held-out", options, tmp / "out", retriever=retriever, progress=False
-        )
-        ralm_s = time.perf_counter() - t0
-
-        # Baseline on the same windows and the same chosen passages.
+        # Same windows and chosen passages for the baseline.
         windows = strided_windows(n_tokens, args.max_length, args.stride)
         queries = window_queries(lm, tokens, windows, 32)
         hits = dict(zip(queries[1:], retriever.search(queries[1:], 1), strict=True))
         candidates = build_candidates(lm, windows, queries, hits, 1, 256)
         chosen = top1(windows, candidates)
-        t0 = time.perf_counter()
-        naive = naive_total_nll(lm, tokens, windows, candidates, chosen)
-        naive_s = time.perf_counter() - t0
+        options = PplOptions(
+            strides=(args.stride,), query_lengths=(32,), max_length=args.max_length, k=1, mode="bm25",
+            batch_size=args.batch_size, max_batch_tokens=args.max_batch_tokens, max_tokens=n_tokens,
+        )  # fmt: skip
+
+        def run_ralm(out: Path) -> dict:
+            # The eval ppl pipeline, retrieval included in its wall time, as a user sees it.
+            ((_, _, results),) = evaluate(
+                lm, raw, "held-out", options, out, retriever=retriever, progress=False
+            )
+            return results
+
+        # ABBA order (naive, ralm, ralm, naive) so a change in machine load hits both paths alike.
+        naive_s = ralm_s = 0.0
+        for step, path in enumerate(["naive", "ralm"] + ["ralm", "naive"] * (args.repeats - 1)):
+            t0 = time.perf_counter()
+            if path == "naive":
+                naive = naive_total_nll(lm, tokens, windows, candidates, chosen)
+                naive_s += time.perf_counter() - t0
+            else:
+                results = run_ralm(tmp / f"out{step}")
+                ralm_s += time.perf_counter() - t0
+        naive_s, ralm_s = naive_s / args.repeats, ralm_s / args.repeats
 
         ours = results["metrics"]["total_nll"]
         rel = abs(ours - naive) / abs(naive)
@@ -149,7 +158,7 @@ def main() -> None:
         scored = results["metrics"]["scored_tokens"]
         print(f"device {device.type}, dtype {str(dtype).removeprefix('torch.')}, threads {torch.get_num_threads()}, "
               f"{len(windows)} windows ({len(windows) - 1} with retrieval), {scored} scored tokens, "
-              f"max_length {args.max_length}, stride {args.stride}, batch {args.batch_size}")  # fmt: skip
+              f"max_length {args.max_length}, stride {args.stride}, batch {args.batch_size or default_batch_size(device)}")  # fmt: skip
         print("| path | wall s | scored tokens/s | total NLL | ppl |")
         print("|---|---|---|---|---|")
         print(

@@ -3,7 +3,8 @@
 jsonargparse turns parameters and dataclass attribute docstrings into ``--help``, reads ``--config FILE.yaml``
 and lets later command-line options override it, as litgpt's entry points do. Two conveniences on top:
 ``--max-length`` and ``--max_length`` are the same option, and a group's option may be given by its leaf
-name when no other option shares it (``--stride 8`` for ``--window.stride 8``).
+name when no other option shares it (``--stride 8`` for ``--window.stride 8``), and a boolean option given
+bare (``--quick``) means ``--quick true``.
 """
 
 from __future__ import annotations
@@ -46,16 +47,31 @@ def _leaf_aliases(parser: ArgumentParser) -> dict[str, str]:
     return {leaf: dests[0] for leaf, dests in leaves.items() if len(dests) == 1 and leaf not in top}
 
 
+def _boolean_options(parser: ArgumentParser) -> set[str]:
+    """Dests of options typed ``bool`` or ``bool | None``."""
+    found = set()
+    for action in parser._actions:
+        hint = getattr(action, "_typehint", None)
+        if hint is bool or (hint is not None and set(getattr(hint, "__args__", ())) == {bool, type(None)}):
+            found.add(action.dest)
+    return found
+
+
 def normalize_argv(parser: ArgumentParser, argv: list[str]) -> list[str]:
-    """Accept hyphenated option names and leaf aliases; leave values untouched."""
+    """Accept hyphenated option names, leaf aliases and bare boolean switches; leave values untouched."""
     aliases = _leaf_aliases(parser)
+    booleans = _boolean_options(parser)
     out = []
-    for arg in argv:
+    for i, arg in enumerate(argv):
         if arg.startswith("--") and len(arg) > 2:
             name, eq, value = arg[2:].partition("=")
             name = name.replace("-", "_")
             name = aliases.get(name, name)
-            arg = f"--{name}{eq}{value}"
+            out.append(f"--{name}{eq}{value}")
+            following = argv[i + 1] if i + 1 < len(argv) else None
+            if name in booleans and not eq and (following is None or following.startswith("--")):
+                out.append("true")
+            continue
         out.append(arg)
     return out
 

@@ -322,23 +322,8 @@ def build_merge_parser():
     return parser_for(merge, prog="ralm data-gen merge")
 
 
-# Switches that may be given bare (`--allow-same-doc`), as the issue spells them; jsonargparse wants a value.
-_SWITCHES = {"--allow-same-doc", "--allow_same_doc", "--keep-shards", "--keep_shards"}
-
-
-def _bare_switches(argv: list[str]) -> list[str]:
-    """Give a bare switch the value ``true`` (``--allow-same-doc --k 8`` -> ``--allow-same-doc true --k 8``)."""
-    out = []
-    for i, arg in enumerate(argv):
-        out.append(arg)
-        following = argv[i + 1] if i + 1 < len(argv) else None
-        if arg in _SWITCHES and (following is None or following.startswith("--")):
-            out.append("true")
-    return out
-
-
 def main(argv: list[str] | None = None) -> None:
-    argv = _bare_switches(list(sys.argv[1:] if argv is None else argv))
+    argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "merge":
         call_with_args(merge, build_merge_parser(), argv[1:])
     else:

@@ -12,7 +12,6 @@ results, and a report (table and plot) in the run folder beside the exact comman
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
@@ -127,13 +126,13 @@ def demo(
     runner = StageRunner(out)
     times = {"assets": asset_seconds}
     results_paths = {}
+    train_dir = out
     for stage in _stage_plan(out, texts, lm_path, encoder_path, settings):
         times[stage.key] = runner.run(stage)
+        if stage.key == "train":
+            train_dir = stage.output.parent
         if stage.key.startswith("eval "):
             results_paths[stage.key.removeprefix("eval ")] = stage.output
-    train_dir = next(
-        s.output.parent for s in _stage_plan(out, texts, lm_path, encoder_path, settings) if s.key == "train"
-    )
     report = build_report(
         out,
         results_paths,
@@ -151,20 +150,5 @@ def build_parser():
     return parser_for(demo, prog="ralm demo")
 
 
-# `ralm demo --quick` reads naturally; jsonargparse wants a value for booleans.
-_SWITCHES = {"--quick"}
-
-
-def _bare_switches(argv: list[str]) -> list[str]:
-    out = []
-    for i, arg in enumerate(argv):
-        out.append(arg)
-        following = argv[i + 1] if i + 1 < len(argv) else None
-        if arg in _SWITCHES and (following is None or following.startswith("--")):
-            out.append("true")
-    return out
-
-
 def main(argv: list[str] | None = None) -> None:
-    argv = _bare_switches(list(sys.argv[1:] if argv is None else argv))
     call_with_args(demo, build_parser(), argv)

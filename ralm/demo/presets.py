@@ -9,6 +9,7 @@ The LM's cost is windows x candidates x input length, so the CPU scales shrink t
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields, replace
+from typing import Literal
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,7 @@ class Overrides:
     """Reranker peak learning rate."""
     warmup_steps: int | None = None
     """Linear warmup steps of the reranker."""
-    loss: str | None = None
+    loss: Literal["marginal", "kl", "listwise_ce"] | None = None
     """Reranker loss: marginal (the paper), kl or listwise_ce."""
     encoder_max_length: int | None = None
     """Reranker tokens per (prefix, passage) pair."""

@@ -69,8 +69,8 @@ def zero_shot_other_lm(
     rank_tokens: int,
     max_length: int,
     max_passage_tokens: int,
-    batch_size: int = 8,
-    max_batch_tokens: int = 8192,
+    batch_size: int | None = None,
+    max_batch_tokens: int | None = None,
     on_batch: Callable[[int, int], None] | None = None,
 ) -> list[int | None]:
     """Chosen candidate per window by log p_φ(y' | [d_i; x]) under a reranking LM with its own tokenizer."""

@@ -47,8 +47,9 @@ class ScoringSettings:
     max_length: int
     max_passage_tokens: int = 256
     rank_tokens: int = 16
-    batch_size: int = 8
-    max_batch_tokens: int = 8192
+    batch_size: int | None = None
+    """Rows per forward; None: ralm.lm.scoring.default_batch_size (2 on CPU, 32 on GPU)."""
+    max_batch_tokens: int | None = None
 
 
 def window_request(

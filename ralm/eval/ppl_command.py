@@ -53,10 +53,10 @@ class Runtime:
     """auto: cuda when available, else cpu."""
     dtype: str = "auto"
     """auto: bf16 on a GPU that supports it, else fp32."""
-    batch_size: int = 8
-    """Most scoring inputs per LM forward."""
-    max_batch_tokens: int = 8192
-    """Most padded tokens per LM forward."""
+    batch_size: int | None = None
+    """Most scoring inputs per LM forward (default: 2 on CPU, 32 on GPU)."""
+    max_batch_tokens: int | None = None
+    """Most padded tokens per LM forward (default: batch size x max length)."""
     retrieval_threads: int = 1
     """Threads for the batched BM25 search."""
 
@@ -69,8 +69,8 @@ def _check_options(
 ):
     positive = {
         "stride": window.stride, "query_tokens": window.query_tokens, "max_passage_tokens": window.max_passage_tokens,
-        "k": reranking.k, "rank_tokens": reranking.rank_tokens, "batch_size": runtime.batch_size,
-        "max_batch_tokens": runtime.max_batch_tokens, "retrieval_threads": runtime.retrieval_threads,
+        "k": reranking.k, "rank_tokens": reranking.rank_tokens, "batch_size": runtime.batch_size or 1,
+        "max_batch_tokens": runtime.max_batch_tokens or 1, "retrieval_threads": runtime.retrieval_threads,
     }  # fmt: skip
     for name, value in positive.items():
         if value < 1:

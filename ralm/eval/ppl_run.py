@@ -189,8 +189,8 @@ class PplOptions:
     max_passage_tokens: int = 256
     k: int = 16
     rank_tokens: int = 16
-    batch_size: int = 8
-    max_batch_tokens: int = 8192
+    batch_size: int | None = None
+    max_batch_tokens: int | None = None
     retrieval_threads: int = 1
     mode: str = "bm25"
     reranker: str = "none"

@@ -119,22 +119,34 @@ def _batches(
     return batches
 
 
+def default_batch_size(device: torch.device) -> int:
+    """Rows per forward when the caller does not say: 2 on a CPU, 32 on a GPU.
+
+    Measured on a 2-core CPU with a GPT-2-small-sized model at 1023 tokens: 2 rows per forward were ~5%
+    faster per row than 1, and 4 or 8 rows slower (cache misses outweigh the larger matrix products).
+    """
+    return 32 if torch.device(device).type == "cuda" else 2
+
+
 def score_continuations(
     lm: FrozenLM,
     requests: Sequence[ScoreRequest],
     *,
     max_length: int,
     max_passage_tokens: int = 256,
-    batch_size: int = 8,
-    max_batch_tokens: int = 8192,
+    batch_size: int | None = None,
+    max_batch_tokens: int | None = None,
     max_batch_scored: int = 1024,
     on_batch: Callable[[int, int], None] | None = None,
 ) -> list[torch.Tensor]:
     """Float32 log p(target_t | passage, prefix, target_<t) for each request, in request order.
 
+    `batch_size` defaults to ``default_batch_size(lm.device)`` and `max_batch_tokens` to batch_size x max_length.
     `max_batch_scored` bounds batch rows x scored positions (the (rows, positions, vocabulary) logits tensor).
     `on_batch(num_requests, num_target_tokens)` is called after each batch (progress bars).
     """
+    batch_size = batch_size or default_batch_size(lm.device)
+    max_batch_tokens = max_batch_tokens or batch_size * max_length
     inputs: list[list[int]] = []
     n_targets: list[int] = []
     for request in requests:
