@@ -109,7 +109,7 @@ def plot(metrics: dict[str, dict], gain_curve: list[tuple[int, float]], path: Pa
     right.set_xlabel("reranker training step")
     right.set_ylabel("gain recovered (validation)")
     right.set_title("Share of the BM25-to-oracle gain the reranker recovers")
-    right.legend(loc="lower right")
+    right.legend(loc="upper left")
     fig.tight_layout()
     tmp = path.with_name(f".{path.stem}.tmp{os.getpid()}{path.suffix}")
     fig.savefig(tmp, dpi=110)
