@@ -112,6 +112,7 @@ def test_minilm_reranker_recovers_gain_on_smollm2_data(tmp_path, smollm2_gguf, m
     assert summary["steps"] == 40 and val["val/retrieval_rate"] == 1.0
     assert val["val/oracle_logprob"] > val["val/bm25_logprob"]  # there is something to recover
     if summary["best_gain_recovered"] <= 0:
-        # Measured here: -0.73 (50 steps, lr 5e-5) and -0.56 at best (100 steps, lr 2e-4) with 66 training
-        # prefixes; the paper trains on 300,000. Reported, not hidden: this scale does not beat BM25's top-1.
+        # Measured here: +0.145 with these settings (held-out: 32 prefixes of 4 books), but -0.73 and -0.56
+        # with 96 prefixes and other learning rates: at a few dozen training prefixes (the paper: 300,000)
+        # the sign is within noise. Reported as an expected failure, not hidden and not a red CI.
         pytest.xfail(f"gain recovered {summary['best_gain_recovered']:.2f} <= 0 at this tiny training scale")

@@ -320,5 +320,7 @@ def test_ralm_train_from_the_shipped_cpu_config(tmp_path, data_dir, tiny_encoder
     summary = json.loads((out / "summary.json").read_text())
     assert summary["steps"] == 3 and summary["config"]["loader"]["num_workers"] == 1
     assert summary["config"]["encoder"]["max_prefix_tokens"] == 64  # from the YAML
-    assert (out / "checkpoints" / "last.ckpt").exists() and summary["best_checkpoint"].endswith("best-step3.ckpt")
+    assert (out / "checkpoints" / "last.ckpt").exists() and summary["best_checkpoint"].endswith(
+        "best-step3.ckpt"
+    )
     assert PredictiveReranker.from_pretrained(out / "reranker").max_prefix_tokens == 64
