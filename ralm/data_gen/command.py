@@ -18,10 +18,11 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 import ralm
+from ralm.atomic_files import write_json_atomic
 from ralm.command_args import call_with_args, parser_for
 from ralm.data_gen.generate import GenerationSettings, check_corpus_matches_index, shard_rows
 from ralm.data_gen.merge import merge_shards, missing_shards
-from ralm.data_gen.metadata import read_json, refuse_if_different, run_config, write_json_atomic
+from ralm.data_gen.metadata import read_json, refuse_if_different, run_config
 from ralm.data_gen.prefixes import sample_prefixes, tokenize_documents
 from ralm.data_gen.schema import FORMAT, METADATA_FILE
 from ralm.data_gen.scoring import PassageTokens
@@ -229,7 +230,7 @@ def data_gen(
             print(f"{out}: already complete\n{format_summary(found.get('summary', {}))}")
             return found
     else:
-        write_json_atomic(meta_path, meta)
+        write_json_atomic(meta_path, meta, sort_keys=True, default=str)
 
     store = ShardStore(out)
     store.prepare(config)

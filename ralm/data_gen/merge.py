@@ -16,7 +16,8 @@ from pathlib import Path
 
 from datasets import concatenate_datasets, load_from_disk
 
-from ralm.data_gen.metadata import read_json, refuse_if_different, write_json_atomic
+from ralm.atomic_files import write_json_atomic
+from ralm.data_gen.metadata import read_json, refuse_if_different
 from ralm.data_gen.schema import METADATA_FILE
 from ralm.data_gen.shards import SHARD_META, ShardStore, pid_alive, plan_shards
 from ralm.data_gen.summary import summarize
@@ -118,7 +119,7 @@ def _merge_locked(output: Path, meta: dict, keep_shards: bool) -> dict:
             "merged": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "summary": stats,
         }
-        write_json_atomic(output / METADATA_FILE, meta)
+        write_json_atomic(output / METADATA_FILE, meta, sort_keys=True, default=str)
         if not keep_shards:
             shutil.rmtree(store.root, ignore_errors=True)
         return meta

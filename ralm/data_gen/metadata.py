@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -97,16 +95,3 @@ def read_json(path: Path) -> dict:
         return json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as err:
         raise RalmInputError(f"{path}: unreadable metadata ({err})") from None
-
-
-def write_json_atomic(path: Path, value: dict) -> None:
-    """Write JSON to a temporary file in the same folder, then rename: readers see all of it or nothing."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(value, f, indent=2, sort_keys=True, default=str)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -22,7 +22,8 @@ from pathlib import Path
 
 from datasets import Dataset
 
-from ralm.data_gen.metadata import read_json, refuse_if_different, write_json_atomic
+from ralm.atomic_files import write_json_atomic
+from ralm.data_gen.metadata import read_json, refuse_if_different
 from ralm.data_gen.schema import FEATURES
 from ralm.errors import RalmInputError
 
@@ -126,7 +127,10 @@ class ShardStore:
             shutil.rmtree(tmp, ignore_errors=True)
             Dataset.from_list(rows, features=FEATURES).save_to_disk(str(tmp))
             write_json_atomic(
-                tmp / SHARD_META, {**meta, "rows": len(rows), "start": shard.start, "stop": shard.stop}
+                tmp / SHARD_META,
+                {**meta, "rows": len(rows), "start": shard.start, "stop": shard.stop},
+                sort_keys=True,
+                default=str,
             )
             try:
                 os.rename(tmp, final)

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ralm.atomic_files import write_json_atomic
 from ralm.command_args import call_with_args, parser_for
 from ralm.errors import RalmInputError
 from ralm.eval.eval_text import read_eval_text
@@ -222,9 +223,7 @@ def eval_ppl(
         for p, d, r in summaries
     ]
     sweep_results = {"field": plan.field, "values": list(plan.values), "points": sweep_points}
-    from ralm.eval.ppl_outputs import write_json_atomic
-
-    write_json_atomic(out / "sweep.json", sweep_results)
+    write_json_atomic(out / "sweep.json", sweep_results, default=str)
     plot_sweep(plan, sweep_points, out / "sweep.png")
     print(f"sweep: {out / 'sweep.json'} and {out / 'sweep.png'}")
     return sweep_results

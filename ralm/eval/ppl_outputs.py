@@ -12,9 +12,10 @@ import hashlib
 import json
 import math
 import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
+
+from ralm.atomic_files import atomic_path
 
 RESULTS_FORMAT = "ralm-eval-ppl/1"
 WINDOWS_FILE = "windows.jsonl"
@@ -23,20 +24,6 @@ RESULTS_FILE = "results.json"
 
 def config_key(config: dict) -> str:
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def write_json_atomic(path: Path, value: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(value, f, indent=2, default=str)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 class WindowLog:
@@ -87,11 +74,9 @@ class WindowLog:
     def finish(self) -> list[dict]:
         """All rows in window order, written to ``windows.jsonl`` (atomic rename of a complete file)."""
         rows = [self.done[i] for i in sorted(self.done)]
-        fd, tmp = tempfile.mkstemp(prefix=f".{WINDOWS_FILE}.", dir=self.final.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with atomic_path(self.final) as tmp, open(tmp, "w", encoding="utf-8") as f:
             for row in rows:
                 f.write(json.dumps(row) + "\n")
-        os.replace(tmp, self.final)
         self.partial.unlink(missing_ok=True)
         return rows
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 import ralm
+from ralm.atomic_files import write_json_atomic
 from ralm.errors import RalmInputError
 from ralm.eval import choosers
 from ralm.eval.eval_text import word_counts
@@ -27,7 +28,6 @@ from ralm.eval.ppl_outputs import (
     WindowLog,
     config_key,
     perplexity_metrics,
-    write_json_atomic,
 )
 from ralm.eval.retrieval_cache import index_key, retrieve_cached
 from ralm.eval.sweep import Sweep
@@ -175,7 +175,7 @@ def run_point(
         "metrics": metrics,
         "timings": timings,
     }  # fmt: skip
-    write_json_atomic(out_dir / RESULTS_FILE, results)
+    write_json_atomic(out_dir / RESULTS_FILE, results, default=str)
     return results
 
 

@@ -14,11 +14,12 @@ from pathlib import Path
 from jsonargparse import ArgumentParser
 from tqdm import tqdm
 
+from ralm.atomic_files import write_json_atomic
 from ralm.command_args import call_with_args, parser_for
 from ralm.errors import RalmInputError
 from ralm.eval.qa import QARunner
 from ralm.eval.qa_data import load_examples
-from ralm.eval.qa_predictions import RESULTS, PredictionWriter, mean_of, write_json_atomic
+from ralm.eval.qa_predictions import RESULTS, PredictionWriter, mean_of
 from ralm.eval.qa_retrieval import open_source
 
 
@@ -113,7 +114,7 @@ def eval_qa(
             "dtype": str(model.dtype),
         },
     }
-    write_json_atomic(Path(output) / RESULTS, results)
+    write_json_atomic(Path(output) / RESULTS, results, ensure_ascii=False)
     m = results["metrics"]
     book = "closed book" if docs == 0 else f"open book, {docs} passages"
     has = f"  has-answer {m['has_answer']:.3f}" if m["has_answer"] is not None else ""

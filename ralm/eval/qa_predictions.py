@@ -11,30 +11,15 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
+from ralm.atomic_files import write_json_atomic
 from ralm.errors import RalmInputError
 
 PREDICTIONS = "predictions.jsonl"
 RUN = "run.json"
 RESULTS = "results.json"
-
-
-def write_json_atomic(path: Path, payload: Any) -> None:
-    """Write JSON to a temporary file beside `path`, then rename it over `path`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(payload, f, indent=2, ensure_ascii=False)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 class PredictionWriter:
@@ -58,7 +43,7 @@ class PredictionWriter:
                     f"{self.out_dir}: holds predictions made with other settings ({', '.join(changed)}); "
                     "use another --output or --overwrite true"
                 )
-        write_json_atomic(run_path, settings)
+        write_json_atomic(run_path, settings, ensure_ascii=False)
         self.done: dict[str, dict] = self._read_done()
         self._file = open(self.path, "a", encoding="utf-8")
 

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from ralm.atomic_files import atomic_path
 from ralm.retrieval.types import Hit, Retriever
 
 FORMAT = "ralm-eval-retrieval/1"
@@ -73,19 +72,11 @@ def read_cache(path: Path, meta: dict, k: int) -> dict[str, list[Hit]]:
 
 def write_cache(path: Path, meta: dict, k: int, results: dict[str, list[Hit]]) -> None:
     """Write all `results` atomically (temporary file in the same folder, then rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     header = {"format": FORMAT, "index": meta, "index_key": index_key(meta), "k": k}
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(json.dumps(header, default=str) + "\n")
-            for query, hits in results.items():
-                f.write(json.dumps({"query": query, "hits": [_hit_json(h) for h in hits]}) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        f.write(json.dumps(header, default=str) + "\n")
+        for query, hits in results.items():
+            f.write(json.dumps({"query": query, "hits": [_hit_json(h) for h in hits]}) + "\n")
 
 
 def retrieve_cached(

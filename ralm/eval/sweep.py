@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from ralm.atomic_files import atomic_path
 from ralm.errors import RalmInputError
 
 SWEEPABLE = ("stride", "query_tokens")
@@ -64,7 +65,8 @@ def plot_sweep(sweep: Sweep, points: list[dict], path: Path, baseline: float | N
     ax.set_ylabel("perplexity")
     ax.legend()
     fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-    tmp.replace(path)
+    try:
+        with atomic_path(path, suffix=".png") as tmp:  # savefig picks the format from the extension
+            fig.savefig(tmp, dpi=120)
+    finally:
+        plt.close(fig)

@@ -18,6 +18,7 @@ import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger, Logger
 
+from ralm.atomic_files import write_text_atomic
 from ralm.errors import RalmInputError
 from ralm.rerank.datamodule import RerankDataModule
 from ralm.rerank.dataset import describe, finite_or_none, load_rerank_data
@@ -270,8 +271,5 @@ def fit_reranker(
             "data": data,
         },
     }
-    tmp = os.path.join(out_dir, f"summary.json.tmp-{os.getpid()}")
-    with open(tmp, "w") as f:
-        json.dump(summary, f, indent=2)
-    os.replace(tmp, os.path.join(out_dir, "summary.json"))
+    write_text_atomic(os.path.join(out_dir, "summary.json"), json.dumps(summary, indent=2))
     return summary

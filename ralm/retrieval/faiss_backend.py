@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from ralm.atomic_files import atomic_path
 from ralm.errors import RalmInputError
 from ralm.retrieval.dense_encoder import DenseEncoder, Pooling
 from ralm.retrieval.passage_store import PassageStore
@@ -40,9 +41,8 @@ def require_gpu_faiss(where: str) -> None:
 
 
 def _save_shard(path: Path, vectors: np.ndarray) -> None:
-    tmp = path.with_name(path.name + ".tmp.npy")
-    np.save(tmp, vectors)
-    tmp.replace(path)
+    with atomic_path(path, suffix=".npy") as tmp:  # np.save appends .npy to any other name
+        np.save(tmp, vectors)
 
 
 def encode_in_shards(

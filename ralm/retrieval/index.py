@@ -13,8 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+from ralm.atomic_files import partial_dir, publish_dir
 from ralm.errors import RalmInputError
-from ralm.retrieval.atomic import partial_dir, publish_dir
 from ralm.retrieval.index_meta import META_NAME, check_passages, file_sha256, make_meta, read_meta, write_meta
 from ralm.retrieval.passage_store import PassageStore, save_store
 from ralm.retrieval.passages import read_passages

@@ -12,8 +12,8 @@ import os
 import time
 from pathlib import Path
 
+from ralm.atomic_files import write_json_atomic
 from ralm.errors import RalmInputError
-from ralm.retrieval.atomic import atomic_path
 
 META_NAME = "ralm_index.json"
 FORMAT = "ralm-index/1"
@@ -51,8 +51,7 @@ def make_meta(backend: str, passages_path: Path, passages_sha256: str, num_passa
 
 
 def write_meta(index_dir: Path, meta: dict) -> None:
-    with atomic_path(Path(index_dir) / META_NAME) as tmp:
-        tmp.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    write_json_atomic(Path(index_dir) / META_NAME, meta)
 
 
 def read_meta(index_dir: str | os.PathLike) -> dict:

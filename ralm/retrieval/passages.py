@@ -12,8 +12,8 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from ralm.atomic_files import atomic_path
 from ralm.errors import RalmInputError
-from ralm.retrieval.atomic import atomic_path
 from ralm.retrieval.types import Passage
 
 
