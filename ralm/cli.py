@@ -17,7 +17,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "retrieve": ("ralm.retrieval.retrieve_command", "Batch-search an index; write a TREC run and JSONL."),
     "data-gen": ("ralm.data_gen.command", "Score BM25 candidates with a frozen LM: reranker training data."),
     "train": ("ralm.rerank.command", "Train the predictive reranker (Lightning) and export it."),
-    "eval ppl": ("ralm.eval.ppl_command", "Strided In-Context RALM perplexity (none/BM25/zero-shot/trained/oracle)."),
+    "eval ppl": (
+        "ralm.eval.ppl_command",
+        "Strided In-Context RALM perplexity (none/BM25/zero-shot/trained/oracle).",
+    ),
     "eval flare": ("ralm.eval.flare_command", "FLARE active retrieval and its baselines on QA data."),
     "eval qa": ("ralm.eval.qa_command", "Open-domain QA, closed-book and open-book, exact match."),
     "demo": ("ralm.demo", "The whole pipeline on real offline assets, with a report."),

@@ -21,7 +21,9 @@ from ralm.errors import RalmInputError
 set_parsing_settings(docstring_parse_attribute_docstrings=True)
 
 
-def parser_for(function: Callable[..., Any], description: str | None = None, prog: str | None = None) -> ArgumentParser:
+def parser_for(
+    function: Callable[..., Any], description: str | None = None, prog: str | None = None
+) -> ArgumentParser:
     """A parser whose options are `function`'s parameters, plus ``--config``."""
     parser = ArgumentParser(
         prog=prog,
