@@ -52,7 +52,7 @@ def test_zero_shot_orders_by_lm_logprob_of_the_query(tiny_lm_dir):
     assert [p.id for p in top] == expected
 
 
-def export_tiny_reranker(folder, tiny_encoder_dir, abstain=False):
+def export_tiny_reranker(folder, tiny_encoder_dir, abstain=False, bm25_prior=None):
     """A Hugging Face folder with a 1-label head and the ralm_reranker.json the inference side reads."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
@@ -64,7 +64,8 @@ def export_tiny_reranker(folder, tiny_encoder_dir, abstain=False):
     model.save_pretrained(folder)
     AutoTokenizer.from_pretrained(tiny_encoder_dir).save_pretrained(folder)
     info = {"format": RERANKER_FORMAT, "input_format": INPUT_FORMAT, "max_length": 128, "max_prefix_tokens": 64,
-            "abstain": abstain, "base_model": "tiny", "loss": "marginal", "trained_on": "test"}  # fmt: skip
+            "abstain": abstain, "base_model": "tiny", "loss": "marginal", "trained_on": "test",
+            "bm25_prior": bm25_prior}  # fmt: skip
     (folder / RERANKER_FILE).write_text(json.dumps(info))
     return folder
 
@@ -82,3 +83,23 @@ def test_trained_reranker_orders_candidates_by_its_scores(tmp_path, tiny_encoder
     order = sorted(range(len(candidates)), key=lambda i: -scores[i])[:3]
     # The empty passage (abstain) is offered but never shown: it only leaves a slot empty.
     assert [p.id for p in top] == [f"p{i}" for i in order if i < len(BODIES)]
+
+
+def test_bm25_prior_reranker_gets_the_hits_bm25_scores(tmp_path, tiny_encoder_dir):
+    """A reranker trained with the BM25 prior needs each hit's score; with a dominating prior weight the
+    order is BM25's own (p0, p1, p2), although the head alone orders the candidates differently."""
+    from ralm.rerank.inference import PredictiveReranker
+
+    plain = export_tiny_reranker(tmp_path / "plain", tiny_encoder_dir)
+    context = "Which module decodes JSON? The answer is"
+    candidates = [f"title{i}\n{b}" for i, b in enumerate(BODIES)]
+    head = PredictiveReranker.from_pretrained(plain, device="cpu").score([context], [candidates])[0]
+    assert sorted(range(5), key=lambda i: -head[i])[:3] != [0, 1, 2], (
+        "the head alone must not agree with BM25"
+    )
+
+    folder = export_tiny_reranker(
+        tmp_path / "prior", tiny_encoder_dir, bm25_prior={"rule": "bm25-zscore", "weight": 1e4}
+    )
+    [top] = PassageSource(FixedRetriever(), rerank=str(folder), candidates=5).search(["json"], [context], 3)
+    assert [p.id for p in top] == ["p0", "p1", "p2"]

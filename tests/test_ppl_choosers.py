@@ -95,3 +95,39 @@ def test_zero_shot_with_another_lm_and_tokenizer(ppl_setup, real_documents, tmp_
 
     _, (want_nll, _) = _reference(ppl_setup, pick)
     assert results["metrics"]["total_nll"] == pytest.approx(want_nll, rel=1e-5)
+
+
+def test_trained_reranker_with_a_bm25_prior_reads_each_windows_bm25_scores(
+    ppl_setup, tiny_encoder_dir, tmp_path
+):
+    from ralm.rerank.inference import PredictiveReranker
+
+    # The tiny random head's scores differ by about 3e-5 between candidates; a prior weight of that size
+    # lets both the head and the BM25 scores decide some windows.
+    folder = export_untrained_reranker(tiny_encoder_dir, tmp_path / "reranker", abstain=False, seed=8)
+    info = json.loads((folder / "ralm_reranker.json").read_text())
+    info["bm25_prior"] = {"rule": "bm25-zscore", "weight": 1e-5}
+    (folder / "ralm_reranker.json").write_text(json.dumps(info))
+    _run(ppl_setup, tmp_path / "out", Reranking(reranker=str(folder), k=4))
+
+    reranker = PredictiveReranker.from_pretrained(folder, device="cpu")
+    lm = ppl_setup["lm"]
+    tokens = lm.encode(ppl_setup["text"].read_text())[:N]
+    picks, head_picks = [], []
+
+    def argmax_first(scores):
+        return max(range(len(scores)), key=lambda i: (scores[i], -i))
+
+    def pick(begin, prev_end, hits):
+        prefix = lm.decode(tokens[max(begin, prev_end - 512) : prev_end])
+        texts = [[h.contents for h in hits]]
+        picks.append(argmax_first(reranker.score([prefix], texts, [[h.score for h in hits]])[0]))
+        # Equal BM25 scores give z = 0: the head alone.
+        head_picks.append(argmax_first(reranker.score([prefix], texts, [[0.0] * len(hits)])[0]))
+        return picks[-1]
+
+    _reference(ppl_setup, pick)
+    rows = [json.loads(x) for x in (tmp_path / "out" / "windows.jsonl").read_text().splitlines()]
+    assert [r["chosen_rank"] for r in rows[1:]] == picks
+    assert any(p != 0 for p in picks), "the head reorders some windows"
+    assert picks != head_picks, "the BM25 prior changes some picks"

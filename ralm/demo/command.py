@@ -53,6 +53,9 @@ def _stage_plan(run_dir: Path, texts: DemoTexts, lm: str, encoder: str, scale: D
         "--warmup-steps", str(min(scale.warmup_steps, scale.train_steps // 10)),
         "--max-steps", str(scale.train_steps), "--val-every", str(scale.val_every),
         "--save-every", str(scale.val_every), "--log-every", "10", "--wandb", "off",
+        # Start from BM25's ranking and learn corrections: with a few dozen prefixes a reranker trained from
+        # a random head ranks far worse than BM25 (measured 13.71 ppl against 10.59 at --quick).
+        "--bm25-prior", "true",
     ]  # fmt: skip
     train_dir = run_dir / f"reranker-{short_hash(train_args)}"
     train = Stage("train", ["train", *train_args, "--out-dir", str(train_dir)], train_dir / "reranker",

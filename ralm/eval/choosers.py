@@ -28,6 +28,12 @@ def _argmax_first(values: Sequence[float]) -> int:
     return max(range(len(values)), key=lambda i: (values[i], -i))
 
 
+def _bm25(candidate: Candidate) -> float:
+    if candidate.bm25_score is None:
+        raise ValueError(f"passage {candidate.id}: no BM25 score, which a BM25-prior reranker needs")
+    return candidate.bm25_score
+
+
 def context_texts(
     lm: FrozenLM, tokens: Sequence[int], windows: Sequence[Window], tail_tokens: int
 ) -> list[str]:
@@ -51,7 +57,13 @@ def trained_reranker(
         return chosen
     prefixes = context_texts(lm, tokens, todo, tail_tokens)
     groups = [[c.text for c in candidates[w.index]] + ([""] if reranker.abstain else []) for w in todo]
-    scores = reranker.score(prefixes, groups)
+    if getattr(reranker, "prior_weight", None) is not None:
+        if reranker.abstain:
+            raise ValueError("a BM25-prior reranker cannot abstain (the empty passage has no BM25 score)")
+        bm25 = [[_bm25(c) for c in candidates[w.index]] for w in todo]
+        scores = reranker.score(prefixes, groups, bm25)
+    else:
+        scores = reranker.score(prefixes, groups)
     for w, group_scores in zip(todo, scores, strict=True):
         best = _argmax_first(list(group_scores))
         # With abstention the last slot is the empty passage: winning it means no retrieval here.

@@ -29,6 +29,8 @@ class Candidate:
     id: str
     text: str
     tokens: tuple[int, ...]
+    bm25_score: float | None = None
+    """BM25 score of this passage for this window's query (a reranker's BM25 prior reads it)."""
 
 
 @dataclass

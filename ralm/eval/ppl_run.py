@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tqdm.auto import tqdm
@@ -74,7 +74,8 @@ def build_candidates(
         pid: Candidate(pid, text, tuple(ids[:max_passage_tokens]))
         for (pid, text), ids in zip(unique.items(), encoded, strict=True)
     }
-    return [[by_id[h.id] for h in hs] for hs in hits]
+    # The tokens are shared; only the per-query BM25 score differs between windows.
+    return [[replace(by_id[h.id], bm25_score=float(h.score)) for h in hs] for hs in hits]
 
 
 def _preselect(mode, windows, candidates, *, lm, tokens, settings, reranker, rerank_lm, rerank_max_length):

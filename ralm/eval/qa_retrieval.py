@@ -106,7 +106,13 @@ class PassageSource:
         candidates = [[h.contents for h in row] for row in hits]
         if getattr(self._reranker, "abstain", False):
             candidates = [c + [""] for c in candidates]  # the empty passage sits at index len(row)
-        return self._reranker.score(list(contexts), candidates)
+        # A reranker trained with the BM25 prior adds w·z(BM25) to its logits (it is never also abstaining).
+        bm25 = (
+            [[h.score for h in row] for row in hits]
+            if getattr(self._reranker, "prior_weight", None)
+            else None
+        )
+        return self._reranker.score(list(contexts), candidates, bm25)
 
 
 def open_source(

@@ -24,6 +24,7 @@ def train(
     optim: OptimArgs = OptimArgs(),  # noqa: B008
     run: RunArgs = RunArgs(),  # noqa: B008
     abstain: bool = False,
+    bm25_prior: bool = False,
     ckpt_path: str | None = None,
     seed: int = 0,
 ) -> dict:
@@ -37,6 +38,8 @@ def train(
         optim: Loss, optimizer and schedule.
         run: Hardware, strategy, precision, logging and checkpoint cadence.
         abstain: Add the empty passage (no retrieval) to every candidate group.
+        bm25_prior: Score = f + w * (BM25 score standardised in its group), f starting at 0 and w at 1,
+            so the untrained reranker ranks like BM25 and training learns corrections.
         ckpt_path: Resume from this checkpoint; `last` means OUT/checkpoints/last.ckpt.
         seed: Seed for the split, the batch order and initialisation.
     """
@@ -50,6 +53,7 @@ def train(
         optim=optim,
         run=run,
         abstain=abstain,
+        bm25_prior=bm25_prior,
         ckpt_path=ckpt_path,
         seed=seed,
     )

@@ -79,12 +79,21 @@ class RerankDataModule(pl.LightningDataModule):
             start=start,
         )
         return self._loader(
-            GroupDataset(self.data.path, self.data.train_rows, abstain=self.data.abstain), sampler
+            GroupDataset(
+                self.data.path,
+                self.data.train_rows,
+                abstain=self.data.abstain,
+                bm25_prior=self.data.bm25_prior,
+            ),
+            sampler,
         )
 
     def val_dataloader(self) -> torch.utils.data.DataLoader:
         rank, world = self._rank_world()
         sampler = ShardBatchSampler(len(self.data.val_rows), self.val_batch_size, rank=rank, world_size=world)
         return self._loader(
-            GroupDataset(self.data.path, self.data.val_rows, abstain=self.data.abstain), sampler
+            GroupDataset(
+                self.data.path, self.data.val_rows, abstain=self.data.abstain, bm25_prior=self.data.bm25_prior
+            ),
+            sampler,
         )

@@ -21,7 +21,7 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from ralm.errors import RalmInputError
-from ralm.rerank.inputs import encode_groups
+from ralm.rerank.inputs import bm25_prior, encode_groups
 from ralm.rerank.losses import MASKED
 
 DATA_FORMAT = "ralm-rerank-data/1"
@@ -41,6 +41,8 @@ class RerankData:
     """Rows skipped because their group had fewer than 2 candidates."""
     abstain: bool
     columns: list[str] = field(default_factory=list)
+    bm25_prior: bool = False
+    """Groups carry the standardised BM25 scores (``--bm25-prior``)."""
 
 
 def _load(path: str):
@@ -78,10 +80,12 @@ def read_meta(path: str) -> dict:
     return meta
 
 
-def open_dataset(path: str, *, abstain: bool):
+def open_dataset(path: str, *, abstain: bool, bm25_prior: bool = False):
     """The dataset restricted to the columns a group needs; raises RalmInputError on a missing column."""
     ds = _load(path)
-    needed = _COLUMNS + (["no_retrieval_logprob"] if abstain else [])
+    needed = (
+        _COLUMNS + (["no_retrieval_logprob"] if abstain else []) + (["bm25_scores"] if bm25_prior else [])
+    )
     for column in needed:
         if column not in ds.column_names:
             hint = (
@@ -94,13 +98,22 @@ def open_dataset(path: str, *, abstain: bool):
 
 
 def load_rerank_data(
-    path: str, *, abstain: bool, val_fraction: float, seed: int, max_val_prefixes: int | None = None
+    path: str,
+    *,
+    abstain: bool,
+    val_fraction: float,
+    seed: int,
+    max_val_prefixes: int | None = None,
+    bm25_prior: bool = False,
 ) -> RerankData:
     """Check every row, drop groups of fewer than 2 candidates, split train/validation by ``doc_id``."""
     if not 0.0 < val_fraction < 1.0:
         raise RalmInputError(f"val_fraction={val_fraction}: must be between 0 and 1")
+    if abstain and bm25_prior:
+        # The empty passage has no BM25 score, so no prior value keeps "untrained = BM25" honest.
+        raise RalmInputError("bm25_prior=true cannot be combined with abstain=true")
     meta = read_meta(path)
-    ds = open_dataset(path, abstain=abstain)
+    ds = open_dataset(path, abstain=abstain, bm25_prior=bm25_prior)
     table = ds.data.table if hasattr(ds.data, "table") else ds.data
     n_texts = pc.list_value_length(table.column("candidate_texts")).to_numpy(zero_copy_only=False)
     n_logprobs = pc.list_value_length(table.column("lm_logprobs")).to_numpy(zero_copy_only=False)
@@ -116,6 +129,14 @@ def load_rerank_data(
             np.searchsorted(np.cumsum(n_logprobs), int(np.flatnonzero(~np.isfinite(flat))[0]), side="right")
         )
         raise RalmInputError(f"{path}: row {bad}: lm_logprobs holds a NaN or infinite value")
+    if bm25_prior:
+        n_bm25 = pc.list_value_length(table.column("bm25_scores")).to_numpy(zero_copy_only=False)
+        bad_rows = np.flatnonzero(n_bm25 != n_texts)
+        if bad_rows.size:
+            row = int(bad_rows[0])
+            raise RalmInputError(
+                f"{path}: row {row}: {n_texts[row]} candidate_texts but {n_bm25[row]} bm25_scores"
+            )
     if abstain:
         none = table.column("no_retrieval_logprob").to_numpy(zero_copy_only=False).astype(np.float64)
         if not np.isfinite(none).all():
@@ -146,14 +167,15 @@ def load_rerank_data(
         skipped_small=int(len(sizes) - len(usable)),
         abstain=abstain,
         columns=list(ds.column_names),
+        bm25_prior=bm25_prior,
     )
 
 
 class GroupDataset(torch.utils.data.Dataset):
     """Candidate groups for the given row numbers; an item is a dict of plain Python values."""
 
-    def __init__(self, path: str, rows: list[int], *, abstain: bool):
-        self.path, self.rows, self.abstain = path, rows, abstain
+    def __init__(self, path: str, rows: list[int], *, abstain: bool, bm25_prior: bool = False):
+        self.path, self.rows, self.abstain, self.bm25_prior = path, rows, abstain, bm25_prior
         self._ds = None  # opened lazily so the object pickles cheaply into dataloader workers
 
     def __len__(self) -> int:
@@ -161,7 +183,7 @@ class GroupDataset(torch.utils.data.Dataset):
 
     def __getitem__(self, i: int) -> dict:
         if self._ds is None:
-            self._ds = open_dataset(self.path, abstain=self.abstain)
+            self._ds = open_dataset(self.path, abstain=self.abstain, bm25_prior=self.bm25_prior)
         row = self._ds[self.rows[i]]
         passages = list(row["candidate_texts"])
         logprobs = [float(x) for x in row["lm_logprobs"]]
@@ -170,7 +192,10 @@ class GroupDataset(torch.utils.data.Dataset):
             passages.append("")
             logprobs.append(float(row["no_retrieval_logprob"]))
             is_empty.append(True)
-        return {"prefix": row["prefix"], "passages": passages, "lm_logprobs": logprobs, "is_empty": is_empty}
+        group = {"prefix": row["prefix"], "passages": passages, "lm_logprobs": logprobs, "is_empty": is_empty}
+        if self.bm25_prior:
+            group["bm25_prior"] = bm25_prior([float(x) for x in row["bm25_scores"]])
+        return group
 
     def __getstate__(self):
         return {**self.__dict__, "_ds": None}
@@ -191,11 +216,15 @@ class GroupCollator:
         mask = torch.zeros(len(groups), k, dtype=torch.bool)
         lm = torch.full((len(groups), k), MASKED, dtype=torch.float32)
         is_empty = torch.zeros(len(groups), k, dtype=torch.bool)
+        with_prior = "bm25_prior" in groups[0]
+        prior = torch.zeros(len(groups), k, dtype=torch.float32)  # padding is masked in the scores anyway
         for i, g in enumerate(groups):
             n = len(g["passages"])
             mask[i, :n] = True
             lm[i, :n] = torch.tensor(g["lm_logprobs"], dtype=torch.float32)
             is_empty[i, :n] = torch.tensor(g["is_empty"])
+            if with_prior:
+                prior[i, :n] = torch.tensor(g["bm25_prior"], dtype=torch.float32)
         encoded = encode_groups(
             self.tokenizer,
             [g["prefix"] for g in groups],
@@ -203,7 +232,10 @@ class GroupCollator:
             max_length=self.max_length,
             max_prefix_tokens=self.max_prefix_tokens,
         )
-        return {**dict(encoded), "mask": mask, "lm_logprobs": lm, "is_empty": is_empty}
+        batch = {**dict(encoded), "mask": mask, "lm_logprobs": lm, "is_empty": is_empty}
+        if with_prior:
+            batch["bm25_prior"] = prior
+        return batch
 
 
 def scatter_scores(flat_scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

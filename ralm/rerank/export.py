@@ -16,7 +16,7 @@ import torch
 from ralm import __version__
 from ralm.errors import RalmInputError
 from ralm.rerank.inference import RERANKER_FILE, RERANKER_FORMAT
-from ralm.rerank.inputs import INPUT_FORMAT
+from ralm.rerank.inputs import INPUT_FORMAT, PRIOR_RULE
 from ralm.rerank.model import load_cross_encoder, load_tokenizer
 
 
@@ -41,8 +41,12 @@ def check_compatible(path: str, hyper_parameters: dict, expected: dict) -> None:
     """A checkpoint made with another encoder or input rule cannot be resumed into this run."""
     if not hyper_parameters:
         raise RalmInputError(f"{path}: not a `ralm train` checkpoint (no hyper-parameters)")
-    for key in ("encoder_name", "abstain", "max_length", "max_prefix_tokens"):
-        if key in expected and hyper_parameters.get(key) != expected[key]:
+    for key in ("encoder_name", "abstain", "max_length", "max_prefix_tokens", "bm25_prior"):
+        # Checkpoints from before the prior existed lack the key and were trained without it.
+        if (
+            key in expected
+            and hyper_parameters.get(key, False if key == "bm25_prior" else None) != expected[key]
+        ):
             raise RalmInputError(
                 f"{path}: checkpoint has {key}={hyper_parameters.get(key)!r}, this run asks for {expected[key]!r}"
             )
@@ -69,6 +73,12 @@ def export_reranker(
             f"{checkpoint_path}: weights do not match encoder {hp['encoder_name']} "
             f"(missing {len(missing)}, unexpected {len(unexpected)})"
         )
+    prior = None
+    if hp.get("bm25_prior", False):
+        weight = checkpoint["state_dict"].get("prior_weight")
+        if weight is None:
+            raise RalmInputError(f"{checkpoint_path}: trained with bm25_prior but holds no prior_weight")
+        prior = {"rule": PRIOR_RULE, "weight": float(weight)}
     tokenizer = load_tokenizer(hp["encoder_name"])
     tokenizer.model_max_length = hp["max_length"]
     tmp = f"{out_dir.rstrip(os.sep)}.tmp-{os.getpid()}"
@@ -82,6 +92,7 @@ def export_reranker(
         "max_prefix_tokens": hp["max_prefix_tokens"],
         "input_format": INPUT_FORMAT,
         "abstain": bool(hp["abstain"]),
+        "bm25_prior": prior,
         "loss": hp["loss"],
         "trained_on": trained_on,
         "checkpoint": os.path.basename(checkpoint_path),

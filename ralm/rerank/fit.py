@@ -29,6 +29,13 @@ from ralm.rerank.model import load_tokenizer
 from ralm.rerank.settings import EncoderArgs, LoaderArgs, OptimArgs, RunArgs
 
 BEST_METRIC = "val/gain_recovered"
+STEP0_FILE = "step0-bm25.ckpt"
+"""The untrained ``--bm25-prior`` model (exactly BM25's ranking): exported when no step beats it."""
+
+
+def trainer_is_rank_zero() -> bool:
+    """Before the Trainer exists: rank 0 unless a launcher (torchrun, Lightning DDP) says otherwise."""
+    return int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0"))) == 0
 
 
 def check_settings(encoder: EncoderArgs, loader: LoaderArgs, optim: OptimArgs, run: RunArgs) -> None:
@@ -140,6 +147,7 @@ def fit_reranker(
     optim: OptimArgs,
     run: RunArgs,
     abstain: bool = False,
+    bm25_prior: bool = False,
     ckpt_path: str | None = None,
     seed: int = 0,
     extra_callbacks: Sequence[Callback] = (),
@@ -153,6 +161,7 @@ def fit_reranker(
         val_fraction=loader.val_fraction,
         seed=seed,
         max_val_prefixes=loader.max_val_prefixes,
+        bm25_prior=bm25_prior,
     )
     hparams = {
         "encoder_name": encoder.name,
@@ -166,6 +175,7 @@ def fit_reranker(
         "abstain": abstain,
         "max_length": encoder.max_length,
         "max_prefix_tokens": encoder.max_prefix_tokens,
+        "bm25_prior": bm25_prior,
     }
     resume = resolve_ckpt_path(ckpt_path, out_dir)
     if resume is not None and os.path.isfile(resume):  # a DeepSpeed checkpoint is a folder of shards
@@ -188,6 +198,12 @@ def fit_reranker(
         seed=seed,
     )
     ckpt_dir = os.path.join(out_dir, "checkpoints")
+    # Beside, not in, checkpoints/: ModelCheckpoint warns about (and may prune in) a non-empty folder.
+    step0 = os.path.join(out_dir, STEP0_FILE)
+    if bm25_prior and resume is None and trainer_is_rank_zero():
+        # The untrained prior model IS BM25's ranking (gain recovered exactly 0); keep it as the
+        # fallback so the export is never worse than BM25 on validation.
+        torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams)}, step0)
     val_every = min(run.val_every, optim.max_steps)
     best = ModelCheckpoint(
         dirpath=ckpt_dir,
@@ -232,6 +248,8 @@ def fit_reranker(
         return {}
     chosen = best.best_model_path or last.last_model_path
     best_score = finite_or_none(float(best.best_model_score)) if best.best_model_score is not None else None
+    if bm25_prior and os.path.exists(step0) and (best_score is None or best_score < 0.0):
+        chosen, best_score = step0, 0.0
     metrics = {
         k: finite_or_none(float(v)) for k, v in trainer.callback_metrics.items() if k.startswith("val/")
     }

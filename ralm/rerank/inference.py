@@ -15,7 +15,7 @@ import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from ralm.errors import RalmInputError
-from ralm.rerank.inputs import INPUT_FORMAT, encode_groups
+from ralm.rerank.inputs import INPUT_FORMAT, PRIOR_RULE, bm25_prior, encode_groups
 
 RERANKER_FORMAT = "ralm-reranker/1"
 RERANKER_FILE = "ralm_reranker.json"
@@ -45,6 +45,15 @@ def _read_info(folder: str) -> dict:
     for key in ("max_length", "max_prefix_tokens"):
         if not isinstance(info.get(key), int):
             raise RalmInputError(f"{path}: field {key!r} must be an integer")
+    prior = info.get("bm25_prior")
+    if prior is not None and (
+        not isinstance(prior, dict)
+        or prior.get("rule") != PRIOR_RULE
+        or not isinstance(prior.get("weight"), int | float)
+    ):
+        raise RalmInputError(
+            f"{path}: field 'bm25_prior' must be null or {{'rule': {PRIOR_RULE!r}, 'weight': number}}"
+        )
     return info
 
 
@@ -64,6 +73,9 @@ class PredictiveReranker:
         self.max_prefix_tokens: int = info["max_prefix_tokens"]
         self.abstain: bool = bool(info.get("abstain", False))
         """Trained with the empty passage as a candidate: callers offer "" too and skip retrieval if it wins."""
+        prior = info.get("bm25_prior")
+        self.prior_weight: float | None = float(prior["weight"]) if prior else None
+        """Trained with ``--bm25-prior``: ``score`` needs the candidates' BM25 scores and adds w * z."""
 
     @classmethod
     def from_pretrained(
@@ -94,10 +106,24 @@ class PredictiveReranker:
         return cls(model, tokenizer, info, torch_device, batch_size)
 
     @torch.inference_mode()
-    def score(self, prefixes: Sequence[str], candidates: Sequence[Sequence[str]]) -> list[list[float]]:
-        """Scores for each prefix's candidates (higher is better), same nesting as ``candidates``."""
+    def score(
+        self,
+        prefixes: Sequence[str],
+        candidates: Sequence[Sequence[str]],
+        bm25_scores: Sequence[Sequence[float]] | None = None,
+    ) -> list[list[float]]:
+        """Scores for each prefix's candidates (higher is better), same nesting as ``candidates``.
+
+        ``bm25_scores`` (same nesting) are required by a reranker trained with the BM25 prior and
+        ignored otherwise.
+        """
         if len(prefixes) != len(candidates):
             raise ValueError(f"{len(prefixes)} prefixes but {len(candidates)} candidate lists")
+        if self.prior_weight is not None:
+            if bm25_scores is None:
+                raise ValueError("this reranker was trained with the BM25 prior: pass bm25_scores")
+            if [len(g) for g in bm25_scores] != [len(g) for g in candidates]:
+                raise ValueError("bm25_scores must have the same nesting as candidates")
         out: list[list[float]] = []
         # Chunk by prefixes so each prefix is cut once and a chunk holds about batch_size pairs.
         i = 0
@@ -111,6 +137,12 @@ class PredictiveReranker:
                 out.append(flat[: len(group)])
                 flat = flat[len(group) :]
             i = j
+        if self.prior_weight is not None:
+            w = self.prior_weight
+            out = [
+                [f + w * z for f, z in zip(group, bm25_prior(list(s)), strict=True)]
+                for group, s in zip(out, bm25_scores, strict=True)
+            ]
         return out
 
     def _score_chunk(self, prefixes: Sequence[str], candidates: Sequence[Sequence[str]]) -> list[float]:
@@ -124,7 +156,7 @@ class PredictiveReranker:
         inputs = {k: v.to(self.device) for k, v in encoded.items()}
         return self.model(**inputs).logits.squeeze(-1).float().cpu().tolist()
 
-    def best(self, prefix: str, candidates: Sequence[str]) -> int:
+    def best(self, prefix: str, candidates: Sequence[str], bm25_scores: Sequence[float] | None = None) -> int:
         """Index of the highest-scoring candidate for one prefix."""
-        scores = self.score([prefix], [candidates])[0]
+        scores = self.score([prefix], [candidates], None if bm25_scores is None else [bm25_scores])[0]
         return max(range(len(scores)), key=scores.__getitem__)

@@ -25,6 +25,25 @@ INPUT_FORMAT = "prefix-tail/passage"
 _PREFIX_SLACK = 8
 
 
+PRIOR_RULE = "bm25-zscore"
+"""How BM25 scores become the prior ``z`` (recorded as ``bm25_prior.rule`` in ``ralm_reranker.json``)."""
+
+
+def bm25_prior(scores: Sequence[float]) -> list[float]:
+    """BM25 scores standardised within one candidate group: ``(s - mean) / std`` (0 when all are equal).
+
+    Raw BM25 scores have a query-dependent scale (long queries score higher), so the prior uses their
+    spread within the group; it is strictly increasing in the score, so argmax z is BM25's top-1.
+    """
+    if not scores:
+        return []
+    mean = sum(scores) / len(scores)
+    std = (sum((s - mean) ** 2 for s in scores) / len(scores)) ** 0.5
+    if std < 1e-6:
+        return [0.0] * len(scores)
+    return [(s - mean) / std for s in scores]
+
+
 def check_lengths(max_length: int, max_prefix_tokens: int, field: str = "max_prefix_tokens") -> None:
     """The prefix must leave room for specials and some passage; raises ValueError naming the field."""
     if max_prefix_tokens < 1 or max_prefix_tokens + _PREFIX_SLACK + 4 > max_length:

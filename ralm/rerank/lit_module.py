@@ -16,7 +16,7 @@ from transformers import get_linear_schedule_with_warmup
 from ralm.rerank.dataset import scatter_scores
 from ralm.rerank.losses import rerank_loss
 from ralm.rerank.metrics import SelectionSums, selection_sums
-from ralm.rerank.model import load_cross_encoder
+from ralm.rerank.model import load_cross_encoder, zero_output_head
 
 _PAIR_KEYS = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -38,6 +38,7 @@ class RerankerModule(pl.LightningModule):
         abstain: bool = False,
         max_length: int = 512,
         max_prefix_tokens: int = 256,
+        bm25_prior: bool = False,
     ):
         super().__init__()
         # Stored in every checkpoint: resuming checks them, export writes them to ralm_reranker.json.
@@ -45,6 +46,12 @@ class RerankerModule(pl.LightningModule):
         self.encoder = load_cross_encoder(encoder_name, gradient_checkpointing=gradient_checkpointing)
         # from_pretrained returns eval mode; Lightning keeps a module's mode, and dropout belongs in training.
         self.encoder.train()
+        # Score = f(x, d) + w * z(BM25): with f's head zeroed and w = 1 the untrained model ranks exactly
+        # like BM25, so a few steps on little data refine BM25 instead of starting from a random ranking.
+        self.prior_weight: torch.nn.Parameter | None = None
+        if bm25_prior:
+            zero_output_head(self.encoder)
+            self.prior_weight = torch.nn.Parameter(torch.ones(()))
         self._val_sums = SelectionSums()
         self._val_loss_sum = 0.0
         self._pending_rng: dict | None = None
@@ -53,7 +60,11 @@ class RerankerModule(pl.LightningModule):
         """Scores on the (prefixes, k) grid; padded slots hold MASKED."""
         inputs = {k: batch[k] for k in _PAIR_KEYS if k in batch}
         flat = self.encoder(**inputs).logits.squeeze(-1).float()  # one score per real pair, prefix-major
-        return scatter_scores(flat, batch["mask"])
+        scores = scatter_scores(flat, batch["mask"])
+        if self.prior_weight is not None:
+            # Padding stays far below every real score: its prior is 0 and MASKED is -1e9.
+            scores = scores + self.prior_weight * batch["bm25_prior"]
+        return scores
 
     def _loss(self, scores: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         hp = self.hparams
@@ -101,6 +112,8 @@ class RerankerModule(pl.LightningModule):
         for param in self.encoder.parameters():
             if param.requires_grad:
                 (no_decay if param.dim() < 2 else decay).append(param)
+        if self.prior_weight is not None:
+            no_decay.append(self.prior_weight)  # decay would pull the model away from BM25
         optimizer = torch.optim.AdamW(
             [{"params": decay, "weight_decay": hp.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
             lr=hp.lr,

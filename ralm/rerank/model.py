@@ -40,6 +40,22 @@ def load_cross_encoder(name_or_path: str, *, gradient_checkpointing: bool = Fals
     return model
 
 
+def zero_output_head(model: PreTrainedModel) -> None:
+    """Zero the weights and bias of the one-logit output layer, so the model scores every pair 0.
+
+    With the BM25 prior this makes the untrained reranker rank exactly like BM25; training then only
+    learns corrections. The output layer is the last ``Linear`` with one output (BERT's ``classifier``,
+    RoBERTa's ``classifier.out_proj``).
+    """
+    heads = [m for m in model.modules() if isinstance(m, torch.nn.Linear) and m.out_features == 1]
+    if not heads:
+        raise RalmInputError(f"{type(model).__name__}: no one-output Linear layer to zero")
+    with torch.no_grad():
+        heads[-1].weight.zero_()
+        if heads[-1].bias is not None:
+            heads[-1].bias.zero_()
+
+
 def load_tokenizer(name_or_path: str) -> PreTrainedTokenizerBase:
     """The encoder's tokenizer; it must be a fast one (character offsets cut the prefix)."""
     try:

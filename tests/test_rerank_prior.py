@@ -1,0 +1,93 @@
+"""The BM25 prior (``--bm25-prior``): score = f + w * z(BM25); untrained, the reranker ranks exactly like BM25."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from ralm.errors import RalmInputError
+from ralm.rerank.dataset import GroupCollator, GroupDataset, load_rerank_data
+from ralm.rerank.export import export_reranker
+from ralm.rerank.fit import STEP0_FILE, fit_reranker
+from ralm.rerank.inference import PredictiveReranker
+from ralm.rerank.inputs import bm25_prior
+from ralm.rerank.lit_module import RerankerModule
+from ralm.rerank.metrics import selection_sums
+from ralm.rerank.model import load_tokenizer
+from ralm.rerank.settings import EncoderArgs, LoaderArgs, OptimArgs, RunArgs
+from tests.rerank_fixtures import keyword_dataset
+
+
+@pytest.fixture(scope="module")
+def prior_run(tmp_path_factory, real_documents, tiny_encoder_dir) -> tuple[Path, dict]:
+    root = tmp_path_factory.mktemp("prior")
+    data = keyword_dataset(real_documents, root / "data", 40, k=3, seed=5)
+    summary = fit_reranker(
+        str(data),
+        str(root / "out"),
+        encoder=EncoderArgs(name=str(tiny_encoder_dir), max_length=40, max_prefix_tokens=12),
+        loader=LoaderArgs(batch_size=4, val_batch_size=16, val_fraction=0.25),
+        optim=OptimArgs(lr=1e-3, warmup_steps=1, max_steps=4),
+        run=RunArgs(accelerator="cpu", devices=1, val_every=2, save_every=2, wandb="off", progress_bar=False),
+        bm25_prior=True,
+    )
+    return data, summary
+
+
+def test_the_prior_is_increasing_in_bm25_and_standardised():
+    z = bm25_prior([3.0, 9.0, 1.0, 5.0])
+    assert sorted(range(4), key=z.__getitem__) == [2, 0, 3, 1]
+    assert sum(z) == pytest.approx(0.0, abs=1e-9)
+    assert sum(v * v for v in z) / 4 == pytest.approx(1.0)
+    assert bm25_prior([4.0, 4.0]) == [0.0, 0.0]  # no spread: no preference, not a division by 0
+    assert bm25_prior([]) == []
+
+
+def test_an_untrained_prior_module_scores_exactly_the_prior(prior_run, tiny_encoder_dir):
+    data, _ = prior_run
+    module = RerankerModule(
+        str(tiny_encoder_dir), max_length=40, max_prefix_tokens=12, bm25_prior=True
+    ).eval()
+    rerank_data = load_rerank_data(str(data), abstain=False, val_fraction=0.25, seed=0, bm25_prior=True)
+    groups = GroupDataset(str(data), rerank_data.train_rows[:8], abstain=False, bm25_prior=True)
+    collate = GroupCollator(load_tokenizer(str(tiny_encoder_dir)), max_length=40, max_prefix_tokens=12)
+    batch = collate([groups[i] for i in range(len(groups))])
+    with torch.no_grad():
+        scores = module(batch)
+    assert torch.equal(scores, batch["bm25_prior"])  # f is 0 everywhere and w is 1
+    sums = selection_sums(scores, batch["lm_logprobs"], batch["mask"])
+    assert sums.pick_logprob == sums.bm25_logprob  # it picks BM25's top-1: gain recovered is exactly 0
+
+
+def test_training_exports_the_prior_and_never_falls_below_bm25(prior_run):
+    _, summary = prior_run
+    assert summary["best_gain_recovered"] is not None and summary["best_gain_recovered"] >= 0.0
+    info = json.loads((Path(summary["reranker"]) / "ralm_reranker.json").read_text())
+    assert info["bm25_prior"]["rule"] == "bm25-zscore"
+    assert isinstance(info["bm25_prior"]["weight"], float)
+
+
+def test_the_exported_step0_reranker_ranks_like_bm25(prior_run, tmp_path):
+    data, summary = prior_run
+    ckpt = Path(summary["reranker"]).parent / STEP0_FILE
+    folder = export_reranker(str(ckpt), str(tmp_path / "step0"), hyper_parameters={}, trained_on={})
+    reranker = PredictiveReranker.from_pretrained(folder)
+    assert reranker.prior_weight == 1.0
+    prefixes = ["in the beginning was the word", "and the earth was without form"]
+    candidates = [["alpha passage", "beta passage", "gamma passage"], ["one", "two"]]
+    bm25 = [[2.0, 7.5, 3.1], [1.0, 1.5]]
+    scores = reranker.score(prefixes, candidates, bm25)
+    for group_scores, group_bm25 in zip(scores, bm25, strict=True):
+        assert group_scores == pytest.approx(bm25_prior(group_bm25))
+    assert reranker.best(prefixes[0], candidates[0], bm25[0]) == 1
+    with pytest.raises(ValueError, match="bm25_scores"):
+        reranker.score(prefixes, candidates)
+
+
+def test_prior_and_abstain_are_refused_together(prior_run):
+    data, _ = prior_run
+    with pytest.raises(RalmInputError, match="bm25_prior"):
+        load_rerank_data(str(data), abstain=True, val_fraction=0.25, seed=0, bm25_prior=True)
