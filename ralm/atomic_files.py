@@ -20,6 +20,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ralm.errors import RalmInputError
+
 
 def temp_sibling(path: str | os.PathLike, suffix: str = "") -> Path:
     """A fresh hidden name beside `path`, unique per process and call (``suffix`` keeps an extension that a
@@ -74,3 +76,19 @@ def publish_dir(partial: Path, final: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
     else:
         os.replace(partial, final)
+
+
+def ensure_writable_dir(path: str | os.PathLike) -> Path:
+    """Create the output folder `path` and prove a file can be written there, before any expensive work.
+
+    Permissions, a read-only disk or a file in the way become a one-line ``RalmInputError``.
+    """
+    folder = Path(path)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = temp_sibling(folder / ".write-test")
+        probe.write_text("")
+        probe.unlink()
+    except OSError as err:
+        raise RalmInputError(f"{folder}: output folder is not writable ({err.strerror or err})") from None
+    return folder

@@ -163,3 +163,19 @@ def test_publish_dir_without_an_older_folder(tmp_path):
     publish_dir(partial, final)
     assert _listing(tmp_path) == ["index"]
     assert (final / "a").read_text() == "a"
+
+
+def test_ensure_writable_dir_creates_the_folder_and_leaves_no_probe(tmp_path):
+    from ralm.atomic_files import ensure_writable_dir
+
+    out = ensure_writable_dir(tmp_path / "a" / "b")
+    assert out.is_dir() and list(out.iterdir()) == []
+
+
+def test_ensure_writable_dir_names_a_file_in_the_way(tmp_path):
+    from ralm.atomic_files import ensure_writable_dir
+    from ralm.errors import RalmInputError
+
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(RalmInputError, match=r"file/out: output folder is not writable"):
+        ensure_writable_dir(tmp_path / "file" / "out")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import os
-import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +17,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 import ralm
-from ralm.atomic_files import write_json_atomic
+from ralm.atomic_files import ensure_writable_dir, write_json_atomic
 from ralm.command_args import call_with_args, parser_for
 from ralm.data_gen.generate import GenerationSettings, check_corpus_matches_index, shard_rows
 from ralm.data_gen.merge import merge_shards, missing_shards
@@ -112,17 +111,6 @@ def _check_options(sampling: Sampling, candidates: Candidates, scoring: Scoring,
         raise RalmInputError("--max-passage-tokens and --min-prefix-tokens: must not be negative")
 
 
-def _prepare_output(output: Path) -> None:
-    """Fail on an unwritable output before loading anything (permissions, a file in the way)."""
-    try:
-        output.mkdir(parents=True, exist_ok=True)
-        probe = output / f".write-test-{socket.gethostname()}-{os.getpid()}"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as err:
-        raise RalmInputError(f"{output}: output folder is not writable ({err.strerror or err})") from None
-
-
 def data_gen(
     documents: str,
     index: str,
@@ -153,7 +141,7 @@ def data_gen(
 
     _check_options(sampling, candidates, scoring, sharding)
     out = Path(output)
-    _prepare_output(out)
+    ensure_writable_dir(out)
     retriever = open_index(index, passages) if passages else open_index(index)
     num_passages = int(retriever.meta.get("num_passages", 0))
     if num_passages < 1:

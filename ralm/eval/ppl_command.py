@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ralm.atomic_files import write_json_atomic
+from ralm.atomic_files import ensure_writable_dir, write_json_atomic
 from ralm.command_args import call_with_args, parser_for
 from ralm.errors import RalmInputError
 from ralm.eval.eval_text import read_eval_text
@@ -104,16 +104,6 @@ def _check_lengths(
         )
 
 
-def _prepare_output(output: Path) -> None:
-    try:
-        output.mkdir(parents=True, exist_ok=True)
-        probe = output / ".write-test"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as err:
-        raise RalmInputError(f"{output}: output folder is not writable ({err.strerror or err})") from None
-
-
 def eval_ppl(
     text: str,
     lm: str,
@@ -157,7 +147,7 @@ def eval_ppl(
     if max_tokens is not None and max_tokens < 2:
         raise RalmInputError(f"--max-tokens: must be at least 2, got {max_tokens}")
     out = Path(output)
-    _prepare_output(out)
+    ensure_writable_dir(out)
     raw = read_eval_text(text, text_field)
 
     retriever = reranker_model = None
