@@ -74,7 +74,8 @@ class _StepClock(pl.Callback):
         self.end = _now()
 
 
-def run_lightning(args, data, tokenizer, state, out_dir) -> tuple[float, float]:
+def _module_and_data(args, data, tokenizer, state) -> tuple[RerankerModule, RerankDataModule]:
+    """The same model (same starting weights) and the same batches for both loops."""
     module = RerankerModule(
         args.encoder,
         lr=1e-5,
@@ -94,6 +95,11 @@ def run_lightning(args, data, tokenizer, state, out_dir) -> tuple[float, float]:
         max_prefix_tokens=args.max_prefix_tokens,
         seed=0,
     )
+    return module, dm
+
+
+def run_lightning(args, data, tokenizer, state, out_dir) -> tuple[float, float]:
+    module, dm = _module_and_data(args, data, tokenizer, state)
     clock = _StepClock(args.warmup)
     trainer = pl.Trainer(
         accelerator="cpu",
@@ -116,25 +122,7 @@ def run_lightning(args, data, tokenizer, state, out_dir) -> tuple[float, float]:
 
 
 def run_plain(args, data, tokenizer, state) -> tuple[float, float]:
-    module = RerankerModule(
-        args.encoder,
-        lr=1e-5,
-        warmup_steps=2,
-        max_steps=args.steps,
-        max_length=args.max_length,
-        max_prefix_tokens=args.max_prefix_tokens,
-    )
-    module.encoder.load_state_dict(state)
-    dm = RerankDataModule(
-        data,
-        tokenizer,
-        batch_size=args.batch_size,
-        val_batch_size=8,
-        total_batches=args.steps,
-        max_length=args.max_length,
-        max_prefix_tokens=args.max_prefix_tokens,
-        seed=0,
-    )
+    module, dm = _module_and_data(args, data, tokenizer, state)
     optimizer = torch.optim.AdamW(module.encoder.parameters(), lr=1e-5, weight_decay=0.01)
     schedule = get_linear_schedule_with_warmup(optimizer, 2, args.steps)
     module.train()
