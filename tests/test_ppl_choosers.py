@@ -131,3 +131,22 @@ def test_trained_reranker_with_a_bm25_prior_reads_each_windows_bm25_scores(
     assert [r["chosen_rank"] for r in rows[1:]] == picks
     assert any(p != 0 for p in picks), "the head reorders some windows"
     assert picks != head_picks, "the BM25 prior changes some picks"
+
+
+def test_a_killed_trained_reranker_run_resumes_with_the_same_picks(ppl_setup, tiny_encoder_dir, tmp_path):
+    """On resume the reranker chooses only for the windows left; its picks must land on those windows."""
+    from ralm.eval.ppl_outputs import config_key
+
+    folder = export_untrained_reranker(tiny_encoder_dir, tmp_path / "reranker", abstain=True, seed=8)
+    out = tmp_path / "out"
+    full = _run(ppl_setup, out, Reranking(reranker=str(folder), k=4))
+    rows = (out / "windows.jsonl").read_text().splitlines()
+    header = json.dumps({"config_key": config_key(full["config"])})
+    half = len(rows) // 2
+    (out / "windows.jsonl.partial").write_text("\n".join([header, *rows[:half], rows[half][:10]]))
+    (out / "windows.jsonl").unlink()
+    (out / "results.json").unlink()
+    resumed = _run(ppl_setup, out, Reranking(reranker=str(folder), k=4))
+    assert resumed["counts"]["resumed_windows"] == half
+    assert (out / "windows.jsonl").read_text().splitlines() == rows
+    assert resumed["metrics"]["total_nll"] == pytest.approx(full["metrics"]["total_nll"], rel=1e-9)

@@ -50,8 +50,12 @@ def trained_reranker(
     candidates: Sequence[Sequence[Candidate]],
     tail_tokens: int = 512,
 ) -> list[int | None]:
-    """Chosen candidate per window by a ``PredictiveReranker`` (``.score(prefixes, candidates)``)."""
-    todo = [w for w in windows if w.retrieves and candidates[w.index]]
+    """Chosen candidate per window by a ``PredictiveReranker`` (``.score(prefixes, candidates)``).
+
+    The result lines up with `windows` (which may be a resumed run's remaining subset), not with window indices.
+    """
+    slots = [pos for pos, w in enumerate(windows) if w.retrieves and candidates[w.index]]
+    todo = [windows[pos] for pos in slots]
     chosen: list[int | None] = [None] * len(windows)
     if not todo:
         return chosen
@@ -64,10 +68,10 @@ def trained_reranker(
         scores = reranker.score(prefixes, groups, bm25)
     else:
         scores = reranker.score(prefixes, groups)
-    for w, group_scores in zip(todo, scores, strict=True):
+    for pos, w, group_scores in zip(slots, todo, scores, strict=True):
         best = _argmax_first(list(group_scores))
         # With abstention the last slot is the empty passage: winning it means no retrieval here.
-        chosen[w.index] = None if best == len(candidates[w.index]) else best
+        chosen[pos] = None if best == len(candidates[w.index]) else best
     return chosen
 
 
@@ -85,7 +89,11 @@ def zero_shot_other_lm(
     max_batch_tokens: int | None = None,
     on_batch: Callable[[int, int], None] | None = None,
 ) -> list[int | None]:
-    """Chosen candidate per window by log p_φ(y' | [d_i; x]) under a reranking LM with its own tokenizer."""
+    """Chosen candidate per window by log p_φ(y' | [d_i; x]) under a reranking LM with its own tokenizer.
+
+    The result lines up with `windows` (which may be a resumed run's remaining subset), not with window indices.
+    """
+    slots = {w.index: pos for pos, w in enumerate(windows)}
     todo = [w for w in windows if w.retrieves and candidates[w.index]]
     chosen: list[int | None] = [None] * len(windows)
     if not todo:
@@ -115,5 +123,5 @@ def zero_shot_other_lm(
     for (index, _), s in zip(owners, scores, strict=True):
         by_window.setdefault(index, []).append(float(s.double().sum()))
     for index, values in by_window.items():
-        chosen[index] = _argmax_first(values)
+        chosen[slots[index]] = _argmax_first(values)
     return chosen

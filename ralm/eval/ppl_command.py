@@ -1,11 +1,12 @@
 """`ralm eval ppl`: strided In-Context RALM perplexity with no retrieval, BM25 top-1, zero-shot, trained
-or oracle reranking, and sweeps over the stride or the query length.
+or oracle reranking, sweeps over the stride or the query length, and several conditions from one pass.
 
 ralm eval ppl --text test.txt --lm gpt2 --index idx/ --output runs/bm25            # BM25 top-1, s=4, ℓ=32
 ralm eval ppl --text test.txt --lm gpt2 --no-retrieval --output runs/base
 ralm eval ppl ... --reranker zero-shot --k 16 [--rerank-lm distilgpt2]              # §6.1
 ralm eval ppl ... --reranker runs/reranker/export                                    # §6.2, a trained folder
 ralm eval ppl ... --sweep stride=4,8,16,32                                           # Figure 5
+ralm eval ppl ... --compare no-retrieval,bm25,zero-shot,oracle,trained=runs/reranker/export  # k+1 LM rows/window
 """
 
 from __future__ import annotations
@@ -66,7 +67,13 @@ _WINDOWING, _RERANKING, _RUNTIME = Windowing(), Reranking(), Runtime()
 
 
 def _check_options(
-    window: Windowing, reranking: Reranking, runtime: Runtime, no_retrieval: bool, index: str | None
+    window: Windowing,
+    reranking: Reranking,
+    runtime: Runtime,
+    no_retrieval: bool,
+    index: str | None,
+    compare: str | None = None,
+    sweep: str | None = None,
 ):
     positive = {
         "stride": window.stride, "query_tokens": window.query_tokens, "max_passage_tokens": window.max_passage_tokens,
@@ -78,6 +85,18 @@ def _check_options(
             raise RalmInputError(f"--{name.replace('_', '-')}: must be at least 1, got {value}")
     if window.max_length is not None and window.max_length < 2:
         raise RalmInputError(f"--max-length: must be at least 2, got {window.max_length}")
+    if compare is not None:
+        conflicts = {
+            "--sweep": sweep is not None, "--no-retrieval": no_retrieval, "--rerank-lm": bool(reranking.rerank_lm),
+            f"--reranker {reranking.reranker}": reranking.reranker != "none",
+        }  # fmt: skip
+        for option, given in conflicts.items():
+            if given:
+                raise RalmInputError(
+                    f"--compare: cannot be combined with {option} (list the conditions instead)"
+                )
+        if index is None:
+            raise RalmInputError("--index: required with --compare")
     if no_retrieval and (reranking.reranker != "none" or reranking.rerank_lm):
         raise RalmInputError(f"--no-retrieval: cannot be combined with --reranker {reranking.reranker}")
     if not no_retrieval and index is None:
@@ -116,6 +135,7 @@ def eval_ppl(
     max_tokens: int | None = None,
     retrieval_cache: str | None = None,
     sweep: str | None = None,
+    compare: str | None = None,
     window: Windowing = _WINDOWING,
     reranking: Reranking = _RERANKING,
     runtime: Runtime = _RUNTIME,
@@ -135,14 +155,19 @@ def eval_ppl(
         max_tokens: Evaluate only the first MAX_TOKENS tokens of the text (quick runs).
         retrieval_cache: Retrieval cache file (default: under $RALM_CACHE, keyed by the index).
         sweep: Run several points sharing one retrieval pass, e.g. stride=4,8,16,32 or query-tokens=16,32,64.
+        compare: Several conditions from one table of candidate scores (k + 1 LM rows per window), e.g.
+            no-retrieval,bm25,zero-shot,oracle,trained=runs/reranker/export (NAME=PATH: a trained reranker);
+            writes OUTPUT/<condition>/results.json and windows.jsonl, OUTPUT/candidates.jsonl and compare.json.
         progress: Show a progress bar.
     """
+    from ralm.eval.compare import parse_conditions
     from ralm.eval.ppl_run import PplOptions, evaluate
     from ralm.eval.retrieval_cache import default_cache_path
     from ralm.lm.loading import load_lm
 
     started = time.perf_counter()
-    _check_options(window, reranking, runtime, no_retrieval, index)
+    _check_options(window, reranking, runtime, no_retrieval, index, compare, sweep)
+    conditions = parse_conditions(compare) if compare is not None else []
     plan: Sweep | None = parse_sweep(sweep) if sweep else None
     if max_tokens is not None and max_tokens < 2:
         raise RalmInputError(f"--max-tokens: must be at least 2, got {max_tokens}")
@@ -151,8 +176,18 @@ def eval_ppl(
     raw = read_eval_text(text, text_field)
 
     retriever = reranker_model = None
+    rerankers = {}
     if no_retrieval:
         mode = "no-retrieval"
+    elif conditions:
+        from ralm.rerank.inference import PredictiveReranker
+        from ralm.retrieval.index import open_index
+
+        retriever = open_index(index, passages) if passages else open_index(index)
+        mode = "compare"
+        for c in conditions:
+            if c.mode == "trained":
+                rerankers[c.name] = PredictiveReranker.from_pretrained(c.reranker, device=runtime.device)
     else:
         from ralm.retrieval.index import open_index
 
@@ -173,7 +208,9 @@ def eval_ppl(
     max_length = min(window.max_length or PAPER_MAX_LENGTH, model.max_length)
     strides = plan.values if plan and plan.field == "stride" else (window.stride,)
     query_lengths = plan.values if plan and plan.field == "query_tokens" else (window.query_tokens,)
-    same_lm_zero_shot = mode == "zero-shot" and not reranking.rerank_lm
+    same_lm_zero_shot = (mode == "zero-shot" and not reranking.rerank_lm) or any(
+        c.mode == "zero-shot" for c in conditions
+    )
     for stride in strides:
         rank_tokens = reranking.rank_tokens if same_lm_zero_shot else 0
         _check_lengths(max_length, stride, window.max_passage_tokens, mode != "no-retrieval", rank_tokens)
@@ -201,8 +238,14 @@ def eval_ppl(
     summaries = evaluate(
         model, raw, str(text), options, out, retriever=retriever, index_dir=index, reranker=reranker_model,
         rerank_lm=rerank_lm, rerank_max_length=rerank_max_length, cache_path=cache_path, sweep=plan,
-        progress=progress, started=started,
+        progress=progress, started=started, conditions=conditions, rerankers=rerankers,
     )  # fmt: skip
+    if conditions:
+        compared = summaries[0][2]
+        for name, results in compared.items():
+            _print_summary(results, out / name)
+        print(f"compare: {out / 'compare.json'} (table: {out / 'candidates.jsonl'})")
+        return compared
     for _, point_dir, results in summaries:
         _print_summary(results, point_dir)
 

@@ -27,11 +27,11 @@ def config_key(config: dict) -> str:
 
 
 class WindowLog:
-    """Append-only per-window records with resume by configuration key."""
+    """Append-only per-window records with resume by configuration key (``name``: the final file's name)."""
 
-    def __init__(self, out_dir: Path, key: str):
-        self.partial = out_dir / f"{WINDOWS_FILE}.partial"
-        self.final = out_dir / WINDOWS_FILE
+    def __init__(self, out_dir: Path, key: str, name: str = WINDOWS_FILE):
+        self.partial = out_dir / f"{name}.partial"
+        self.final = out_dir / name
         self.key = key
         self.done: dict[int, dict] = {}
         if self.partial.is_file():
@@ -71,14 +71,40 @@ class WindowLog:
             f.flush()
             os.fsync(f.fileno())
 
+    def rows(self) -> list[dict]:
+        """The finished rows in window order."""
+        return [self.done[i] for i in sorted(self.done)]
+
     def finish(self) -> list[dict]:
-        """All rows in window order, written to ``windows.jsonl`` (atomic rename of a complete file)."""
-        rows = [self.done[i] for i in sorted(self.done)]
-        with atomic_path(self.final) as tmp, open(tmp, "w", encoding="utf-8") as f:
-            for row in rows:
-                f.write(json.dumps(row) + "\n")
+        """All rows in window order, written to the final file (atomic rename of a complete file)."""
+        rows = self.rows()
+        write_jsonl_atomic(self.final, rows)
         self.partial.unlink(missing_ok=True)
         return rows
+
+
+def write_jsonl_atomic(path: Path, rows: Iterable[dict]) -> None:
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row) + "\n")
+
+
+def point_results(rows: list[dict], text, config: dict, timings: dict, resumed: int) -> dict:
+    """The ``results.json`` record of one point from its window rows (`text`: an ``EvalText``)."""
+    metrics = perplexity_metrics(rows, len(text.tokens), text.words, text.words_eval_lm)
+    return {
+        "format": RESULTS_FORMAT,
+        "config": config,
+        "counts": {
+            "tokens": len(text.tokens), "scored_tokens": metrics["scored_tokens"], "words": text.words,
+            "words_eval_lm": text.words_eval_lm, "windows": len(rows),
+            "retrieving_windows": sum(1 for r in rows if r["window"] > 0),
+            "windows_with_passage": sum(1 for r in rows if r["passage_id"] is not None),
+            "resumed_windows": resumed,
+        },
+        "metrics": metrics,
+        "timings": timings,
+    }  # fmt: skip
 
 
 def perplexity_metrics(rows: list[dict], num_tokens: int, words: int, words_eval_lm: int) -> dict:

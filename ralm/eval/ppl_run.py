@@ -3,7 +3,7 @@
 Order of work: the text is tokenized once; every window's query is decoded (the last ℓ tokens before its
 targets, as prepare_retrieval_data.py does); the caller retrieves all distinct queries in one batched call;
 candidate passages are tokenized once each; then windows are scored chunk by chunk, each chunk appended
-to the resumable window log.
+to the resumable window log. ``--compare`` scores one shared candidate table instead (ralm.eval.compare).
 """
 
 from __future__ import annotations
@@ -20,15 +20,10 @@ import ralm
 from ralm.atomic_files import write_json_atomic
 from ralm.errors import RalmInputError
 from ralm.eval import choosers
+from ralm.eval.compare import Condition, run_compare
 from ralm.eval.eval_text import word_counts
 from ralm.eval.perplexity import Candidate, ScoringSettings, score_windows
-from ralm.eval.ppl_outputs import (
-    RESULTS_FILE,
-    RESULTS_FORMAT,
-    WindowLog,
-    config_key,
-    perplexity_metrics,
-)
+from ralm.eval.ppl_outputs import RESULTS_FILE, WindowLog, config_key, point_results
 from ralm.eval.retrieval_cache import index_key, retrieve_cached
 from ralm.eval.sweep import Sweep
 from ralm.eval.windows import Window, strided_windows
@@ -162,20 +157,7 @@ def run_point(
     timings["tokens_per_s"] = scored_now / timings["scoring_s"] if timings["scoring_s"] > 0 else None
 
     rows = log.finish()
-    metrics = perplexity_metrics(rows, len(text.tokens), text.words, text.words_eval_lm)
-    results = {
-        "format": RESULTS_FORMAT,
-        "config": config,
-        "counts": {
-            "tokens": len(text.tokens), "scored_tokens": metrics["scored_tokens"], "words": text.words,
-            "words_eval_lm": text.words_eval_lm, "windows": len(rows),
-            "retrieving_windows": sum(1 for r in rows if r["window"] > 0),
-            "windows_with_passage": sum(1 for r in rows if r["passage_id"] is not None),
-            "resumed_windows": len(rows) - len(todo),
-        },
-        "metrics": metrics,
-        "timings": timings,
-    }  # fmt: skip
+    results = point_results(rows, text, config, timings, resumed=len(rows) - len(todo))
     write_json_atomic(out_dir / RESULTS_FILE, results, default=str)
     return results
 
@@ -194,6 +176,7 @@ class PplOptions:
     max_batch_tokens: int | None = None
     retrieval_threads: int = 1
     mode: str = "bm25"
+    """One of MODES, or "compare" (several conditions read off one table)."""
     reranker: str = "none"
     rerank_lm: str | None = None
     max_tokens: int | None = None
@@ -216,10 +199,14 @@ def evaluate(
     sweep: Sweep | None = None,
     progress: bool = True,
     started: float | None = None,
+    conditions: Sequence[Condition] = (),
+    rerankers: dict | None = None,
 ) -> list[tuple[tuple[int, int], Path, dict]]:
     """Tokenize once, retrieve all queries of all points in one call, then score each point.
 
-    Returns ``((stride, query_tokens), output folder, results)`` per point.
+    Returns ``((stride, query_tokens), output folder, results)`` per point. With `conditions` (mode
+    "compare", one point) the results are ``{condition name: results}``; `rerankers` maps the names of
+    trained-reranker conditions to their loaded models.
     """
     started = time.perf_counter() if started is None else started
     tokens = tuple(model.encode(raw_text))
@@ -285,10 +272,17 @@ def evaluate(
             "queries_searched": searched,
             "setup_s": time.perf_counter() - started,
         }
-        results = run_point(
-            lm=model, text=text, windows=windows[point], queries=queries[point], candidates=candidates,
-            mode=options.mode, settings=settings, out_dir=point_dir, config=config, reranker=reranker,
-            rerank_lm=rerank_lm, rerank_max_length=rerank_max_length, timings=timings, progress=progress,
-        )  # fmt: skip
+        if conditions:
+            results = run_compare(
+                lm=model, text=text, windows=windows[point], queries=queries[point], candidates=candidates,
+                conditions=conditions, rerankers=rerankers or {}, settings=settings, out=point_dir,
+                config=config, timings=timings, progress=progress,
+            )  # fmt: skip
+        else:
+            results = run_point(
+                lm=model, text=text, windows=windows[point], queries=queries[point], candidates=candidates,
+                mode=options.mode, settings=settings, out_dir=point_dir, config=config, reranker=reranker,
+                rerank_lm=rerank_lm, rerank_max_length=rerank_max_length, timings=timings, progress=progress,
+            )  # fmt: skip
         summaries.append((point, point_dir, results))
     return summaries

@@ -1,0 +1,271 @@
+"""`ralm eval ppl --compare`: five conditions read off one table of k + 1 LM rows per retrieving window equal
+five separate single-condition runs, window for window; the table resumes after a kill; bad input fails."""
+
+# ruff: noqa: F811  (the session fixture `ppl_setup` is imported from ppl_fixtures and used as an argument)
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from ppl_fixtures import export_untrained_reranker, ppl_setup  # noqa: F401
+
+import ralm.eval.compare
+import ralm.eval.perplexity
+from ralm.errors import RalmInputError
+from ralm.eval.ppl_command import Reranking, Runtime, Windowing, eval_ppl
+from ralm.eval.windows import strided_windows
+
+MAX_LENGTH, MPT, N, K = 128, 64, 260, 4
+SINGLE = {  # condition -> the single run's options
+    "no-retrieval": {"no_retrieval": True},
+    "bm25": {"reranking": Reranking(k=K)},
+    "zero-shot": {"reranking": Reranking(reranker="zero-shot", k=K)},
+    "oracle": {"reranking": Reranking(reranker="oracle", k=K)},
+}
+WINDOW_KEYS = [
+    "window",
+    "begin",
+    "end",
+    "target_start",
+    "num_targets",
+    "nll",
+    "query",
+    "chosen_rank",
+    "passage_id",
+]
+
+
+def _run(ppl_setup, out, cache, **kwargs):
+    return eval_ppl(
+        text=str(ppl_setup["text"]), lm=str(ppl_setup["lm_dir"]), output=str(out), index=str(ppl_setup["index"]),
+        max_tokens=N, retrieval_cache=str(cache), progress=False,
+        window=kwargs.pop("window", Windowing(stride=4, max_length=MAX_LENGTH, max_passage_tokens=MPT)),
+        reranking=kwargs.pop("reranking", Reranking(k=K)), runtime=Runtime(device="cpu", dtype="float32"),
+        **kwargs,
+    )  # fmt: skip
+
+
+class RequestCounter:
+    """Wraps the real score_continuations of a module and counts the LM rows it scores (no mocking)."""
+
+    def __init__(self, monkeypatch, module):
+        self.rows = 0
+        real = module.score_continuations
+
+        def counting(lm, requests, **kwargs):
+            self.rows += len(requests)
+            return real(lm, requests, **kwargs)
+
+        monkeypatch.setattr(module, "score_continuations", counting)
+
+
+def _windows(folder):
+    return [json.loads(x) for x in (folder / "windows.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def runs(ppl_setup, tiny_encoder_dir, tmp_path_factory):
+    """One compare run of all five conditions and the five separate runs, each with its LM row count."""
+    root = tmp_path_factory.mktemp("compare")
+    cache = root / "cache.jsonl"
+    # Seed 8: a fresh abstaining head that declines some windows and reorders others (test_ppl_choosers).
+    folder = export_untrained_reranker(tiny_encoder_dir, root / "reranker", abstain=True, seed=8)
+    spec = f"no-retrieval,bm25,zero-shot,oracle,trained={folder}"
+    singles, rows = {}, {}
+    with pytest.MonkeyPatch.context() as mp:
+        counter = RequestCounter(mp, ralm.eval.compare)
+        compared = _run(ppl_setup, root / "compare", cache, compare=spec)
+        compare_rows = counter.rows
+    options = {**SINGLE, "trained": {"reranking": Reranking(reranker=str(folder), k=K)}}
+    for name, kwargs in options.items():
+        with pytest.MonkeyPatch.context() as mp:
+            counter = RequestCounter(mp, ralm.eval.perplexity)
+            singles[name] = _run(ppl_setup, root / name, cache, **kwargs)
+            rows[name] = counter.rows
+    return {
+        "root": root, "cache": cache, "spec": spec, "folder": folder, "compared": compared,
+        "compare_rows": compare_rows, "singles": singles, "single_rows": rows,
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["no-retrieval", "bm25", "zero-shot", "oracle", "trained"])
+def test_each_condition_equals_its_separate_run(runs, name):
+    root, single, compared = runs["root"], runs["singles"][name], runs["compared"][name]
+    got, want = _windows(root / "compare" / name), _windows(root / name)
+    assert [list(r) for r in got] == [WINDOW_KEYS] * len(want)
+    assert [r["chosen_rank"] for r in got] == [r["chosen_rank"] for r in want]
+    assert [r["passage_id"] for r in got] == [r["passage_id"] for r in want]
+    assert [r["query"] for r in got] == [r["query"] for r in want]
+    for g, w in zip(got, want, strict=True):
+        assert g["nll"] == pytest.approx(w["nll"], rel=1e-4), g["window"]
+    assert compared["metrics"]["token_ppl"] == pytest.approx(single["metrics"]["token_ppl"], rel=1e-5)
+    assert compared["counts"] == single["counts"]
+    # The config is the single run's own, plus the list of compared conditions.
+    assert compared["config"].pop("compare") == runs["spec"].split(",")
+    assert compared["config"] == single["config"]
+    on_disk = json.loads((root / "compare" / name / "results.json").read_text())
+    assert on_disk["config"]["mode"] == single["config"]["mode"] and on_disk["metrics"] == compared["metrics"]
+
+
+def test_the_conditions_really_differ(runs):
+    """Otherwise the equalities above would prove little: every chooser departs from BM25 somewhere."""
+    root = runs["root"] / "compare"
+    picks = {
+        n: [r["chosen_rank"] for r in _windows(root / n)[1:]] for n in ("zero-shot", "oracle", "trained")
+    }
+    assert any(p not in (0, None) for p in picks["zero-shot"]) and picks["zero-shot"] != picks["oracle"]
+    assert any(p not in (0, None) for p in picks["oracle"])
+    assert None in picks["trained"] and any(p not in (0, None) for p in picks["trained"])
+    m = {n: r["metrics"]["total_nll"] for n, r in runs["compared"].items()}
+    assert m["oracle"] <= min(m["bm25"], m["zero-shot"], m["trained"])
+
+
+def test_table_has_k_candidates_per_retrieving_window_and_k_plus_one_lm_rows(runs):
+    root = runs["root"] / "compare"
+    table = [json.loads(x) for x in (root / "candidates.jsonl").read_text().splitlines()]
+    windows = strided_windows(N, MAX_LENGTH, 4)
+    assert [r["window"] for r in table] == [w.index for w in windows]
+    assert table[0]["candidates"] == []
+    bm25_rows = _windows(root / "bm25")
+    for row, w, b in zip(table[1:], windows[1:], bm25_rows[1:], strict=True):
+        assert (row["target_start"], row["num_targets"]) == (w.target_start, w.num_targets)
+        assert len(row["candidates"]) == K and row["candidates"][0]["id"] == b["passage_id"]
+        scores = [c["bm25"] for c in row["candidates"]]
+        assert scores == sorted(scores, reverse=True)
+        assert all(c["rank_logprob"] is not None and c["rank_logprob"] < 0 for c in row["candidates"])
+    assert not (root / "candidates.jsonl.partial").exists()
+
+    retrieving = len(windows) - 1
+    assert runs["compare_rows"] == 1 + retrieving * (K + 1)
+    singles = runs["single_rows"]
+    assert singles["no-retrieval"] == singles["bm25"] == singles["trained"] == len(windows)
+    assert singles["zero-shot"] == singles["oracle"] == 1 + retrieving * K
+    assert sum(singles.values()) == 5 + retrieving * (2 * K + 3)
+
+    summary = json.loads((root / "compare.json").read_text())
+    assert summary["conditions"] == runs["spec"].split(",")
+    assert summary["table"]["lm_requests"] == runs["compare_rows"]
+    assert summary["table"]["candidates"] == retrieving * K and summary["table"]["resumed_windows"] == 0
+    for name, r in runs["compared"].items():
+        assert summary["results"][name]["token_ppl"] == r["metrics"]["token_ppl"]
+        assert summary["results"][name]["total_nll"] == r["metrics"]["total_nll"]
+
+
+def test_without_zero_shot_the_table_has_no_ranking_tokens(runs, ppl_setup, tmp_path):
+    out = tmp_path / "plain"
+    compared = _run(ppl_setup, out, runs["cache"], compare="bm25,oracle")
+    table = [json.loads(x) for x in (out / "candidates.jsonl").read_text().splitlines()]
+    assert all(c["rank_logprob"] is None for r in table for c in r["candidates"])
+    for name in ("bm25", "oracle"):
+        got, want = _windows(out / name), _windows(runs["root"] / name)
+        assert [r["chosen_rank"] for r in got] == [r["chosen_rank"] for r in want]
+        assert compared[name]["metrics"]["token_ppl"] == pytest.approx(
+            runs["singles"][name]["metrics"]["token_ppl"], rel=1e-5
+        )
+    assert sorted(p.name for p in out.iterdir()) == ["bm25", "candidates.jsonl", "compare.json", "oracle"]
+
+
+class Killed(Exception):
+    pass
+
+
+def test_killed_compare_resumes_without_rescoring(runs, ppl_setup, tmp_path, monkeypatch):
+    out = tmp_path / "killed"
+    real = ralm.eval.compare.score_continuations
+    calls = []
+
+    def dies_on_second_chunk(lm, requests, **kwargs):
+        calls.append(len(requests))
+        if len(calls) == 2:
+            raise Killed
+        return real(lm, requests, **kwargs)
+
+    monkeypatch.setattr(ralm.eval.compare, "score_continuations", dies_on_second_chunk)
+    with pytest.raises(Killed):
+        _run(ppl_setup, out, runs["cache"], compare=runs["spec"])
+    partial = out / "candidates.jsonl.partial"
+    lines = partial.read_text().splitlines()
+    assert len(lines) > 8 and not (out / "compare.json").exists() and not (out / "bm25").exists()
+    # What a kill mid-write leaves: the header, some finished windows, a torn line.
+    kept = 7
+    partial.write_text("\n".join([*lines[: 1 + kept], lines[1 + kept][:15]]))
+
+    monkeypatch.setattr(ralm.eval.compare, "score_continuations", real)
+    counter = RequestCounter(monkeypatch, ralm.eval.compare)
+    resumed = _run(ppl_setup, out, runs["cache"], compare=runs["spec"])
+    windows = strided_windows(N, MAX_LENGTH, 4)
+    # Window 0 and windows 1..6 were done: only the rest is scored again.
+    assert counter.rows == (len(windows) - kept) * (K + 1)
+    assert json.loads((out / "compare.json").read_text())["table"]["resumed_windows"] == kept
+    for name, full in runs["compared"].items():
+        assert resumed[name]["counts"]["resumed_windows"] == kept
+        got, want = _windows(out / name), _windows(runs["root"] / "compare" / name)
+        assert [r["chosen_rank"] for r in got] == [r["chosen_rank"] for r in want]
+        for g, w in zip(got, want, strict=True):
+            assert g["nll"] == pytest.approx(w["nll"], rel=1e-6)
+        assert resumed[name]["metrics"]["token_ppl"] == pytest.approx(full["metrics"]["token_ppl"], rel=1e-6)
+    assert not partial.exists() and (out / "candidates.jsonl").is_file()
+
+
+def test_bad_compare_options_fail_naming_the_option(ppl_setup, tmp_path):
+    missing_lm = tmp_path / "no-such-model"  # an error about the LM would mean the checks came too late
+
+    def fails(match, **kwargs):
+        args = {
+            "text": str(ppl_setup["text"]), "lm": str(missing_lm), "output": str(tmp_path / "out"),
+            "index": str(ppl_setup["index"]), "progress": False, "runtime": Runtime(device="cpu"), **kwargs,
+        }  # fmt: skip
+        with pytest.raises(RalmInputError, match=match):
+            eval_ppl(**args)
+
+    fails("--compare: cannot be combined with --sweep", compare="bm25,oracle", sweep="stride=4,8")
+    fails("--compare: cannot be combined with --no-retrieval", compare="bm25", no_retrieval=True)
+    fails(
+        "--compare: cannot be combined with --rerank-lm",
+        compare="zero-shot",
+        reranking=Reranking(reranker="zero-shot", rerank_lm=str(missing_lm)),
+    )
+    fails(
+        "--compare: cannot be combined with --reranker oracle", compare="bm25", reranking=Reranking("oracle")
+    )
+    fails("--compare: unknown condition 'bm-25'", compare="bm25,bm-25")
+    fails("--compare: unknown condition ''", compare="")
+    fails("--compare: condition 'oracle' given twice", compare="oracle,bm25,oracle")
+    fails("--compare: condition 'mine' given twice", compare=f"mine={tmp_path},mine={tmp_path}")
+    fails("--compare: 'oracle=.*' is not NAME=PATH", compare=f"oracle={tmp_path}")
+    fails("--compare: 'my reranker=.*' is not NAME=PATH", compare=f"my reranker={tmp_path}")
+    fails("--compare trained=.*: no such reranker folder", compare=f"trained={tmp_path / 'nothing'}")
+    fails("--index: required with --compare", compare="no-retrieval", index=None)
+    assert not (tmp_path / "out").exists()
+
+
+def test_zero_shot_in_the_list_needs_room_for_the_ranking_tokens(ppl_setup, tmp_path):
+    # 110 + 4 targets fit in 128, but not with the 16 ranking tokens zero-shot scores too.
+    window = Windowing(stride=4, max_length=MAX_LENGTH, max_passage_tokens=110)
+    with pytest.raises(RalmInputError, match="--max-length 128: too small .* and 16 ranking tokens"):
+        _run(ppl_setup, tmp_path / "out", tmp_path / "cache.jsonl", compare="bm25,zero-shot", window=window)
+
+
+def test_cli_compare(runs, ppl_setup, tmp_path, capsys):
+    from ralm.cli import main as ralm_main
+
+    out = tmp_path / "cli"
+    ralm_main([
+        "eval", "ppl", "--text", str(ppl_setup["text"]), "--lm", str(ppl_setup["lm_dir"]), "--output", str(out),
+        "--index", str(ppl_setup["index"]), "--max-length", "128", "--max-passage-tokens", "64", "--k", "4",
+        "--max-tokens", str(N), "--retrieval-cache", str(runs["cache"]), "--progress=false", "--device", "cpu",
+        "--compare", "no-retrieval,oracle",
+    ])  # fmt: skip
+    printed = capsys.readouterr().out
+    assert "ralm eval ppl: no-retrieval" in printed and "ralm eval ppl: oracle" in printed
+    oracle = json.loads((out / "oracle" / "results.json").read_text())
+    assert oracle["metrics"]["token_ppl"] == pytest.approx(
+        runs["singles"]["oracle"]["metrics"]["token_ppl"], rel=1e-5
+    )
+
+    with pytest.raises(SystemExit) as exit_info:
+        ralm_main(["eval", "ppl", "--text", str(ppl_setup["text"]), "--lm", "x", "--output", str(out),
+                   "--index", str(ppl_setup["index"]), "--compare", "bm25,best"])  # fmt: skip
+    assert exit_info.value.code == 2
+    assert "error: --compare: unknown condition 'best'" in capsys.readouterr().err
