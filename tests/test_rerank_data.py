@@ -38,10 +38,25 @@ def test_split_is_by_document_and_keeps_every_usable_row(tmp_path, rows):
     assert sorted(data.train_rows + data.val_rows) == [i for i in range(60) if i not in (5, 6)]
     train_docs = {rows[i]["doc_id"] for i in data.train_rows}
     val_docs = {rows[i]["doc_id"] for i in data.val_rows}
-    assert not train_docs & val_docs and len(val_docs) == 3  # 25% of 12 documents
+    assert not train_docs & val_docs and len(val_docs) == 3  # 3 documents of 5 rows: 15 of 58 rows >= 25%
     # with --abstain the one-passage group gains the empty passage and becomes usable
     data = load_rerank_data(str(tmp_path / "d"), abstain=True, val_fraction=0.25, seed=0)
     assert data.skipped_small == 1
+
+
+def test_validation_share_counts_prefixes_not_documents(tmp_path, rows):
+    """Books differ in size: holding out a share of the documents could hold out almost no prefixes."""
+    rows = [dict(r) for r in rows[:60]]
+    for i, row in enumerate(rows):  # one document of 36 rows, twelve of 2
+        row["doc_id"] = "big" if i < 36 else f"small{(i - 36) // 2}"
+    for seed in range(6):
+        data = load_rerank_data(
+            str(save_rows(rows, tmp_path / f"d{seed}")), abstain=False, val_fraction=0.1, seed=seed
+        )
+        val_docs = {rows[i]["doc_id"] for i in data.val_rows}
+        assert not val_docs & {rows[i]["doc_id"] for i in data.train_rows}
+        assert len(data.val_rows) >= 6  # a tenth of 60 prefixes, whichever documents come first
+        assert len(data.train_rows) > 0
 
 
 def test_groups_and_collation(tmp_path, rows, tiny_encoder_dir):

@@ -91,3 +91,48 @@ def test_prior_and_abstain_are_refused_together(prior_run):
     data, _ = prior_run
     with pytest.raises(RalmInputError, match="bm25_prior"):
         load_rerank_data(str(data), abstain=True, val_fraction=0.25, seed=0, bm25_prior=True)
+
+
+def test_head_and_prior_weight_learn_at_their_own_rates(tiny_encoder_dir):
+    """The zeroed head and the prior weight would barely move at an encoder's learning rate (1e-5)."""
+    module = RerankerModule(
+        str(tiny_encoder_dir), max_length=40, max_prefix_tokens=12, bm25_prior=True,
+        lr=1e-5, head_lr=3e-3, prior_lr=0.05, weight_decay=0.01,
+    )  # fmt: skip
+    optimizer = module.configure_optimizers()["optimizer"]
+    group_of = {id(p): g for g in optimizer.param_groups for p in g["params"]}
+    trainable = [p for p in module.parameters() if p.requires_grad]
+    assert sum(len(g["params"]) for g in optimizer.param_groups) == len(trainable) == len(group_of)
+    head = module.encoder.classifier  # BertForSequenceClassification's one-logit layer
+    assert (
+        group_of[id(head.weight)]["initial_lr"] == 3e-3 and group_of[id(head.weight)]["weight_decay"] == 0.01
+    )
+    assert group_of[id(head.bias)]["initial_lr"] == 3e-3 and group_of[id(head.bias)]["weight_decay"] == 0.0
+    assert group_of[id(module.prior_weight)]["initial_lr"] == 0.05
+    assert group_of[id(module.prior_weight)]["weight_decay"] == 0.0
+    embeddings = module.encoder.base_model.embeddings.word_embeddings.weight
+    assert group_of[id(embeddings)]["initial_lr"] == 1e-5 and group_of[id(embeddings)]["weight_decay"] == 0.01
+    layer_norm = module.encoder.base_model.embeddings.LayerNorm.weight
+    assert group_of[id(layer_norm)]["initial_lr"] == 1e-5 and group_of[id(layer_norm)]["weight_decay"] == 0.0
+
+
+def test_without_a_validation_win_the_export_is_bm25_itself(tmp_path, real_documents, tiny_encoder_dir):
+    """BM25's top-1 is always the LM's best here: no checkpoint can beat it, so a tie exports step 0."""
+    from tests.rerank_fixtures import keyword_rows, save_rows
+
+    rows = keyword_rows(real_documents, 24, k=3, seed=2)
+    for row in rows:
+        row["lm_logprobs"] = [-5.0, -7.0, -9.0]
+    data = save_rows(rows, tmp_path / "data")
+    summary = fit_reranker(
+        str(data),
+        str(tmp_path / "out"),
+        encoder=EncoderArgs(name=str(tiny_encoder_dir), max_length=40, max_prefix_tokens=12),
+        loader=LoaderArgs(batch_size=4, val_batch_size=16, val_fraction=0.25),
+        optim=OptimArgs(lr=1e-3, head_lr=1e-2, warmup_steps=1, max_steps=3),
+        run=RunArgs(accelerator="cpu", devices=1, val_every=1, save_every=1, wandb="off", progress_bar=False),
+        bm25_prior=True,
+    )
+    info = json.loads((Path(summary["reranker"]) / "ralm_reranker.json").read_text())
+    assert info["checkpoint"] == STEP0_FILE and summary["best_gain_recovered"] == 0.0
+    assert info["bm25_prior"]["weight"] == 1.0

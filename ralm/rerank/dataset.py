@@ -152,9 +152,7 @@ def load_rerank_data(
             f"{path}: {len(usable)} usable prefixes from {len(docs)} source document(s); the train/validation "
             "split is by document and needs at least 2"
         )
-    order = np.random.default_rng(seed).permutation(len(docs))
-    n_val = min(len(docs) - 1, max(1, round(val_fraction * len(docs))))
-    val_docs = {docs[i] for i in order[:n_val]}
+    val_docs = _validation_documents(docs, [doc_ids[i] for i in usable], val_fraction, seed)
     train_rows = [int(i) for i in usable if doc_ids[i] not in val_docs]
     val_rows = [int(i) for i in usable if doc_ids[i] in val_docs]
     if max_val_prefixes is not None:
@@ -169,6 +167,25 @@ def load_rerank_data(
         columns=list(ds.column_names),
         bm25_prior=bm25_prior,
     )
+
+
+def _validation_documents(docs: list[str], row_docs: list[str], val_fraction: float, seed: int) -> set[str]:
+    """Documents, in a seeded random order, until they hold ``val_fraction`` of the rows (at least one
+    document, never all). Counting rows rather than documents matters when documents differ in size
+    (Bible books): a tenth of the books can hold a fiftieth of the prefixes."""
+    per_doc: dict[str, int] = {}
+    for d in row_docs:
+        per_doc[d] = per_doc.get(d, 0) + 1
+    order = np.random.default_rng(seed).permutation(len(docs))
+    wanted = val_fraction * len(row_docs)
+    chosen: set[str] = set()
+    held = 0
+    for i in order[: len(docs) - 1]:
+        if chosen and held >= wanted:
+            break
+        chosen.add(docs[i])
+        held += per_doc[docs[i]]
+    return chosen
 
 
 class GroupDataset(torch.utils.data.Dataset):

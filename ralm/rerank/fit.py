@@ -176,6 +176,8 @@ def fit_reranker(
         "max_length": encoder.max_length,
         "max_prefix_tokens": encoder.max_prefix_tokens,
         "bm25_prior": bm25_prior,
+        "prior_lr": optim.prior_lr,
+        "head_lr": optim.head_lr,
     }
     resume = resolve_ckpt_path(ckpt_path, out_dir)
     if resume is not None and os.path.isfile(resume):  # a DeepSpeed checkpoint is a folder of shards
@@ -248,7 +250,9 @@ def fit_reranker(
         return {}
     chosen = best.best_model_path or last.last_model_path
     best_score = finite_or_none(float(best.best_model_score)) if best.best_model_score is not None else None
-    if bm25_prior and os.path.exists(step0) and (best_score is None or best_score < 0.0):
+    # Only a checkpoint that beat BM25 on validation replaces BM25's ranking: at a tie (the picks did not
+    # change) the trained model has no evidence for it, and elsewhere it could be better or worse.
+    if bm25_prior and os.path.exists(step0) and (best_score is None or best_score <= 0.0):
         chosen, best_score = step0, 0.0
     metrics = {
         k: finite_or_none(float(v)) for k, v in trainer.callback_metrics.items() if k.startswith("val/")
@@ -285,6 +289,7 @@ def fit_reranker(
             "optim": asdict(optim),
             "run": asdict(run),
             "abstain": abstain,
+            "bm25_prior": bm25_prior,
             "seed": seed,
             "data": data,
         },

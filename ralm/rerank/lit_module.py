@@ -16,7 +16,7 @@ from transformers import get_linear_schedule_with_warmup
 from ralm.rerank.dataset import scatter_scores
 from ralm.rerank.losses import rerank_loss
 from ralm.rerank.metrics import SelectionSums, selection_sums
-from ralm.rerank.model import load_cross_encoder, zero_output_head
+from ralm.rerank.model import load_cross_encoder, output_head, zero_output_head
 
 _PAIR_KEYS = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -39,6 +39,8 @@ class RerankerModule(pl.LightningModule):
         max_length: int = 512,
         max_prefix_tokens: int = 256,
         bm25_prior: bool = False,
+        prior_lr: float = 1e-2,
+        head_lr: float | None = None,
     ):
         super().__init__()
         # Stored in every checkpoint: resuming checks them, export writes them to ralm_reranker.json.
@@ -108,16 +110,30 @@ class RerankerModule(pl.LightningModule):
     def configure_optimizers(self):
         hp = self.hparams
         # No weight decay on biases and LayerNorm weights (the usual BERT fine-tuning recipe).
-        decay, no_decay = [], []
+        # The fresh one-logit head may learn faster (head_lr): zeroed under the BM25 prior, it moves only
+        # as fast as its learning rate allows.
+        head = {id(p) for p in output_head(self.encoder).parameters()}
+        head_lr = hp.get("head_lr") or hp.lr
+        groups = {(is_head, decays): [] for is_head in (False, True) for decays in (True, False)}
         for param in self.encoder.parameters():
             if param.requires_grad:
-                (no_decay if param.dim() < 2 else decay).append(param)
+                groups[(id(param) in head, param.dim() >= 2)].append(param)
+        groups = [
+            {
+                "params": params,
+                "weight_decay": hp.weight_decay if decays else 0.0,
+                "lr": head_lr if is_head else hp.lr,
+            }
+            for (is_head, decays), params in groups.items()
+            if params
+        ]
         if self.prior_weight is not None:
-            no_decay.append(self.prior_weight)  # decay would pull the model away from BM25
-        optimizer = torch.optim.AdamW(
-            [{"params": decay, "weight_decay": hp.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-            lr=hp.lr,
-        )
+            # A scalar of order 1: at the encoder's learning rate (1e-5) it would not move in a short run.
+            # No decay either: it would pull the model away from BM25.
+            groups.append(
+                {"params": [self.prior_weight], "weight_decay": 0.0, "lr": hp.get("prior_lr", 1e-2)}
+            )
+        optimizer = torch.optim.AdamW(groups, lr=hp.lr)
         schedule = get_linear_schedule_with_warmup(optimizer, hp.warmup_steps, hp.max_steps)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 

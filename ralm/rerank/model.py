@@ -40,6 +40,15 @@ def load_cross_encoder(name_or_path: str, *, gradient_checkpointing: bool = Fals
     return model
 
 
+def output_head(model: PreTrainedModel) -> torch.nn.Linear:
+    """The one-logit output layer: the last ``Linear`` with one output (BERT's ``classifier``, RoBERTa's
+    ``classifier.out_proj``)."""
+    heads = [m for m in model.modules() if isinstance(m, torch.nn.Linear) and m.out_features == 1]
+    if not heads:
+        raise RalmInputError(f"{type(model).__name__}: no one-output Linear layer")
+    return heads[-1]
+
+
 def zero_output_head(model: PreTrainedModel) -> None:
     """Zero the weights and bias of the one-logit output layer, so the model scores every pair 0.
 
@@ -47,13 +56,11 @@ def zero_output_head(model: PreTrainedModel) -> None:
     learns corrections. The output layer is the last ``Linear`` with one output (BERT's ``classifier``,
     RoBERTa's ``classifier.out_proj``).
     """
-    heads = [m for m in model.modules() if isinstance(m, torch.nn.Linear) and m.out_features == 1]
-    if not heads:
-        raise RalmInputError(f"{type(model).__name__}: no one-output Linear layer to zero")
+    head = output_head(model)
     with torch.no_grad():
-        heads[-1].weight.zero_()
-        if heads[-1].bias is not None:
-            heads[-1].bias.zero_()
+        head.weight.zero_()
+        if head.bias is not None:
+            head.bias.zero_()
 
 
 def load_tokenizer(name_or_path: str) -> PreTrainedTokenizerBase:

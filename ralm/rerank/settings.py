@@ -34,7 +34,7 @@ class LoaderArgs:
     val_batch_size: int = 32
     """Prefixes per validation batch."""
     val_fraction: float = 0.05
-    """Share of source documents held out for validation (no document is in both splits)."""
+    """Share of prefixes held out for validation, taken as whole source documents (none is in both splits)."""
     max_val_prefixes: int | None = None
     """Cap on validation prefixes, to keep frequent validation cheap."""
     num_workers: int = 0
@@ -51,6 +51,10 @@ class OptimArgs:
     """τ of the kl loss."""
     lr: float = 1e-5
     """Peak learning rate."""
+    head_lr: float | None = None
+    """Peak learning rate of the new one-logit output layer (default: lr)."""
+    prior_lr: float = 1e-2
+    """Peak learning rate of the BM25 prior's weight (--bm25-prior); same warmup and decay."""
     weight_decay: float = 0.01
     """AdamW weight decay (not on biases and LayerNorm)."""
     warmup_steps: int = 1000
