@@ -37,12 +37,13 @@ class DemoScale:
 
 # Cost model (2-core CPU, fp32): SmolLM2-135M reads about 100-400 tokens/s and MiniLM-L6 trains on about
 # 1,000-4,000 pair-tokens/s, the low ends measured with five other jobs on the same two cores. data-gen
-# reads num_prefixes x (k + 1) inputs of max_length tokens; eval reads about (eval_tokens / stride) x
-# (3 + 2k) inputs; training reads train_steps x batch_size x k pairs of encoder_max_length tokens.
+# reads num_prefixes x (k + 1) inputs of max_length tokens; eval (one --compare table for all five
+# conditions) reads about (eval_tokens / stride) x (k + 1) inputs; training reads train_steps x batch_size x k
+# pairs of encoder_max_length tokens.
 # 64-word passages cut to 96 tokens keep max_length at 192 (passage, a 64-token prefix, 32 targets).
 QUICK = DemoScale(
     heldout_books=("Mark",),
-    eval_tokens=512,
+    eval_tokens=1024,
     stride=32,
     query_tokens=32,
     max_length=192,
@@ -65,7 +66,7 @@ QUICK = DemoScale(
 FULL = replace(
     QUICK,
     heldout_books=("Mark", "Ruth", "Jonah", "Phil"),
-    eval_tokens=1536,
+    eval_tokens=3072,
     num_prefixes=320,
     prefixes_per_shard=32,
     train_steps=120,
