@@ -50,9 +50,9 @@ QUICK = DemoScale(
     max_passage_tokens=96,
     passage_words=64,
     k=4,
-    num_prefixes=64,
-    prefixes_per_shard=16,
-    train_steps=30,
+    num_prefixes=56,
+    prefixes_per_shard=14,
+    train_steps=24,
     batch_size=8,
     lr=2e-4,
     warmup_steps=3,
@@ -60,7 +60,7 @@ QUICK = DemoScale(
     encoder_max_length=128,
     max_prefix_tokens=32,
     val_fraction=0.1,
-    val_every=10,
+    val_every=8,
 )
 
 FULL = replace(

@@ -58,7 +58,8 @@ def prefix_tails(
     """Each prefix cut to the text of its last ``max_prefix_tokens`` tokens (cut at a token's start)."""
     if not tokenizer.is_fast:
         raise TypeError("the reranker needs a fast (Rust) tokenizer for character offsets")
-    encoded = tokenizer(list(prefixes), add_special_tokens=False, return_offsets_mapping=True)
+    # verbose=False: whole prefixes may exceed the encoder's length; only their tails are ever encoded.
+    encoded = tokenizer(list(prefixes), add_special_tokens=False, return_offsets_mapping=True, verbose=False)
     tails = []
     for text, offsets in zip(prefixes, encoded["offset_mapping"], strict=True):
         if len(offsets) <= max_prefix_tokens:
