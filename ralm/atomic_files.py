@@ -15,7 +15,7 @@ import json
 import os
 import secrets
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -60,6 +60,16 @@ def write_json_atomic(path: str | os.PathLike, obj: Any, indent: int | None = 2,
     `obj` is serialised before any file is created, so an unserialisable value leaves nothing behind.
     """
     write_text_atomic(path, json.dumps(obj, indent=indent, **dumps_kwargs) + "\n")
+
+
+def write_jsonl_atomic(path: str | os.PathLike, rows: Iterable[dict], **dumps_kwargs: Any) -> int:
+    """One ``json.dumps(row, **dumps_kwargs)`` line per row, written atomically; returns the row count."""
+    count = 0
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, **dumps_kwargs) + "\n")
+            count += 1
+    return count
 
 
 def partial_dir(final: Path) -> Path:

@@ -13,6 +13,7 @@ from ralm.atomic_files import (
     publish_dir,
     temp_sibling,
     write_json_atomic,
+    write_jsonl_atomic,
     write_text_atomic,
 )
 
@@ -179,3 +180,20 @@ def test_ensure_writable_dir_names_a_file_in_the_way(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(RalmInputError, match=r"file/out: output folder is not writable"):
         ensure_writable_dir(tmp_path / "file" / "out")
+
+
+def test_jsonl_rows_are_written_whole_or_not_at_all(tmp_path):
+    path = tmp_path / "rows.jsonl"
+    rows = [{"id": 1, "text": "Ünïcode"}, {"id": 2, "text": "b"}]
+    assert write_jsonl_atomic(path, rows, ensure_ascii=False) == 2
+    assert [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] == rows
+    assert "Ünïcode" in path.read_text(encoding="utf-8")  # the kwarg reached json.dumps
+
+    def failing():
+        yield {"id": 3}
+        raise RuntimeError("killed half way")
+
+    with pytest.raises(RuntimeError):
+        write_jsonl_atomic(path, failing())
+    assert [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] == rows
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rows.jsonl"]

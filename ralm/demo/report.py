@@ -9,10 +9,10 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
 from dataclasses import asdict
 from pathlib import Path
 
+from ralm.atomic_files import atomic_path, write_text_atomic
 from ralm.demo.presets import DemoScale
 
 # Conditions in the order they are shown; one `ralm eval ppl --compare` run scores them all.
@@ -119,10 +119,9 @@ def plot(metrics: dict[str, dict], gain_curve: list[tuple[int, float]], path: Pa
     right.set_title("Share of the BM25-to-oracle gain the reranker recovers")
     right.legend(loc="upper left")
     fig.tight_layout()
-    tmp = path.with_name(f".{path.stem}.tmp{os.getpid()}{path.suffix}")
-    fig.savefig(tmp, dpi=110)
+    with atomic_path(path, suffix=path.suffix) as tmp:
+        fig.savefig(tmp, dpi=110)
     plt.close(fig)
-    os.replace(tmp, path)
 
 
 def orderings(metrics: dict[str, dict]) -> dict[str, bool]:
@@ -170,9 +169,7 @@ def build_report(
         ("report.json", json.dumps(report, indent=1, default=str) + "\n"),
         ("report.txt", table + "\n"),
     ):
-        tmp = run_dir / f".{name}.tmp{os.getpid()}"
-        tmp.write_text(content)
-        os.replace(tmp, run_dir / name)
+        write_text_atomic(run_dir / name, content)
     if any(not math.isfinite(m["token_ppl"]) for m in metrics.values()):
         print("[demo] warning: a perplexity is not finite; see the eval results", flush=True)
     return report

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ralm.atomic_files import write_json_atomic, write_text_atomic
 from ralm.errors import RalmInputError
 
 
@@ -36,12 +37,6 @@ class Stage:
     """The folder or file whose existence (with the done mark) means the stage is complete."""
     resume_options: list[str] = field(default_factory=list)
     """Options added only when a killed run left partial work (`--ckpt-path last`); not part of the key."""
-
-
-def _write_json_atomic(path: Path, value: dict) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(json.dumps(value, indent=1) + "\n")
-    os.replace(tmp, path)
 
 
 class StageRunner:
@@ -67,7 +62,7 @@ class StageRunner:
             seconds = float(self.state[stage.key]["seconds"])
             print(f"[demo] {stage.key}: done earlier ({seconds:.0f} s), reusing {stage.output}", flush=True)
             self.state[stage.key]["reused"] = True
-            _write_json_atomic(self.state_path, self.state)
+            write_json_atomic(self.state_path, self.state, indent=1)
             return seconds
         argv = stage.command + (stage.resume_options if stage.output.exists() else [])
         print(f"[demo] {stage.key}: {'ralm ' + shlex.join(argv)}", flush=True)
@@ -75,7 +70,7 @@ class StageRunner:
         self._dispatch(argv)
         seconds = time.perf_counter() - started
         self.state[stage.key] = {"command": stage.command, "seconds": seconds, "reused": False}
-        _write_json_atomic(self.state_path, self.state)
+        write_json_atomic(self.state_path, self.state, indent=1)
         return seconds
 
     def _write_commands(self) -> None:
@@ -85,10 +80,7 @@ class StageRunner:
             "set -euo pipefail",
             f"cd {shlex.quote(os.getcwd())}",
         ]
-        path = self.run_dir / "commands.sh"
-        tmp = path.with_name(f".commands.sh.tmp{os.getpid()}")
-        tmp.write_text("\n".join(header + self.commands) + "\n")
-        os.replace(tmp, path)
+        write_text_atomic(self.run_dir / "commands.sh", "\n".join(header + self.commands) + "\n")
 
 
 def _run_in_process(argv: list[str]) -> None:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from ralm.atomic_files import write_json_atomic
+from ralm.atomic_files import write_json_atomic, write_jsonl_atomic
 from ralm.errors import RalmInputError
 from ralm.eval import choosers
 from ralm.eval.perplexity import Candidate, ScoringSettings, window_request
@@ -37,7 +37,6 @@ from ralm.eval.ppl_outputs import (
     WindowLog,
     config_key,
     point_results,
-    write_jsonl_atomic,
 )
 from ralm.eval.windows import Window, ranking_span
 from ralm.lm.loading import FrozenLM

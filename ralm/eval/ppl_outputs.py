@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from ralm.atomic_files import atomic_path
+from ralm.atomic_files import write_jsonl_atomic
 
 RESULTS_FORMAT = "ralm-eval-ppl/1"
 WINDOWS_FILE = "windows.jsonl"
@@ -81,12 +81,6 @@ class WindowLog:
         write_jsonl_atomic(self.final, rows)
         self.partial.unlink(missing_ok=True)
         return rows
-
-
-def write_jsonl_atomic(path: Path, rows: Iterable[dict]) -> None:
-    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row) + "\n")
 
 
 def point_results(rows: list[dict], text, config: dict, timings: dict, resumed: int) -> dict:
