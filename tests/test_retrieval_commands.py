@@ -92,3 +92,14 @@ def test_killed_retrieve_resumes_after_its_last_complete_query(tmp_path, real_do
     assert (tmp_path / "run.jsonl").read_text() == "".join(full_jsonl)
     assert (tmp_path / "run.trec").read_text() == (tmp_path / "full.trec").read_text()
     assert not list(tmp_path.glob(".*.partial"))
+
+
+def test_index_from_documents_with_overlapping_passages(tmp_path, real_documents):
+    docs = write_jsonl(tmp_path / "d.jsonl", real_documents[:4])
+    index_command.main(
+        ["--documents", str(docs), "--index-dir", str(tmp_path / "idx"), "--words", "60", "--stride", "20"]
+    )
+    passages = read_passages(tmp_path / "idx.passages.jsonl")
+    first = real_documents[0]["text"].split()
+    assert passages[1].text.split() == first[20:80]  # the second passage starts 20 words after the first
+    assert sum(p.doc_id == real_documents[0]["id"] for p in passages) == 1 + -(-(len(first) - 60) // 20)

@@ -76,3 +76,38 @@ def test_words_must_be_positive(real_documents):
 
     with pytest.raises(RalmInputError, match="words"):
         list(split_passages(real_documents, words=0))
+
+
+def test_overlapping_passages_start_every_stride_words_and_cover_the_text(real_documents):
+    words_per, stride = 64, 32
+    passages = list(split_passages(real_documents, words=words_per, stride=stride))
+    for doc in real_documents:
+        words = doc["text"].split()
+        parts = [p for p in passages if p.doc_id == doc["id"]]
+        # independent reference: passage n is words[32n : 32n + 64], and passages stop once one reaches the end
+        n_expected = 1 if len(words) <= words_per else 1 + -(-(len(words) - words_per) // stride)
+        assert len(parts) == n_expected
+        for n, p in enumerate(parts):
+            assert p.id == f"{doc['id']}-{n}" and p.text.split() == words[n * stride : n * stride + words_per]
+        assert parts[-1].text.split()[-1] == words[-1]  # the end is covered ...
+        if len(parts) > 1:  # ... and no passage lies wholly inside the one before it
+            assert (len(parts) - 2) * stride + words_per < len(words)
+        # any span of words_per - stride words lies wholly inside some passage
+        span = words_per - stride
+        for start in range(0, len(words) - span + 1, 7):
+            assert any(
+                n * stride <= start and start + span <= n * stride + words_per for n in range(len(parts))
+            )
+
+
+def test_stride_equal_to_words_is_the_non_overlapping_split(real_documents):
+    plain = list(split_passages(real_documents, words=50))
+    assert list(split_passages(real_documents, words=50, stride=50)) == plain
+
+
+@pytest.mark.parametrize("stride", [0, 65])
+def test_stride_must_be_between_1_and_words(real_documents, stride):
+    from ralm.errors import RalmInputError
+
+    with pytest.raises(RalmInputError, match="stride"):
+        list(split_passages(real_documents, words=64, stride=stride))

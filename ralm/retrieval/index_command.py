@@ -56,6 +56,7 @@ def make_index(
     documents: Path | None = None,
     backend: Literal["bm25s", "pyserini", "faiss"] = "bm25s",
     words: int = 100,
+    stride: int | None = None,
     exclude: list[str] | None = None,
     exclude_file: Path | None = None,
     threads: int = 1,
@@ -71,6 +72,7 @@ def make_index(
         documents: Raw documents to split first (JSONL, folder of .txt, or datasets dir).
         backend: bm25s (default), pyserini (Lucene, needs Java 21) or faiss (dense).
         words: Words per passage when splitting `documents`.
+        stride: Words between passage starts when splitting `documents` (default: `words`, no overlap).
         exclude: Titles or doc ids to leave out when splitting `documents`.
         exclude_file: File with one title or doc id per line to leave out.
         threads: Indexing threads (pyserini).
@@ -78,7 +80,9 @@ def make_index(
     """
     if documents is not None:
         passages = passages or Path(f"{index_dir}.passages.jsonl")
-        make_passages(documents, passages, words=words, exclude=exclude, exclude_file=exclude_file)
+        make_passages(
+            documents, passages, words=words, exclude=exclude, exclude_file=exclude_file, stride=stride
+        )
     elif passages is None:
         raise RalmInputError("passages: give --passages FILE (or --documents to split raw documents first)")
     if backend == "bm25s":

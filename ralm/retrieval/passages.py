@@ -118,10 +118,31 @@ def read_documents(path: str | os.PathLike) -> Iterator[dict]:
         raise RalmInputError(f"{path}: empty input (no documents)")
 
 
+def passage_starts(num_words: int, words: int, stride: int) -> list[int]:
+    """Word offsets of a document's passages: every `stride` words, until one reaches the end.
+
+    With ``stride == words`` the passages tile the text; a smaller stride overlaps them, and no passage is
+    ever wholly inside the one before it (the last one may be shorter).
+    """
+    starts = [0]
+    while starts[-1] + words < num_words:
+        starts.append(starts[-1] + stride)
+    return starts
+
+
 def split_passages(
-    docs: Iterable[dict], words: int = 100, exclude: Iterable[str] = (), stats: dict | None = None
+    docs: Iterable[dict],
+    words: int = 100,
+    exclude: Iterable[str] = (),
+    stats: dict | None = None,
+    stride: int | None = None,
 ) -> Iterator[Passage]:
-    """Non-overlapping `words`-word passages per document, ids ``{doc_id}-{n}`` (n from 0).
+    """`words`-word passages per document every `stride` words (default `words`: non-overlapping), ids
+    ``{doc_id}-{n}`` (n from 0).
+
+    Overlapping passages (``stride < words``) put every span of up to ``words - stride`` words wholly
+    inside some passage with room before and after it, so a query's match and what follows it can be
+    retrieved together.
 
     `exclude` holds titles or doc ids to leave out (the evaluation documents, as the paper removed
     WikiText-103's test articles). If `stats` is given it is filled with counts: documents, excluded,
@@ -129,6 +150,9 @@ def split_passages(
     """
     if words < 1:
         raise RalmInputError(f"words: must be >= 1, got {words}")
+    stride = words if stride is None else stride
+    if not 1 <= stride <= words:
+        raise RalmInputError(f"stride: must be between 1 and words ({words}), got {stride}")
     exclude = set(exclude)
     matched: set[str] = set()
     counts = {"documents": 0, "excluded": 0, "passages": 0}
@@ -140,7 +164,9 @@ def split_passages(
             counts["excluded"] += 1
             continue
         tokens = doc["text"].split()
-        for n, start in enumerate(range(0, len(tokens), words)):
+        if not tokens:
+            continue
+        for n, start in enumerate(passage_starts(len(tokens), words, stride)):
             counts["passages"] += 1
             body = " ".join(tokens[start : start + words])
             yield Passage(

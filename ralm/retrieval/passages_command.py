@@ -1,6 +1,7 @@
 """`ralm passages`: raw documents -> 100-word passages JSONL (the corpus every index is built from).
 
 ralm passages --input docs.jsonl --out passages.jsonl [--words 100] [--exclude '[title1, id2]']
+ralm passages --input docs.jsonl --out passages.jsonl --words 64 --stride 32      # overlapping passages
 ralm passages --input texts/ --out passages.jsonl --exclude-file test_titles.txt
 """
 
@@ -31,8 +32,9 @@ def make_passages(
     words: int = 100,
     exclude: list[str] | None = None,
     exclude_file: Path | None = None,
+    stride: int | None = None,
 ) -> dict:
-    """Split documents (JSONL, folder of .txt, or datasets dir) into non-overlapping passages.
+    """Split documents (JSONL, folder of .txt, or datasets dir) into passages.
 
     Args:
         input: Documents: JSONL with id/title/text (or contents), a folder of .txt files, or a datasets dir.
@@ -40,17 +42,20 @@ def make_passages(
         words: Words per passage (the paper: 100).
         exclude: Titles or doc ids to leave out (the evaluation documents).
         exclude_file: A file with one title or doc id per line to leave out, added to `exclude`.
+        stride: Words between passage starts (default: `words`, non-overlapping as in the paper); smaller
+            overlaps the passages so a match and the text after it can be retrieved together.
     """
     names = list(exclude or [])
     if exclude_file is not None:
         names += read_exclude_file(exclude_file)
     stats: dict = {}
     count = write_passages(
-        split_passages(read_documents(input), words=words, exclude=names, stats=stats), out
+        split_passages(read_documents(input), words=words, exclude=names, stats=stats, stride=stride), out
     )
     stats["passages"] = count
     print(
-        f"passages: {stats['documents']} documents -> {count} passages of <= {words} words in {out}; "
+        f"passages: {stats['documents']} documents -> {count} passages of <= {words} words"
+        f"{f' every {stride} words' if stride and stride != words else ''} in {out}; "
         f"{stats['excluded']} document(s) excluded",
         file=sys.stderr,
     )
