@@ -179,30 +179,26 @@ def eval_ppl(
     rerankers = {}
     if no_retrieval:
         mode = "no-retrieval"
-    elif conditions:
+    else:
         from ralm.rerank.inference import PredictiveReranker
         from ralm.retrieval.index import open_index
 
         retriever = open_index(index, passages) if passages else open_index(index)
-        mode = "compare"
-        for c in conditions:
-            if c.mode == "trained":
-                rerankers[c.name] = PredictiveReranker.from_pretrained(c.reranker, device=runtime.device)
-    else:
-        from ralm.retrieval.index import open_index
-
-        retriever = open_index(index, passages) if passages else open_index(index)
-        mode = {"none": "bm25", "zero-shot": "zero-shot", "oracle": "oracle"}.get(
-            reranking.reranker, "trained"
-        )
-        if mode == "trained":
-            if not Path(reranking.reranker).is_dir():
-                raise RalmInputError(
-                    f"--reranker {reranking.reranker!r}: expected none, zero-shot, oracle or a reranker folder"
-                )
-            from ralm.rerank.inference import PredictiveReranker
-
-            reranker_model = PredictiveReranker.from_pretrained(reranking.reranker, device=runtime.device)
+        if conditions:
+            mode = "compare"
+            for c in conditions:
+                if c.mode == "trained":
+                    rerankers[c.name] = PredictiveReranker.from_pretrained(c.reranker, device=runtime.device)
+        else:
+            mode = {"none": "bm25", "zero-shot": "zero-shot", "oracle": "oracle"}.get(
+                reranking.reranker, "trained"
+            )
+            if mode == "trained":
+                if not Path(reranking.reranker).is_dir():
+                    raise RalmInputError(
+                        f"--reranker {reranking.reranker!r}: expected none, zero-shot, oracle or a reranker folder"
+                    )
+                reranker_model = PredictiveReranker.from_pretrained(reranking.reranker, device=runtime.device)
 
     model = load_lm(lm, device=runtime.device, dtype=runtime.dtype, gguf_file=gguf_file)
     max_length = min(window.max_length or PAPER_MAX_LENGTH, model.max_length)
