@@ -113,7 +113,7 @@ class RerankerModule(pl.LightningModule):
         # The fresh one-logit head may learn faster (head_lr): zeroed under the BM25 prior, it moves only
         # as fast as its learning rate allows.
         head = {id(p) for p in output_head(self.encoder).parameters()}
-        head_lr = hp.get("head_lr") or hp.lr
+        head_lr = hp.head_lr or hp.lr
         groups = {(is_head, decays): [] for is_head in (False, True) for decays in (True, False)}
         for param in self.encoder.parameters():
             if param.requires_grad:
@@ -130,9 +130,7 @@ class RerankerModule(pl.LightningModule):
         if self.prior_weight is not None:
             # A scalar of order 1: at the encoder's learning rate (1e-5) it would not move in a short run.
             # No decay either: it would pull the model away from BM25.
-            groups.append(
-                {"params": [self.prior_weight], "weight_decay": 0.0, "lr": hp.get("prior_lr", 1e-2)}
-            )
+            groups.append({"params": [self.prior_weight], "weight_decay": 0.0, "lr": hp.prior_lr})
         optimizer = torch.optim.AdamW(groups, lr=hp.lr)
         schedule = get_linear_schedule_with_warmup(optimizer, hp.warmup_steps, hp.max_steps)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
