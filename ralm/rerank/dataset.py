@@ -97,6 +97,20 @@ def open_dataset(path: str, *, abstain: bool, bm25_prior: bool = False):
     return ds.select_columns(needed)
 
 
+def _list_lengths(table, column: str) -> np.ndarray:
+    return pc.list_value_length(table.column(column)).to_numpy(zero_copy_only=False)
+
+
+def _same_lengths(path: str, table, column: str, n_texts: np.ndarray) -> np.ndarray:
+    """Per-row lengths of list `column`; the first row whose length differs from its candidate_texts fails."""
+    lengths = _list_lengths(table, column)
+    mismatch = np.flatnonzero(lengths != n_texts)
+    if mismatch.size:
+        row = int(mismatch[0])
+        raise RalmInputError(f"{path}: row {row}: {n_texts[row]} candidate_texts but {lengths[row]} {column}")
+    return lengths
+
+
 def load_rerank_data(
     path: str,
     *,
@@ -115,14 +129,8 @@ def load_rerank_data(
     meta = read_meta(path)
     ds = open_dataset(path, abstain=abstain, bm25_prior=bm25_prior)
     table = ds.data.table if hasattr(ds.data, "table") else ds.data
-    n_texts = pc.list_value_length(table.column("candidate_texts")).to_numpy(zero_copy_only=False)
-    n_logprobs = pc.list_value_length(table.column("lm_logprobs")).to_numpy(zero_copy_only=False)
-    mismatch = np.flatnonzero(n_texts != n_logprobs)
-    if mismatch.size:
-        row = int(mismatch[0])
-        raise RalmInputError(
-            f"{path}: row {row}: {n_texts[row]} candidate_texts but {n_logprobs[row]} lm_logprobs"
-        )
+    n_texts = _list_lengths(table, "candidate_texts")
+    n_logprobs = _same_lengths(path, table, "lm_logprobs", n_texts)
     flat = pc.list_flatten(table.column("lm_logprobs")).to_numpy(zero_copy_only=False)
     if flat.size and not np.isfinite(flat).all():
         bad = int(
@@ -130,13 +138,7 @@ def load_rerank_data(
         )
         raise RalmInputError(f"{path}: row {bad}: lm_logprobs holds a NaN or infinite value")
     if bm25_prior:
-        n_bm25 = pc.list_value_length(table.column("bm25_scores")).to_numpy(zero_copy_only=False)
-        bad_rows = np.flatnonzero(n_bm25 != n_texts)
-        if bad_rows.size:
-            row = int(bad_rows[0])
-            raise RalmInputError(
-                f"{path}: row {row}: {n_texts[row]} candidate_texts but {n_bm25[row]} bm25_scores"
-            )
+        _same_lengths(path, table, "bm25_scores", n_texts)
     if abstain:
         none = table.column("no_retrieval_logprob").to_numpy(zero_copy_only=False).astype(np.float64)
         if not np.isfinite(none).all():
