@@ -19,7 +19,7 @@ CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "demo"
 # Small enough for two tiny models to run every stage in seconds.
 TINY = Overrides(
     eval_tokens=160, stride=16, query_tokens=16, max_length=128, max_passage_tokens=32, passage_words=30,
-    k=2, num_prefixes=8, prefixes_per_shard=4, train_steps=2, batch_size=2, warmup_steps=0,
+    passage_stride=15, k=2, num_prefixes=8, prefixes_per_shard=4, train_steps=2, batch_size=2, warmup_steps=0,
     encoder_max_length=96, max_prefix_tokens=24, val_fraction=0.25, val_every=1,
 )  # fmt: skip
 
@@ -61,6 +61,15 @@ def test_demo_writes_report_commands_and_every_stage(finished_run):
     ]
     assert [shlex.split(c)[1] for c in commands] == ["index", "data-gen", "train", "eval"]
     assert "--compare" in shlex.split(commands[-1])  # one table serves all five conditions
+    # passage_stride reaches the index: a document's second passage starts 15 words into its first.
+    first_doc = []
+    for line in next(run_dir.glob("index-*.passages.jsonl")).read_text().splitlines():
+        row = json.loads(line)
+        if first_doc and row["doc_id"] != first_doc[0]["doc_id"]:
+            break
+        first_doc.append(row)
+    words = [row["contents"].split("\n", 1)[-1].split() for row in first_doc[:2]]  # after the title line
+    assert words[1][:15] == words[0][15:30]
     stages = json.loads((run_dir / "stages.json").read_text())
     assert set(stages) == {"index", "data-gen", "train", "eval"}
     # The oracle picks the best candidate by the true targets, so no retrieval-based condition beats it

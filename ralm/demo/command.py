@@ -28,13 +28,13 @@ _OVERRIDES = Overrides()  # never mutated; the parser builds a fresh one from th
 
 def _stage_plan(run_dir: Path, texts: DemoTexts, lm: str, encoder: str, scale: DemoScale) -> list[Stage]:
     """Every stage's command line; output folders are keyed by a hash of the inputs that make them."""
-    index_key = short_hash([str(texts.corpus), str(scale.passage_words)])
+    index_key = short_hash([str(texts.corpus), str(scale.passage_words), str(scale.passage_stride)])
     index_dir = run_dir / f"index-{index_key}"
     passages = Path(f"{index_dir}.passages.jsonl")
     index = Stage(
         "index",
         ["index", "--documents", str(texts.corpus), "--index-dir", str(index_dir), "--passages", str(passages),
-         "--words", str(scale.passage_words), "--overwrite", "true"],
+         "--words", str(scale.passage_words), "--stride", str(scale.passage_stride), "--overwrite", "true"],
         index_dir,
     )  # fmt: skip
     lm_window = ["--stride", str(scale.stride), "--query-tokens", str(scale.query_tokens),
@@ -49,7 +49,7 @@ def _stage_plan(run_dir: Path, texts: DemoTexts, lm: str, encoder: str, scale: D
         "--data", str(data_dir), "--encoder.name", encoder, "--encoder.max_length", str(scale.encoder_max_length),
         "--max-prefix-tokens", str(scale.max_prefix_tokens), "--batch-size", str(scale.batch_size),
         "--val-batch-size", str(scale.batch_size), "--val-fraction", str(scale.val_fraction),
-        "--loss", scale.loss, "--lr", str(scale.lr),
+        "--loss", scale.loss, "--lr", str(scale.lr), "--head-lr", str(scale.head_lr),
         # Warmup must end before the last step; a short override run keeps a tenth of its steps for it.
         "--warmup-steps", str(min(scale.warmup_steps, scale.train_steps // 10)),
         "--max-steps", str(scale.train_steps), "--val-every", str(scale.val_every),
