@@ -12,8 +12,11 @@ from ralm.retrieval.index import build_index
 from ralm.retrieval.passages import split_passages, write_passages
 
 
-def write_corpus(folder: Path, documents: list[dict], id_prefix: str = "") -> tuple[Path, Path, Path]:
-    """documents.jsonl, passages.jsonl (100-word passages, doc ids prefixed by `id_prefix`) and a bm25s index."""
+def write_corpus(
+    folder: Path, documents: list[dict], id_prefix: str = "", words: int = 100, stride: int | None = None
+) -> tuple[Path, Path, Path]:
+    """documents.jsonl, passages.jsonl (`words`-word passages every `stride` words, doc ids prefixed by
+    `id_prefix`) and a bm25s index."""
     folder.mkdir(parents=True, exist_ok=True)
     docs_path, passages_path, index_dir = (
         folder / "documents.jsonl",
@@ -24,7 +27,7 @@ def write_corpus(folder: Path, documents: list[dict], id_prefix: str = "") -> tu
         for d in documents:
             f.write(json.dumps(d) + "\n")
     renamed = [{**d, "id": id_prefix + d["id"]} for d in documents]
-    write_passages(split_passages(renamed), passages_path)
+    write_passages(split_passages(renamed, words=words, stride=stride), passages_path)
     build_index(passages_path, index_dir, backend="bm25s")
     return docs_path, passages_path, index_dir
 
