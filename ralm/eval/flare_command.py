@@ -16,13 +16,12 @@ from pathlib import Path
 from jsonargparse import ArgumentParser
 from tqdm import tqdm
 
-from ralm.atomic_files import write_json_atomic
 from ralm.command_args import call_with_args, parser_for
 from ralm.errors import RalmInputError
 from ralm.eval.flare import FlareConfig, FlareRunner, run_batched
 from ralm.eval.metrics import score_answer
 from ralm.eval.qa_data import FORMATS, QAExample, load_examples, load_exemplars
-from ralm.eval.qa_predictions import RESULTS, PredictionWriter, mean_of
+from ralm.eval.qa_predictions import RESULTS, PredictionWriter, mean_of, write_results
 from ralm.eval.qa_retrieval import open_source
 
 log = logging.getLogger(__name__)
@@ -134,18 +133,15 @@ def eval_flare(
                 writer.write(_record(ex, runner.answer(ex)))
                 bar.update(1)
         records = writer.records([ex.id for ex in examples])
-    results = {
-        "format": "ralm-eval-flare/1",
-        "config": settings,
-        **summarize(records, len(examples)),
-        "passages_cut": runner.fitter.cuts,
-        "timings": {
-            "seconds": time.perf_counter() - start,
-            "device": str(model.device),
-            "dtype": str(model.dtype),
-        },
-    }
-    write_json_atomic(Path(output) / RESULTS, results, ensure_ascii=False)
+    results = write_results(
+        output,
+        "ralm-eval-flare/1",
+        settings,
+        summarize(records, len(examples)),
+        runner.fitter.cuts,
+        start,
+        model,
+    )
     m = results["metrics"]
     print(
         f"flare[{flare.method}] {len(records)} examples: EM {m.get('em', 0):.3f}  F1 {m.get('f1', 0):.3f}  "

@@ -14,12 +14,11 @@ from pathlib import Path
 from jsonargparse import ArgumentParser
 from tqdm import tqdm
 
-from ralm.atomic_files import write_json_atomic
 from ralm.command_args import call_with_args, parser_for
 from ralm.errors import RalmInputError
 from ralm.eval.qa import QARunner
 from ralm.eval.qa_data import load_examples
-from ralm.eval.qa_predictions import RESULTS, PredictionWriter, mean_of
+from ralm.eval.qa_predictions import RESULTS, PredictionWriter, mean_of, write_results
 from ralm.eval.qa_retrieval import open_source
 
 
@@ -97,9 +96,7 @@ def eval_qa(
                 writer.write(record)
             bar.update(len(chunk))
         records = writer.records([ex.id for ex in examples])
-    results = {
-        "format": "ralm-eval-qa/1",
-        "config": settings,
+    summary = {
         "examples": len(examples),
         "done": len(records),
         "metrics": {
@@ -107,14 +104,8 @@ def eval_qa(
             "has_answer": mean_of(records, "has_answer"),
             "seconds_per_example": mean_of(records, "seconds"),
         },
-        "passages_cut": runner.fitter.cuts,
-        "timings": {
-            "seconds": time.perf_counter() - start,
-            "device": str(model.device),
-            "dtype": str(model.dtype),
-        },
     }
-    write_json_atomic(Path(output) / RESULTS, results, ensure_ascii=False)
+    results = write_results(output, "ralm-eval-qa/1", settings, summary, runner.fitter.cuts, start, model)
     m = results["metrics"]
     book = "closed book" if docs == 0 else f"open book, {docs} passages"
     has = f"  has-answer {m['has_answer']:.3f}" if m["has_answer"] is not None else ""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -91,3 +92,23 @@ def mean_of(records: list[dict], key: str) -> float | None:
     """Mean of a per-example number over the records that have it (None when none has)."""
     values = [r[key] for r in records if r.get(key) is not None]
     return sum(values) / len(values) if values else None
+
+
+def write_results(
+    out_dir: str | Path, fmt: str, settings: dict, summary: dict, passages_cut: int, started: float, model
+) -> dict:
+    """``results.json`` of a QA-style run: format, settings, the run's `summary` (counts, metrics), how many
+    passages were cut to fit, and wall time since `started` (a ``time.perf_counter()``) on `model`'s device."""
+    results = {
+        "format": fmt,
+        "config": settings,
+        **summary,
+        "passages_cut": passages_cut,
+        "timings": {
+            "seconds": time.perf_counter() - started,
+            "device": str(model.device),
+            "dtype": str(model.dtype),
+        },
+    }
+    write_json_atomic(Path(out_dir) / RESULTS, results, ensure_ascii=False)
+    return results
