@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from ppl_fixtures import export_untrained_reranker, ppl_setup  # noqa: F401
 
@@ -33,6 +34,7 @@ WINDOW_KEYS = [
     "query",
     "chosen_rank",
     "passage_id",
+    "copies_target",
 ]
 
 
@@ -269,3 +271,37 @@ def test_cli_compare(runs, ppl_setup, tmp_path, capsys):
                    "--index", str(ppl_setup["index"]), "--compare", "bm25,best"])  # fmt: skip
     assert exit_info.value.code == 2
     assert "error: --compare: unknown condition 'best'" in capsys.readouterr().err
+
+
+def test_random_best_or_none_and_the_statistics_read_off_the_table(runs, ppl_setup, tmp_path):
+    """random, oracle-or-none and every CI follow from the table by direct computation."""
+    from ralm.eval.statistics import paired_bootstrap
+
+    out = tmp_path / "stats"
+    compared = _run(
+        ppl_setup, out, runs["cache"], compare="no-retrieval,bm25,random,oracle,oracle-or-none", seed=5,
+        bootstrap_resamples=300,
+    )  # fmt: skip
+    table = [json.loads(x) for x in (out / "candidates.jsonl").read_text().splitlines()]
+    by_name = {name: _windows(out / name) for name in compared}
+    for row, rand, best_or_none in zip(table, by_name["random"], by_name["oracle-or-none"], strict=True):
+        cands = row["candidates"]
+        if not cands:
+            assert rand["chosen_rank"] is None and best_or_none["chosen_rank"] is None
+            continue
+        draw = int(np.random.default_rng([5, row["window"]]).integers(len(cands)))
+        assert rand["chosen_rank"] == draw and rand["nll"] == cands[draw]["nll"]
+        assert best_or_none["nll"] == min([row["no_passage_nll"]] + [c["nll"] for c in cands])
+    assert {r["chosen_rank"] for r in by_name["random"]} >= {0, 1}  # it does draw, not always BM25's top-1
+    n = [r["num_targets"] for r in table]
+    for name, record in compared.items():
+        nll = [r["nll"] for r in by_name[name]]
+        stats = record["comparison"]
+        for key, base in (("vs_bm25", "bm25"), ("vs_no_retrieval", "no-retrieval")):
+            want = paired_bootstrap(nll, [r["nll"] for r in by_name[base]], n, resamples=300, seed=5)
+            assert stats[key] == want.as_dict(), (name, key)
+        copies = sum(1 for r in by_name[name] if r["passage_id"] is not None and r["copies_target"])
+        assert stats["copy_windows"] == copies and stats["retrieving_windows"] == len(table) - 1
+    m = {name: r["metrics"]["token_ppl"] for name, r in compared.items()}
+    assert m["oracle-or-none"] <= min(m.values())
+    assert json.loads((out / "compare.json").read_text())["statistics"]["bm25"]["vs_bm25"]["change"] == 0.0

@@ -7,14 +7,21 @@ no-passage request. Each condition's window NLL is then a lookup, with no furthe
 
 - ``no-retrieval``: the no-passage NLL;
 - ``bm25``: candidate 0's target NLL;
-- ``oracle``: the smallest target NLL (ties to the earlier candidate, as ``perplexity._decide``);
+- ``random``: a seeded uniform draw among the window's candidates (``--seed``; the same draw for a window
+  whatever else is compared or resumed);
+- ``oracle``: the smallest target NLL (ties to the earlier candidate, as ``perplexity._decide``): best of k;
+- ``oracle-or-none``: the smallest of the candidates' and the no-passage NLL: best of k *or no passage*,
+  the upper bound of a reranker that may abstain (no passage wins ties);
 - ``zero-shot``: the candidate with the largest y' log-probability (same LM), its target NLL;
 - ``NAME=PATH``: the candidate a trained reranker picks (``choosers.trained_reranker``; abstaining means
   the no-passage NLL).
 
 So k + 1 LM rows per retrieving window give all of them, where separate runs need 1 + 1 + k + k + 1.
-The table is appended chunk by chunk to ``candidates.jsonl.partial`` (a killed run resumes); each
-condition's ``results.json`` and ``windows.jsonl`` (the single-run formats) are written at the end.
+Each candidate also records whether it copies the window's target (``ralm.retrieval.overlap``), and every
+condition is compared with BM25 top-1 and with no retrieval by a paired bootstrap over windows
+(``ralm.eval.compare_stats``). The table is appended chunk by chunk to ``candidates.jsonl.partial`` (a
+killed run resumes); each condition's ``results.json`` and ``windows.jsonl`` (the single-run formats) are
+written at the end.
 """
 
 from __future__ import annotations
@@ -25,11 +32,13 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 from tqdm.auto import tqdm
 
 from ralm.atomic_files import write_json_atomic, write_jsonl_atomic
 from ralm.errors import RalmInputError
 from ralm.eval import choosers
+from ralm.eval.compare_stats import condition_statistics
 from ralm.eval.perplexity import Candidate, ScoringSettings, window_request
 from ralm.eval.ppl_outputs import (
     RESULTS_FILE,
@@ -38,11 +47,19 @@ from ralm.eval.ppl_outputs import (
     config_key,
     point_results,
 )
+from ralm.eval.statistics import DEFAULT_RESAMPLES, DEFAULT_SEED
 from ralm.eval.windows import Window, ranking_span
 from ralm.lm.loading import FrozenLM
 from ralm.lm.scoring import score_continuations
+from ralm.retrieval.overlap import copies_span, ngrams
 
-BUILT_IN = {"no-retrieval": "none", "bm25": "none", "zero-shot": "zero-shot", "oracle": "oracle"}
+BUILT_IN = {
+    "no-retrieval": "none", "bm25": "none", "random": "random", "zero-shot": "zero-shot", "oracle": "oracle",
+    "oracle-or-none": "oracle-or-none",
+}  # fmt: skip
+"""Built-in condition -> the single run's ``--reranker`` value recorded in its results.json."""
+TABLE_FORMAT = 2
+"""Version of the table's rows (2: ``copies_target`` per candidate); a partial table of another is redone."""
 TABLE_FILE = "candidates.jsonl"
 COMPARE_FILE = "compare.json"
 COMPARE_FORMAT = "ralm-eval-ppl-compare/1"
@@ -102,6 +119,7 @@ def score_table(
 
     With `rank` the candidate requests also score the zero-shot ranking tokens y' (``rank_logprob``).
     """
+    grams: dict[str, set] = {}  # each passage's token runs, built once however many windows retrieve it
     for lo in range(0, len(windows), chunk_windows):
         plans, requests = [], []
         for w in windows[lo : lo + chunk_windows]:
@@ -125,23 +143,40 @@ def score_table(
             for c, s in zip(cands, scores[start + 1 : start + 1 + len(cands)], strict=True):
                 # As perplexity._decide: y' ranks; with no y' left (n_rank 0) the targets themselves do.
                 rank_logprob = float((s[:n_rank] if n_rank else s).double().sum()) if rank else None
+                if c.id not in grams:
+                    grams[c.id] = ngrams(c.tokens)
                 row["candidates"].append({
                     "id": c.id, "bm25": c.bm25_score, "nll": -float(s[n_rank:].double().sum()),
                     "rank_logprob": rank_logprob,
+                    "copies_target": copies_span(grams[c.id], tokens, w.target_start, w.end),
                 })  # fmt: skip
             rows.append(row)
         yield rows
 
 
-def pick(mode: str, row: dict, trained: int | None = None) -> int | None:
-    """The candidate a condition prepends in one table row (None: nothing)."""
+def random_pick(seed: int, window: int, k: int) -> int:
+    """A uniform draw among `k` candidates that depends only on the seed and the window's index."""
+    return int(np.random.default_rng([seed, window]).integers(k))
+
+
+def pick(mode: str, row: dict, trained: int | None = None, seed: int = 0) -> int | None:
+    """The candidate a condition prepends in one table row (None: nothing).
+
+    Every tie rule of ``--compare`` lives here: the earlier (higher BM25) candidate wins among passages,
+    no passage wins against passages.
+    """
     cands = row["candidates"]
     if mode == "no-retrieval" or not cands:
         return None
     if mode == "bm25":
         return 0
-    if mode == "oracle":
-        return min(range(len(cands)), key=lambda i: (cands[i]["nll"], i))
+    if mode == "random":
+        return random_pick(seed, row["window"], len(cands))
+    if mode in ("oracle", "oracle-or-none"):
+        best = min(range(len(cands)), key=lambda i: (cands[i]["nll"], i))
+        if mode == "oracle-or-none" and row["no_passage_nll"] <= cands[best]["nll"]:
+            return None
+        return best
     if mode == "zero-shot":
         return max(range(len(cands)), key=lambda i: (cands[i]["rank_logprob"], -i))
     return trained
@@ -153,18 +188,20 @@ def condition_rows(
     windows: Sequence[Window],
     queries: Sequence[str | None],
     trained: Sequence[int | None] | None = None,
+    seed: int = 0,
 ) -> list[dict]:
-    """The condition's ``windows.jsonl`` rows (run_point's keys) read off the table."""
+    """The condition's ``windows.jsonl`` rows (run_point's keys, and whether the passage copies the target)."""
     rows = []
     for row in table:
         w = windows[row["window"]]
-        chosen = pick(mode, row, trained[w.index] if trained is not None else None)
+        chosen = pick(mode, row, trained[w.index] if trained is not None else None, seed)
         cand = row["candidates"][chosen] if chosen is not None else None
         rows.append({
             "window": w.index, "begin": w.begin, "end": w.end, "target_start": w.target_start,
             "num_targets": w.num_targets, "nll": cand["nll"] if cand else row["no_passage_nll"],
             "query": None if mode == "no-retrieval" else queries[w.index], "chosen_rank": chosen,
             "passage_id": cand["id"] if cand else None,
+            "copies_target": bool(cand and cand.get("copies_target")),
         })  # fmt: skip
     return rows
 
@@ -191,8 +228,13 @@ def run_compare(
     config: dict,
     timings: dict,
     progress: bool = True,
+    seed: int = DEFAULT_SEED,
+    resamples: int = DEFAULT_RESAMPLES,
 ) -> dict[str, dict]:
-    """Score the table (resuming a killed run), write every condition's files and compare.json."""
+    """Score the table (resuming a killed run), write every condition's files and compare.json.
+
+    `seed` draws the ``random`` condition and the bootstrap's resamples (`resamples` of them).
+    """
     assert all(w.index == i for i, w in enumerate(windows)), "windows must be complete and in order"
     rank = any(c.mode == "zero-shot" for c in conditions)
     specs = [c.spec for c in conditions]
@@ -202,6 +244,7 @@ def run_compare(
         "mode": "compare",
         "reranker": None,
         "rank_tokens": settings.rank_tokens if rank else 0,
+        "table_format": TABLE_FORMAT,
     }
     log = WindowLog(out, config_key(table_key), name=TABLE_FILE)
     todo = [w for w in windows if w.index not in log.done]
@@ -228,19 +271,23 @@ def run_compare(
     tokens_per_s = scored_now / scoring_s if scoring_s > 0 else None
     table = log.rows()
 
-    results, rerank_s = {}, {}
+    results, rerank_s, statistics = {}, {}, {}
     for cond in conditions:
         started = time.perf_counter()
         trained = None
         if cond.mode == "trained":
             trained = choosers.trained_reranker(rerankers[cond.name], lm, text.tokens, windows, candidates)
         rerank_s[cond.name] = time.perf_counter() - started
-        rows = condition_rows(cond.mode, table, windows, queries, trained)
+        rows = condition_rows(cond.mode, table, windows, queries, trained, seed)
         cond_timings = {
             **timings, "rerank_s": rerank_s[cond.name], "scoring_s": scoring_s, "tokens_per_s": tokens_per_s
         }  # fmt: skip
         cfg = condition_config(config, cond, specs)
         record = point_results(rows, text, cfg, cond_timings, resumed=len(rows) - len(todo))
+        record["comparison"] = statistics[cond.name] = {
+            "seed": seed,  # of the random condition's draws and of the bootstrap
+            **condition_statistics(table, rows, resamples=resamples, seed=seed),
+        }
         write_jsonl_atomic(out / cond.name / WINDOWS_FILE, rows)
         write_json_atomic(out / cond.name / RESULTS_FILE, record, default=str)
         results[cond.name] = record
@@ -257,6 +304,7 @@ def run_compare(
             "candidates": sum(len(r["candidates"]) for r in table), "rank_logprob": rank,
             "lm_requests": requests[0], "resumed_windows": len(table) - len(todo),
         },
+        "statistics": statistics,
         "timings": {**timings, "scoring_s": scoring_s, "tokens_per_s": tokens_per_s, "rerank_s": rerank_s},
     }  # fmt: skip
     write_json_atomic(out / COMPARE_FILE, summary, default=str)

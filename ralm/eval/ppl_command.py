@@ -136,6 +136,8 @@ def eval_ppl(
     retrieval_cache: str | None = None,
     sweep: str | None = None,
     compare: str | None = None,
+    seed: int = 0,
+    bootstrap_resamples: int = 2000,
     window: Windowing = _WINDOWING,
     reranking: Reranking = _RERANKING,
     runtime: Runtime = _RUNTIME,
@@ -158,9 +160,15 @@ def eval_ppl(
         compare: Several conditions from one table of candidate scores (k + 1 LM rows per window), e.g.
             no-retrieval,bm25,zero-shot,oracle,trained=runs/reranker/export (NAME=PATH: a trained reranker);
             writes OUTPUT/<condition>/results.json and windows.jsonl, OUTPUT/candidates.jsonl and compare.json.
+            Built-in conditions: no-retrieval, bm25, random (seeded, among the top k), zero-shot, oracle (best
+            of k), oracle-or-none (best of k or no passage). Each is compared with BM25 and with no retrieval
+            by a paired bootstrap over windows (95% CI).
+        seed: Seed of the random condition and of the bootstrap's resamples (--compare).
+        bootstrap_resamples: Resamples of the paired bootstrap (--compare).
         progress: Show a progress bar.
     """
     from ralm.eval.compare import parse_conditions
+    from ralm.eval.compare_stats import format_compare_table
     from ralm.eval.ppl_run import PplOptions, evaluate
     from ralm.eval.retrieval_cache import default_cache_path
     from ralm.lm.loading import load_lm
@@ -169,6 +177,8 @@ def eval_ppl(
     _check_options(window, reranking, runtime, no_retrieval, index, compare, sweep)
     conditions = parse_conditions(compare) if compare is not None else []
     plan: Sweep | None = parse_sweep(sweep) if sweep else None
+    if bootstrap_resamples < 1:
+        raise RalmInputError(f"--bootstrap-resamples: must be at least 1, got {bootstrap_resamples}")
     if max_tokens is not None and max_tokens < 2:
         raise RalmInputError(f"--max-tokens: must be at least 2, got {max_tokens}")
     out = Path(output)
@@ -234,12 +244,15 @@ def eval_ppl(
     summaries = evaluate(
         model, raw, str(text), options, out, retriever=retriever, index_dir=index, reranker=reranker_model,
         rerank_lm=rerank_lm, rerank_max_length=rerank_max_length, cache_path=cache_path, sweep=plan,
-        progress=progress, started=started, conditions=conditions, rerankers=rerankers,
+        progress=progress, started=started, conditions=conditions, rerankers=rerankers, seed=seed,
+        resamples=bootstrap_resamples,
     )  # fmt: skip
     if conditions:
         compared = summaries[0][2]
         for name, results in compared.items():
             _print_summary(results, out / name)
+        statistics = {name: results["comparison"] for name, results in compared.items()}
+        print(format_compare_table(compared, statistics))
         print(f"compare: {out / 'compare.json'} (table: {out / 'candidates.jsonl'})")
         return compared
     for _, point_dir, results in summaries:

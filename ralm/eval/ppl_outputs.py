@@ -90,7 +90,8 @@ def point_results(rows: list[dict], text, config: dict, timings: dict, resumed: 
         "format": RESULTS_FORMAT,
         "config": config,
         "counts": {
-            "tokens": len(text.tokens), "scored_tokens": metrics["scored_tokens"], "words": text.words,
+            "tokens": len(text.tokens), "text_tokens": getattr(text, "text_tokens", 0) or len(text.tokens),
+            "scored_tokens": metrics["scored_tokens"], "words": text.words,
             "words_eval_lm": text.words_eval_lm, "windows": len(rows),
             "retrieving_windows": sum(1 for r in rows if r["window"] > 0),
             "windows_with_passage": sum(1 for r in rows if r["passage_id"] is not None),

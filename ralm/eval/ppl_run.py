@@ -28,6 +28,7 @@ from ralm.eval.retrieval_cache import index_key, retrieve_cached
 from ralm.eval.sweep import Sweep
 from ralm.eval.windows import Window, strided_windows
 from ralm.lm.loading import FrozenLM
+from ralm.retrieval.overlap import copies_span
 from ralm.retrieval.types import Hit, Retriever
 
 MODES = ("no-retrieval", "bm25", "zero-shot", "oracle", "trained")
@@ -42,6 +43,8 @@ class EvalText:
     tokens: tuple[int, ...]
     words: int
     words_eval_lm: int
+    text_tokens: int = 0
+    """Tokens of the whole text before ``--max-tokens`` cut it (what was scored is reported against it)."""
 
 
 def window_queries(
@@ -149,6 +152,9 @@ def run_point(
                     "window": s.index, "begin": w.begin, "end": w.end, "target_start": w.target_start,
                     "num_targets": s.num_targets, "nll": s.nll, "query": queries[s.index],
                     "chosen_rank": s.chosen, "passage_id": s.passage_id,
+                    "copies_target": s.chosen is not None and copies_span(
+                        candidates[s.index][s.chosen].tokens, text.tokens, w.target_start, w.end
+                    ),
                 })  # fmt: skip
             log.append(rows)
             bar.update(sum(r["num_targets"] for r in rows))
@@ -201,15 +207,19 @@ def evaluate(
     started: float | None = None,
     conditions: Sequence[Condition] = (),
     rerankers: dict | None = None,
+    seed: int = 0,
+    resamples: int = 2000,
 ) -> list[tuple[tuple[int, int], Path, dict]]:
     """Tokenize once, retrieve all queries of all points in one call, then score each point.
 
     Returns ``((stride, query_tokens), output folder, results)`` per point. With `conditions` (mode
     "compare", one point) the results are ``{condition name: results}``; `rerankers` maps the names of
-    trained-reranker conditions to their loaded models.
+    trained-reranker conditions to their loaded models; `seed` and `resamples` feed the random condition
+    and the paired bootstrap.
     """
     started = time.perf_counter() if started is None else started
     tokens = tuple(model.encode(raw_text))
+    text_tokens = len(tokens)
     if options.max_tokens is not None:
         tokens = tokens[: options.max_tokens]
     if len(tokens) < 2:
@@ -224,6 +234,7 @@ def evaluate(
         sha256=hashlib.sha256(raw_text.encode()).hexdigest(),
         tokens=tokens,
         **word_counts(counted),
+        text_tokens=text_tokens,
     )
 
     # Every point's windows and queries, then ONE batched search over all distinct queries.
@@ -276,7 +287,7 @@ def evaluate(
             results = run_compare(
                 lm=model, text=text, windows=windows[point], queries=queries[point], candidates=candidates,
                 conditions=conditions, rerankers=rerankers or {}, settings=settings, out=point_dir,
-                config=config, timings=timings, progress=progress,
+                config=config, timings=timings, progress=progress, seed=seed, resamples=resamples,
             )  # fmt: skip
         else:
             results = run_point(
