@@ -133,6 +133,51 @@ def test_trained_reranker_with_a_bm25_prior_reads_each_windows_bm25_scores(
     assert picks != head_picks, "the BM25 prior changes some picks"
 
 
+def test_a_prior_reranker_that_abstains_declines_where_its_bias_wins(ppl_setup, tiny_encoder_dir, tmp_path):
+    """BM25 prior and abstention together: the empty passage scores f(x, "") + b + c * t, t the window's best
+    BM25 score standardised by the training statistics (mu, sigma), the others f + w * z(BM25) with z over the
+    real candidates; eval prepends nothing exactly where the empty passage wins."""
+    from ralm.rerank.inference import PredictiveReranker
+    from ralm.rerank.inputs import bm25_prior
+
+    folder = export_untrained_reranker(tiny_encoder_dir, tmp_path / "reranker", abstain=True, seed=8)
+    plain = PredictiveReranker.from_pretrained(folder, device="cpu")  # no prior: the head's own f
+    lm = ppl_setup["lm"]
+    tokens = lm.encode(ppl_setup["text"].read_text())[:N]
+    w, c, mu, sigma = 1e-5, 2e-6, 10.0, 4.0
+    margins, groups = [], []
+
+    def collect(begin, prev_end, hits):
+        prefix = lm.decode(tokens[max(begin, prev_end - 512) : prev_end])
+        f = plain.score([prefix], [[h.contents for h in hits] + [""]])[0]
+        with_prior = [v + w * z for v, z in zip(f, bm25_prior([h.score for h in hits]), strict=False)]
+        empty = f[-1] + c * (max(h.score for h in hits) - mu) / sigma
+        groups.append((with_prior, empty))
+        margins.append(max(with_prior) - empty)
+        return 0
+
+    _reference(ppl_setup, collect)
+    ordered = sorted(margins)
+    # About half the windows abstain; halfway between two windows' margins, so no window is a tie.
+    bias = (ordered[len(ordered) // 2] + ordered[len(ordered) // 2 + 1]) / 2
+    info = json.loads((folder / "ralm_reranker.json").read_text())
+    info["bm25_prior"] = {
+        "rule": "bm25-zscore", "weight": w, "abstain_bias": bias, "abstain_weight": c, "bm25_top_mean": mu,
+        "bm25_top_std": sigma,
+    }  # fmt: skip
+    (folder / "ralm_reranker.json").write_text(json.dumps(info))
+    _run(ppl_setup, tmp_path / "out", Reranking(reranker=str(folder), k=4))
+
+    want = []
+    for with_prior, empty in groups:
+        scores = [*with_prior, empty + bias]
+        best = max(range(len(scores)), key=lambda i: (scores[i], -i))
+        want.append(None if best == len(with_prior) else best)
+    rows = [json.loads(x) for x in (tmp_path / "out" / "windows.jsonl").read_text().splitlines()]
+    assert [r["chosen_rank"] for r in rows[1:]] == want
+    assert None in want and any(p is not None for p in want)
+
+
 def test_a_killed_trained_reranker_run_resumes_with_the_same_picks(ppl_setup, tiny_encoder_dir, tmp_path):
     """On resume the reranker chooses only for the windows left; its picks must land on those windows."""
     from ralm.eval.ppl_outputs import config_key

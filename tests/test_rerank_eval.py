@@ -44,6 +44,10 @@ def setup(tmp_path_factory, real_documents, tiny_encoder_dir):
         run=RunArgs(accelerator="cpu", devices=1, val_every=8, save_every=8, wandb="off", progress_bar=False),
         abstain=True,
     )
+    # This file checks how eval applies the reranker's own picks; whether validation keeps them (eight
+    # steps on a tiny encoder rarely beat no retrieval) is test_rerank_prior's subject.
+    info_path = Path(summary["reranker"]) / "ralm_reranker.json"
+    info_path.write_text(json.dumps({**json.loads(info_path.read_text()), "decision": "trained"}))
     return root, Path(summary["reranker"])
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
-from ralm.errors import RalmInputError
 from ralm.rerank.dataset import GroupCollator, GroupDataset, load_rerank_data
 from ralm.rerank.export import export_reranker
 from ralm.rerank.fit import STEP0_FILE, fit_reranker
@@ -87,10 +87,25 @@ def test_the_exported_step0_reranker_ranks_like_bm25(prior_run, tmp_path):
         reranker.score(prefixes, candidates)
 
 
-def test_prior_and_abstain_are_refused_together(prior_run):
+def test_an_untrained_prior_module_with_abstention_still_ranks_like_bm25(prior_run, tiny_encoder_dir):
+    """The empty passage scores the abstention bias (0 untrained), below BM25's top-1 (z > 0)."""
     data, _ = prior_run
-    with pytest.raises(RalmInputError, match="bm25_prior"):
-        load_rerank_data(str(data), abstain=True, val_fraction=0.25, seed=0, bm25_prior=True)
+    module = RerankerModule(
+        str(tiny_encoder_dir), max_length=40, max_prefix_tokens=12, bm25_prior=True, abstain=True
+    ).eval()
+    rerank_data = load_rerank_data(str(data), abstain=True, val_fraction=0.25, seed=0, bm25_prior=True)
+    groups = GroupDataset(str(data), rerank_data.train_rows[:8], abstain=True, bm25_prior=True)
+    items = [groups[i] for i in range(len(groups))]
+    assert all(g["passages"][-1] == "" and g["bm25_prior"][-1] == 0.0 for g in items)
+    collate = GroupCollator(load_tokenizer(str(tiny_encoder_dir)), max_length=40, max_prefix_tokens=12)
+    batch = collate(items)
+    with torch.no_grad():
+        scores = module(batch)
+    assert torch.equal(scores, batch["bm25_prior"])
+    sums = selection_sums(scores, batch["lm_logprobs"], batch["mask"], batch["is_empty"])
+    assert sums.pick_logprob == sums.bm25_logprob and sums.abstained == 0.0
+    # The no-retrieval log-prob is summed from the groups' empty slots: the rows' own column.
+    assert sums.none_logprob == pytest.approx(sum(float(g["lm_logprobs"][-1]) for g in items))
 
 
 def test_head_and_prior_weight_learn_at_their_own_rates(tiny_encoder_dir):
@@ -136,3 +151,58 @@ def test_without_a_validation_win_the_export_is_bm25_itself(tmp_path, real_docum
     info = json.loads((Path(summary["reranker"]) / "ralm_reranker.json").read_text())
     assert info["checkpoint"] == STEP0_FILE and summary["best_gain_recovered"] == 0.0
     assert info["bm25_prior"]["weight"] == 1.0
+
+
+def test_export_choice_takes_the_best_validation_rule_and_the_simpler_at_a_tie():
+    from ralm.rerank.selection import export_choice
+
+    assert export_choice(trained=-4.0, bm25=-5.0, none=-6.0) == "trained"
+    assert export_choice(trained=-5.0, bm25=-5.0, none=-6.0) == "bm25"  # no evidence for the trained picks
+    assert export_choice(trained=-5.0, bm25=-5.5, none=-5.0) == "no-retrieval"
+    assert export_choice(trained=-4.0, bm25=None, none=None) == "trained"  # nothing to compare with
+    assert export_choice(trained=None, bm25=-5.0, none=-4.0) == "no-retrieval"
+
+
+def test_when_no_passage_beats_every_candidate_the_export_never_retrieves(
+    tmp_path, real_documents, tiny_encoder_dir
+):
+    """Every row's target is likelier with no passage than with any: validation must choose no retrieval,
+    and the exported reranker then declines everywhere (rank gives None), in eval and QA alike."""
+    from tests.rerank_fixtures import keyword_rows, save_rows
+
+    rows = keyword_rows(real_documents, 24, k=3, seed=2)
+    for row in rows:
+        row["lm_logprobs"] = [-5.0, -7.0, -9.0]
+        row["no_retrieval_logprob"] = -1.0
+    data = save_rows(rows, tmp_path / "data")
+    summary = fit_reranker(
+        str(data),
+        str(tmp_path / "out"),
+        encoder=EncoderArgs(name=str(tiny_encoder_dir), max_length=40, max_prefix_tokens=12),
+        loader=LoaderArgs(batch_size=4, val_batch_size=16, val_fraction=0.25),
+        optim=OptimArgs(lr=1e-3, head_lr=1e-2, warmup_steps=1, max_steps=3),
+        run=RunArgs(
+            accelerator="cpu",
+            devices=1,
+            val_every=1,
+            save_every=1,
+            wandb="off",
+            progress_bar=False,
+            keep_checkpoints=False,
+        ),
+        bm25_prior=True,
+        abstain=True,
+    )
+    assert summary["decision"] == "no-retrieval"
+    # Only the export is kept: no Lightning checkpoints, no step-0 model.
+    assert not (tmp_path / "out" / "checkpoints").exists() and not (tmp_path / "out" / STEP0_FILE).exists()
+    info = json.loads((Path(summary["reranker"]) / "ralm_reranker.json").read_text())
+    assert info["decision"] == "no-retrieval"
+    assert {"abstain_bias", "abstain_weight", "bm25_top_mean", "bm25_top_std"} <= set(info["bm25_prior"])
+    # The abstention feature's statistics: mean and std of the training prefixes' best BM25 scores.
+    split = load_rerank_data(str(data), abstain=True, val_fraction=0.25, seed=0, bm25_prior=True)
+    tops = [max(rows[i]["bm25_scores"]) for i in split.train_rows]
+    assert info["bm25_prior"]["bm25_top_mean"] == pytest.approx(sum(tops) / len(tops), rel=1e-6)
+    assert info["bm25_prior"]["bm25_top_std"] == pytest.approx(float(np.std(tops)), rel=1e-5)
+    reranker = PredictiveReranker.from_pretrained(summary["reranker"])
+    assert reranker.rank(["a prefix"], [["one passage", "another"]], [[2.0, 1.0]]) == [None]

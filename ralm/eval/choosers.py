@@ -1,8 +1,8 @@
 """Passage choosers that decide before the evaluated LM scores a window.
 
 - BM25 top-1 (``--reranker none``): the first hit.
-- A trained predictive reranker (``--reranker PATH``, §6.2): argmax of its scores over the candidates,
-  plus the empty passage when it was trained to abstain (then nothing is prepended if "" wins).
+- A trained predictive reranker (``--reranker PATH``, §6.2): its ``rank`` over the candidates (the empty
+  passage too when it was trained to abstain: then nothing is prepended if it wins).
 - Zero-shot reranking with a *different* LM (``--rerank-lm``, §6.1; GPT-2 110M reranking for 1.5B in the
   paper): the window's context is decoded to text and re-tokenised with the reranking LM's tokenizer;
   each candidate is scored by log p_φ(y' | [d_i; prefix]) with y' its last ``s'`` tokens.
@@ -50,7 +50,7 @@ def trained_reranker(
     candidates: Sequence[Sequence[Candidate]],
     tail_tokens: int = 512,
 ) -> list[int | None]:
-    """Chosen candidate per window by a ``PredictiveReranker`` (``.score(prefixes, candidates)``).
+    """Chosen candidate per window by a ``PredictiveReranker`` (its ``rank``: abstention and prior inside).
 
     The result lines up with `windows` (which may be a resumed run's remaining subset), not with window indices.
     """
@@ -60,18 +60,12 @@ def trained_reranker(
     if not todo:
         return chosen
     prefixes = context_texts(lm, tokens, todo, tail_tokens)
-    groups = [[c.text for c in candidates[w.index]] + ([""] if reranker.abstain else []) for w in todo]
-    if getattr(reranker, "prior_weight", None) is not None:
-        if reranker.abstain:
-            raise ValueError("a BM25-prior reranker cannot abstain (the empty passage has no BM25 score)")
+    texts = [[c.text for c in candidates[w.index]] for w in todo]
+    bm25 = None
+    if reranker.prior_weight is not None:
         bm25 = [[_bm25(c) for c in candidates[w.index]] for w in todo]
-        scores = reranker.score(prefixes, groups, bm25)
-    else:
-        scores = reranker.score(prefixes, groups)
-    for pos, w, group_scores in zip(slots, todo, scores, strict=True):
-        best = _argmax_first(list(group_scores))
-        # With abstention the last slot is the empty passage: winning it means no retrieval here.
-        chosen[pos] = None if best == len(candidates[w.index]) else best
+    for pos, pick in zip(slots, reranker.rank(prefixes, texts, bm25), strict=True):
+        chosen[pos] = pick
     return chosen
 
 

@@ -65,6 +65,8 @@ class PassageSource:
     def search(self, queries: Sequence[str], contexts: Sequence[str], k: int) -> list[list[PromptPassage]]:
         """The top `k` passages per query; `contexts` (question + answer so far) feed a trained reranker."""
         self.searches += len(queries)
+        if self._reranker is not None and self._reranker.decision == "no-retrieval":
+            return [[] for _ in queries]  # validation preferred no passage to every pick
         fetch = k if self.rerank == "none" else max(k, self.candidates)
         hits = self.retriever.search(list(queries), fetch)
         if self.rerank == "none":
@@ -104,14 +106,11 @@ class PassageSource:
 
     def _trained_scores(self, contexts: Sequence[str], hits: list[list[Hit]]) -> list[list[float]]:
         candidates = [[h.contents for h in row] for row in hits]
-        if getattr(self._reranker, "abstain", False):
-            candidates = [c + [""] for c in candidates]  # the empty passage sits at index len(row)
-        # A reranker trained with the BM25 prior adds w·z(BM25) to its logits (it is never also abstaining).
-        bm25 = (
-            [[h.score for h in row] for row in hits]
-            if getattr(self._reranker, "prior_weight", None)
-            else None
-        )
+        bm25 = [[h.score for h in row] for row in hits] if self._reranker.prior_weight is not None else None
+        if self._reranker.abstain:
+            # The empty passage sits at index len(row); the reranker gives it its abstention score.
+            candidates = [c + [""] for c in candidates]
+            bm25 = [s + [0.0] for s in bm25] if bm25 is not None else None
         return self._reranker.score(list(contexts), candidates, bm25)
 
 

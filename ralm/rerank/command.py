@@ -62,12 +62,17 @@ def train(
     return summary
 
 
+def _fmt(metrics: dict, key: str) -> str:
+    value = metrics.get(key)
+    return "n/a" if value is None else f"{value:.3f}"
+
+
 def _print_summary(summary: dict) -> None:
     val = summary["last_validation"]
+    at_best = summary.get("validation_at_best") or val
 
     def fmt(key: str) -> str:
-        value = val.get(key)
-        return "n/a" if value is None else f"{value:.3f}"
+        return _fmt(val, key)
 
     lines = [
         "ralm train: done",
@@ -77,6 +82,9 @@ def _print_summary(summary: dict) -> None:
         f"  validation    top-1 agreement {fmt('val/top1_agreement')}, gain recovered {fmt('val/gain_recovered')}, "
         f"retrieval rate {fmt('val/retrieval_rate')}",
         f"  best          {summary['best_checkpoint']} (gain recovered {summary['best_gain_recovered']})",
+        f"  decision      {summary.get('decision', 'trained')} (validation mean log-prob: best step "
+        f"{_fmt(at_best, 'val/pick_logprob')}, BM25 {_fmt(at_best, 'val/bm25_logprob')}, no retrieval "
+        f"{_fmt(at_best, 'val/none_logprob')}; the highest wins, a tie goes to the simpler rule)",
         f"  reranker      {summary['reranker']}",
     ]
     print("\n".join(lines))

@@ -123,9 +123,6 @@ def load_rerank_data(
     """Check every row, drop groups of fewer than 2 candidates, split train/validation by ``doc_id``."""
     if not 0.0 < val_fraction < 1.0:
         raise RalmInputError(f"val_fraction={val_fraction}: must be between 0 and 1")
-    if abstain and bm25_prior:
-        # The empty passage has no BM25 score, so no prior value keeps "untrained = BM25" honest.
-        raise RalmInputError("bm25_prior=true cannot be combined with abstain=true")
     meta = read_meta(path)
     ds = open_dataset(path, abstain=abstain, bm25_prior=bm25_prior)
     table = ds.data.table if hasattr(ds.data, "table") else ds.data
@@ -213,7 +210,12 @@ class GroupDataset(torch.utils.data.Dataset):
             is_empty.append(True)
         group = {"prefix": row["prefix"], "passages": passages, "lm_logprobs": logprobs, "is_empty": is_empty}
         if self.bm25_prior:
-            group["bm25_prior"] = bm25_prior([float(x) for x in row["bm25_scores"]])
+            # The empty passage has no BM25 score: its prior slot is 0 and the model scores it with its own
+            # learned abstention terms instead (RerankerModule: bias + weight * standardised bm25_top).
+            scores = [float(x) for x in row["bm25_scores"]]
+            group["bm25_prior"] = bm25_prior(scores) + ([0.0] if self.abstain else [])
+            if self.abstain:
+                group["bm25_top"] = max(scores, default=0.0)  # how strongly the best passage matched
         return group
 
     def __getstate__(self):
@@ -254,7 +256,23 @@ class GroupCollator:
         batch = {**dict(encoded), "mask": mask, "lm_logprobs": lm, "is_empty": is_empty}
         if with_prior:
             batch["bm25_prior"] = prior
+        if "bm25_top" in groups[0]:
+            batch["bm25_top"] = torch.tensor([g["bm25_top"] for g in groups], dtype=torch.float32)
         return batch
+
+
+def bm25_top_stats(path: str, rows: list[int]) -> tuple[float, float]:
+    """Mean and standard deviation of each row's best BM25 score over `rows` (the training prefixes).
+
+    Raw BM25 scores have a corpus- and query-dependent scale; the abstention feature standardises a
+    prefix's best score with these training statistics, which the export records for inference.
+    """
+    scores = open_dataset(path, abstain=False, bm25_prior=True).select(rows)["bm25_scores"]
+    tops = np.array([max(s, default=0.0) for s in scores], dtype=np.float64)
+    if tops.size == 0:
+        return 0.0, 1.0
+    std = float(tops.std())
+    return float(tops.mean()), std if std > 1e-6 else 1.0
 
 
 def scatter_scores(flat_scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

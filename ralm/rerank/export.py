@@ -59,8 +59,13 @@ def export_reranker(
     hyper_parameters: dict,
     trained_on: dict,
     metrics: dict | None = None,
+    decision: str = "trained",
 ) -> str:
-    """Write the folder ``out_dir`` from a checkpoint; returns ``out_dir``."""
+    """Write the folder ``out_dir`` from a checkpoint; returns ``out_dir``.
+
+    `decision` (``ralm.rerank.selection``) is recorded; ``no-retrieval`` makes every ralm caller decline
+    to retrieve with this reranker, whatever its scores.
+    """
     checkpoint = read_checkpoint(checkpoint_path)
     hp = {**hyper_parameters, **checkpoint.get("hyper_parameters", {})}
     model = load_cross_encoder(hp["encoder_name"])
@@ -79,6 +84,16 @@ def export_reranker(
         if weight is None:
             raise RalmInputError(f"{checkpoint_path}: trained with bm25_prior but holds no prior_weight")
         prior = {"rule": PRIOR_RULE, "weight": float(weight)}
+        if hp.get("abstain", False):
+            state = checkpoint["state_dict"]
+            if "abstain_bias" not in state or "abstain_weight" not in state:
+                raise RalmInputError(
+                    f"{checkpoint_path}: trained with bm25_prior and abstain but holds no abstain_bias/abstain_weight"
+                )
+            prior.update(
+                abstain_bias=float(state["abstain_bias"]), abstain_weight=float(state["abstain_weight"]),
+                bm25_top_mean=float(hp["bm25_top_mean"]), bm25_top_std=float(hp["bm25_top_std"]),
+            )  # fmt: skip
     tokenizer = load_tokenizer(hp["encoder_name"])
     tokenizer.model_max_length = hp["max_length"]
     tmp = f"{out_dir.rstrip(os.sep)}.tmp-{os.getpid()}"
@@ -93,6 +108,7 @@ def export_reranker(
         "input_format": INPUT_FORMAT,
         "abstain": bool(hp["abstain"]),
         "bm25_prior": prior,
+        "decision": decision,
         "loss": hp["loss"],
         "trained_on": trained_on,
         "checkpoint": os.path.basename(checkpoint_path),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -21,11 +22,12 @@ from lightning.pytorch.loggers import CSVLogger, Logger
 from ralm.atomic_files import write_text_atomic
 from ralm.errors import RalmInputError
 from ralm.rerank.datamodule import RerankDataModule
-from ralm.rerank.dataset import describe, finite_or_none, load_rerank_data
+from ralm.rerank.dataset import bm25_top_stats, describe, finite_or_none, load_rerank_data
 from ralm.rerank.export import check_compatible, export_reranker, read_checkpoint
 from ralm.rerank.inputs import check_lengths
 from ralm.rerank.lit_module import RerankerModule
 from ralm.rerank.model import load_tokenizer
+from ralm.rerank.selection import ValidationHistory, export_choice
 from ralm.rerank.settings import EncoderArgs, LoaderArgs, OptimArgs, RunArgs
 
 BEST_METRIC = "val/gain_recovered"
@@ -179,6 +181,9 @@ def fit_reranker(
         "prior_lr": optim.prior_lr,
         "head_lr": optim.head_lr,
     }
+    if abstain and bm25_prior:
+        mean, std = bm25_top_stats(data, rerank_data.train_rows)
+        hparams.update(bm25_top_mean=mean, bm25_top_std=std)
     resume = resolve_ckpt_path(ckpt_path, out_dir)
     if resume is not None and os.path.isfile(resume):  # a DeepSpeed checkpoint is a folder of shards
         check_compatible(resume, read_checkpoint(resume).get("hyper_parameters", {}), hparams)
@@ -207,6 +212,7 @@ def fit_reranker(
         # fallback so the export is never worse than BM25 on validation.
         torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams)}, step0)
     val_every = min(run.val_every, optim.max_steps)
+    history = ValidationHistory()
     best = ModelCheckpoint(
         dirpath=ckpt_dir,
         filename="best-step{step}",
@@ -237,7 +243,7 @@ def fit_reranker(
         num_sanity_val_steps=0,
         log_every_n_steps=run.log_every,
         logger=loggers,
-        callbacks=[best, last, _ValidateAtEnd(val_every), *extra_callbacks],
+        callbacks=[best, last, _ValidateAtEnd(val_every), history, *extra_callbacks],
         enable_progress_bar=run.progress_bar,
         enable_model_summary=False,
         use_distributed_sampler=False,  # our batch samplers shard by rank themselves
@@ -250,9 +256,16 @@ def fit_reranker(
         return {}
     chosen = best.best_model_path or last.last_model_path
     best_score = finite_or_none(float(best.best_model_score)) if best.best_model_score is not None else None
-    # Only a checkpoint that beat BM25 on validation replaces BM25's ranking: at a tie (the picks did not
-    # change) the trained model has no evidence for it, and elsewhere it could be better or worse.
-    if bm25_prior and os.path.exists(step0) and (best_score is None or best_score <= 0.0):
+    # The best checkpoint competes with BM25 (the step-0 prior model) and no retrieval (--abstain) on the
+    # validation prefixes; at a tie the fixed rule wins (ralm.rerank.selection).
+    at_best = history.at_score(BEST_METRIC, best_score)
+    has_step0 = bm25_prior and os.path.exists(step0)
+    choice = export_choice(
+        at_best.get("val/pick_logprob") if best.best_model_path else None,
+        at_best.get("val/bm25_logprob", history.last("val/bm25_logprob")) if has_step0 else None,
+        history.last("val/none_logprob") if abstain else None,
+    )
+    if choice == "bm25" or (choice == "no-retrieval" and has_step0):
         chosen, best_score = step0, 0.0
     metrics = {
         k: finite_or_none(float(v)) for k, v in trainer.callback_metrics.items() if k.startswith("val/")
@@ -269,8 +282,13 @@ def fit_reranker(
         os.path.join(out_dir, "reranker"),
         hyper_parameters=hparams,
         trained_on=trained_on,
-        metrics={"best_" + BEST_METRIC: best_score},
+        metrics={"best_" + BEST_METRIC: best_score, "validation_at_best": at_best},
+        decision=choice,
     )
+    if not run.keep_checkpoints:  # the export is complete: it needs none of these any more
+        shutil.rmtree(ckpt_dir, ignore_errors=True)
+        if os.path.exists(step0):
+            os.remove(step0)
     summary = {
         "data": describe(rerank_data),
         "steps": trainer.global_step,
@@ -281,6 +299,8 @@ def fit_reranker(
         "world_size": trainer.world_size,
         "best_checkpoint": chosen,
         "best_gain_recovered": best_score,
+        "decision": choice,
+        "validation_at_best": at_best,
         "last_validation": metrics,
         "reranker": export_dir,
         "config": {

@@ -18,6 +18,11 @@ from ralm.errors import RalmInputError
 from ralm.rerank.inputs import INPUT_FORMAT, PRIOR_RULE, bm25_prior, encode_groups
 
 RERANKER_FORMAT = "ralm-reranker/1"
+DECISIONS = ("trained", "bm25", "no-retrieval")
+"""What validation chose at export (ralm.rerank.selection); ``no-retrieval``: never prepend a passage."""
+ABSTAIN_FIELDS = ("abstain_bias", "abstain_weight", "bm25_top_mean", "bm25_top_std")
+"""The empty passage's score under the prior: f(x, "") + abstain_bias + abstain_weight * t, with
+t = (best BM25 score of the group - bm25_top_mean) / bm25_top_std (training statistics)."""
 RERANKER_FILE = "ralm_reranker.json"
 
 
@@ -54,6 +59,14 @@ def _read_info(folder: str) -> dict:
         raise RalmInputError(
             f"{path}: field 'bm25_prior' must be null or {{'rule': {PRIOR_RULE!r}, 'weight': number}}"
         )
+    if prior is not None and info.get("abstain"):
+        for key in ABSTAIN_FIELDS:
+            if not isinstance(prior.get(key), int | float):
+                raise RalmInputError(f"{path}: field 'bm25_prior.{key}' must be a number (abstain is true)")
+    if info.get("decision", "trained") not in DECISIONS:
+        raise RalmInputError(
+            f"{path}: field 'decision' is {info.get('decision')!r}, expected one of {DECISIONS}"
+        )
     return info
 
 
@@ -76,6 +89,10 @@ class PredictiveReranker:
         prior = info.get("bm25_prior")
         self.prior_weight: float | None = float(prior["weight"]) if prior else None
         """Trained with ``--bm25-prior``: ``score`` needs the candidates' BM25 scores and adds w * z."""
+        self.abstention = {k: float(prior[k]) for k in ABSTAIN_FIELDS} if prior and self.abstain else None
+        """With the prior and abstention: how the empty passage is scored instead of w * z (ABSTAIN_FIELDS)."""
+        self.decision: str = info.get("decision", "trained")
+        """``no-retrieval``: validation preferred no passage to every pick; ``rank`` then always abstains."""
 
     @classmethod
     def from_pretrained(
@@ -115,7 +132,8 @@ class PredictiveReranker:
         """Scores for each prefix's candidates (higher is better), same nesting as ``candidates``.
 
         ``bm25_scores`` (same nesting) are required by a reranker trained with the BM25 prior and
-        ignored otherwise.
+        ignored otherwise. The empty string is the empty passage (``--abstain``): with the prior, its
+        BM25 value is ignored, the others are standardised without it, and it gets the abstention terms.
         """
         if len(prefixes) != len(candidates):
             raise ValueError(f"{len(prefixes)} prefixes but {len(candidates)} candidate lists")
@@ -138,12 +156,46 @@ class PredictiveReranker:
                 flat = flat[len(group) :]
             i = j
         if self.prior_weight is not None:
-            w = self.prior_weight
             out = [
-                [f + w * z for f, z in zip(group, bm25_prior(list(s)), strict=True)]
-                for group, s in zip(out, bm25_scores, strict=True)
+                self._with_prior(group_f, passages, list(s))
+                for group_f, passages, s in zip(out, candidates, bm25_scores, strict=True)
             ]
         return out
+
+    def _with_prior(self, f: list[float], passages: Sequence[str], bm25: list[float]) -> list[float]:
+        """f + w * z(BM25) for passages; for the empty passage f + b + c * t (ABSTAIN_FIELDS)."""
+        real = [i for i, p in enumerate(passages) if p != ""]
+        z = dict(zip(real, bm25_prior([bm25[i] for i in real]), strict=True))
+        empty = 0.0
+        if self.abstention is not None:
+            a = self.abstention
+            strength = (max((bm25[i] for i in real), default=0.0) - a["bm25_top_mean"]) / a["bm25_top_std"]
+            empty = a["abstain_bias"] + a["abstain_weight"] * strength
+        return [v + (self.prior_weight * z[i] if i in z else empty) for i, v in enumerate(f)]
+
+    def rank(
+        self,
+        prefixes: Sequence[str],
+        candidates: Sequence[Sequence[str]],
+        bm25_scores: Sequence[Sequence[float]] | None = None,
+    ) -> list[int | None]:
+        """The chosen candidate per prefix (index into its passages), or None for no passage.
+
+        Abstention and the BM25 prior are handled here: a reranker trained with ``--abstain`` also scores
+        the empty passage and declines when it wins; one whose export decision is ``no-retrieval`` always
+        declines. Ties go to the earlier candidate (higher in BM25 order), the empty passage coming last.
+        """
+        if self.decision == "no-retrieval":
+            return [None] * len(prefixes)
+        groups = [list(c) + ([""] if self.abstain else []) for c in candidates]
+        bm25 = None
+        if bm25_scores is not None:
+            bm25 = [list(s) + ([0.0] if self.abstain else []) for s in bm25_scores]
+        picks: list[int | None] = []
+        for real, scores in zip(candidates, self.score(prefixes, groups, bm25), strict=True):
+            best = max(range(len(scores)), key=lambda i: (scores[i], -i)) if scores else None
+            picks.append(None if best is None or best >= len(real) else best)
+        return picks
 
     def _score_chunk(self, prefixes: Sequence[str], candidates: Sequence[Sequence[str]]) -> list[float]:
         encoded = encode_groups(
@@ -156,7 +208,8 @@ class PredictiveReranker:
         inputs = {k: v.to(self.device) for k, v in encoded.items()}
         return self.model(**inputs).logits.squeeze(-1).float().cpu().tolist()
 
-    def best(self, prefix: str, candidates: Sequence[str], bm25_scores: Sequence[float] | None = None) -> int:
-        """Index of the highest-scoring candidate for one prefix."""
-        scores = self.score([prefix], [candidates], None if bm25_scores is None else [bm25_scores])[0]
-        return max(range(len(scores)), key=scores.__getitem__)
+    def best(
+        self, prefix: str, candidates: Sequence[str], bm25_scores: Sequence[float] | None = None
+    ) -> int | None:
+        """``rank`` for one prefix: the chosen candidate's index, or None for no passage."""
+        return self.rank([prefix], [candidates], None if bm25_scores is None else [bm25_scores])[0]

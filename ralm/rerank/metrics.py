@@ -3,7 +3,9 @@
 For each prefix the reranker picks ``argmax f``; we compare the LM log-prob of the target given that
 pick with the LM log-prob given BM25's top-1 (candidate 0, BM25 order) and given the oracle (the
 candidate the LM likes best). "Gain recovered" is ``(pick - bm25) / (oracle - bm25)`` over the means:
-0 means no better than BM25's top-1, 1 means as good as the oracle.
+0 means no better than BM25's top-1, 1 means as good as the oracle. With ``--abstain`` the empty passage
+is a candidate, so the oracle is the best of k *or none*, and the no-retrieval log-prob is summed too:
+training exports no retrieval when it beats both BM25 and the trained picks on validation.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ class SelectionSums:
     oracle_logprob: float = 0.0
     abstained: float = 0.0
     """Prefixes where the pick is the empty passage (``--abstain``)."""
+    none_logprob: float = 0.0
+    """LM log-prob of the target with no passage (``--abstain`` groups; 0 without them)."""
 
     def as_tensor(self) -> torch.Tensor:
         return torch.tensor(
@@ -38,6 +42,7 @@ class SelectionSums:
                 self.bm25_logprob,
                 self.oracle_logprob,
                 self.abstained,
+                self.none_logprob,
             ],
             dtype=torch.float64,
         )
@@ -61,6 +66,7 @@ class SelectionSums:
                 self.pick_logprob / n, self.bm25_logprob / n, self.oracle_logprob / n
             ),
             "retrieval_rate": 1.0 - self.abstained / n,
+            "none_logprob": self.none_logprob / n,
         }
 
 
@@ -86,7 +92,11 @@ def selection_sums(
     pick = scores.argmax(dim=-1)
     pick_lp = lm.gather(1, pick[:, None]).squeeze(1)
     oracle_lp = lm.max(dim=-1).values
-    abstained = is_empty.gather(1, pick[:, None]).squeeze(1).float().sum() if is_empty is not None else 0.0
+    abstained = none_lp = 0.0
+    if is_empty is not None and bool(is_empty.any()):
+        abstained = float(is_empty.gather(1, pick[:, None]).squeeze(1).float().sum())
+        # One empty slot per group: its LM log-prob is the target's log-prob with no passage.
+        none_lp = float((lm.double() * (is_empty & mask)).sum())
     return SelectionSums(
         count=float(scores.shape[0]),
         agree=float((pick_lp >= oracle_lp).float().sum()),
@@ -94,4 +104,5 @@ def selection_sums(
         bm25_logprob=float(lm[:, 0].double().sum()),
         oracle_logprob=float(oracle_lp.double().sum()),
         abstained=float(abstained),
+        none_logprob=none_lp,
     )

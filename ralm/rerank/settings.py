@@ -93,3 +93,6 @@ class RunArgs:
     """Also log to TensorBoard (needs the tensorboard extra)."""
     progress_bar: bool = True
     """Show a tqdm progress bar."""
+    keep_checkpoints: bool = True
+    """Keep checkpoints/ and the step-0 model after the export (false: only the exported reranker stays,
+    hundreds of MB less; a finished run then cannot be resumed or re-exported)."""
