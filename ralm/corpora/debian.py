@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import hashlib
 import json
 import os
 import shutil
@@ -30,6 +29,7 @@ from pathlib import Path
 
 from ralm.atomic_files import write_json_atomic
 from ralm.errors import RalmInputError
+from ralm.fingerprints import file_sha256
 
 _STAMP = ".ralm-extracted"
 # Unpacked packages are a few times larger than their .deb; refuse early rather than fail half-way.
@@ -46,14 +46,6 @@ class PackageFetchError(RalmInputError):
 def cache_root() -> Path:
     """The cache folder: ``$RALM_CACHE`` when set, else ``~/.cache/ralm``."""
     return Path(os.environ.get("RALM_CACHE") or Path.home() / ".cache" / "ralm").expanduser()
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 @contextlib.contextmanager
@@ -111,7 +103,7 @@ def _cached_deb(debs: Path, package: str) -> tuple[dict, Path] | None:
     try:
         manifest = json.loads(manifest_path.read_text())
         deb = debs / manifest["filename"]
-        if deb.is_file() and sha256_file(deb) == manifest["sha256"]:
+        if deb.is_file() and file_sha256(deb) == manifest["sha256"]:
             return manifest, deb
     except (OSError, ValueError, KeyError):
         pass
@@ -155,7 +147,7 @@ def _download(package: str, debs: Path) -> tuple[dict, Path]:
             raise PackageFetchError(
                 f"package {package}: apt-get download wrote {len(files)} .deb files, not one"
             )
-        got = sha256_file(files[0])
+        got = file_sha256(files[0])
         if got != record["sha256"]:
             raise PackageFetchError(
                 f"{files[0].name}: SHA256 {got[:16]}... does not match apt's record {record['sha256'][:16]}...; "

@@ -8,7 +8,6 @@ come from the model's own config and tokenizer.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import tempfile
@@ -19,6 +18,7 @@ from typing import Any
 import torch
 
 from ralm.errors import RalmInputError
+from ralm.fingerprints import file_sha256
 
 _DTYPES = {
     "float32": torch.float32,
@@ -100,14 +100,6 @@ class FrozenLM:
 def cache_root() -> Path:
     """Where converted weights are kept: ``$RALM_CACHE`` or ``~/.cache/ralm``."""
     return Path(os.environ.get("RALM_CACHE") or Path.home() / ".cache" / "ralm")
-
-
-def file_sha256(path: Path, chunk: int = 1 << 22) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def convert_gguf(gguf_path: Path) -> Path:

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from ralm.atomic_files import partial_dir, publish_dir
 from ralm.errors import RalmInputError
-from ralm.retrieval.index_meta import META_NAME, check_passages, file_sha256, make_meta, read_meta, write_meta
+from ralm.fingerprints import file_sha256
+from ralm.retrieval.index_meta import META_NAME, check_passages, make_meta, read_meta, write_meta
 from ralm.retrieval.passage_store import PassageStore, save_store
 from ralm.retrieval.passages import read_passages
 from ralm.retrieval.types import Retriever

@@ -6,7 +6,6 @@ the passages file's path and sha256, creation time and the ralm version.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -14,18 +13,10 @@ from pathlib import Path
 
 from ralm.atomic_files import write_json_atomic
 from ralm.errors import RalmInputError
+from ralm.fingerprints import file_sha256
 
 META_NAME = "ralm_index.json"
 FORMAT = "ralm-index/1"
-
-
-def file_sha256(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
-    """Hex sha256 of a file, read in 4 MiB chunks (passages files reach gigabytes)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _ralm_version() -> str:
