@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -71,3 +72,24 @@ def test_passage_tokens_cache_equals_fresh_encoding(tiny_lm, real_documents):
     again = cache([hits[2], hits[0], hits[3]])
     assert again == [tiny_lm.encode(h.contents)[:20] for h in (hits[2], hits[0], hits[3])]
     assert first[0] == again[1]
+
+
+def test_gain_by_bm25_strength_bands_the_prefixes_by_their_best_score():
+    from ralm.data_gen.summary import STRENGTH_QUANTILES, gain_by_bm25_strength
+
+    rng = np.random.default_rng(0)
+    tops = rng.uniform(5, 30, size=200)
+    bm25 = [[t, t / 2] for t in tops]
+    none = [-50.0] * 200
+    logprobs = [[-50.0 + (t - 15.0) * 4, -60.0] for t in tops]  # gain grows with the score, 4 targets each
+    bands = gain_by_bm25_strength(bm25, logprobs, none, [4] * 200)
+    edges = [tops.min(), *np.quantile(tops, STRENGTH_QUANTILES), tops.max()]
+    assert [b["bm25_from"] for b in bands] == pytest.approx(edges[:-1])
+    assert sum(b["prefixes"] for b in bands) == 200
+    for band, lo, hi in zip(bands, edges[:-1], edges[1:], strict=True):
+        inside = [(t - 15.0) for t in tops if lo <= t < hi or (hi == edges[-1] and t == hi)]
+        assert band["prefixes"] == len(inside)
+        assert band["gain_bm25_top1_over_no_retrieval"] == pytest.approx(
+            np.mean(inside)
+        )  # (t-15)*4 / 4 targets
+    assert gain_by_bm25_strength([], [], [], []) == []

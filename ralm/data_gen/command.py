@@ -281,7 +281,24 @@ def data_gen(
         print(f"another process is merging the shards (if none is, remove {out}/.merge.lock)")
         return meta
     print(f"{out}: {final['summary']['examples']} examples\n{format_summary(final['summary'])}")
+    print_warnings(final["summary"])
     return final
+
+
+def print_warnings(summary: dict) -> None:
+    """Say plainly what the summary's numbers mean when they are bad news for retrieval."""
+    gain = summary.get("gain_bm25_top1_over_no_retrieval")
+    if isinstance(gain, float) and gain < 0:
+        print(
+            f"data-gen: warning: BM25's top passage LOWERS the target's log-prob on average ({gain:+.3f} nats/token "
+            "against no retrieval); train with --abstain so the reranker can decline to retrieve"
+        )
+    copies = summary.get("candidates_copying_target", 0)
+    if copies:
+        print(
+            f"data-gen: note: {copies} candidate(s) ({summary.get('candidates_copying_target_rate', 0):.1%}) hold "
+            "8 consecutive tokens of their prefix's target: copies of the training text in the corpus?"
+        )
 
 
 def merge(output: str, keep_shards: bool = False) -> dict | None:
@@ -296,6 +313,7 @@ def merge(output: str, keep_shards: bool = False) -> dict | None:
         print(f"another process is merging the shards (if none is, remove {output}/.merge.lock)")
     else:
         print(f"{output}: {final['summary']['examples']} examples\n{format_summary(final['summary'])}")
+        print_warnings(final["summary"])
     return final
 
 

@@ -16,6 +16,7 @@ from ralm.data_gen.prefixes import PrefixSample, TokenizedCorpus, prefix_tokens
 from ralm.data_gen.scoring import PassageTokens, make_row, score_prefix
 from ralm.data_gen.shards import Shard
 from ralm.errors import RalmInputError
+from ralm.retrieval.overlap import COPY_TOKENS, copies_span
 from ralm.retrieval.types import Hit, Retriever
 
 
@@ -65,6 +66,14 @@ def check_corpus_matches_index(
         )
 
 
+def count_copies(
+    corpus: TokenizedCorpus, doc: int, position: int, stride: int, passages: list[list[int]]
+) -> int:
+    """Candidates holding a ``COPY_TOKENS``-token run of the text that starts in the prefix's target."""
+    text = corpus.tokens(doc)[position : position + stride + COPY_TOKENS - 1].tolist()
+    return sum(copies_span(p, text, 0, stride) for p in passages)
+
+
 def shard_rows(
     shard: Shard,
     sample: PrefixSample,
@@ -103,14 +112,18 @@ def shard_rows(
     )
     if check_documents is not None:
         check_documents([int(sample.doc[i]) for i in indices], candidates)
-    rows, pairs = [], 0
+    rows, pairs, copies = [], 0, 0
     for i, toks, doc_id, hits in zip(indices, tokens, doc_ids, candidates, strict=True):
+        passage_tokens = passages(hits)
         cand, none = score_prefix(
             lm,
             toks,
-            passages(hits),
+            passage_tokens,
             max_length=settings.max_length,
             max_passage_tokens=settings.max_passage_tokens,
+        )
+        copies += count_copies(
+            corpus, int(sample.doc[i]), int(sample.position[i]), settings.stride, passage_tokens
         )
         row = make_row(
             prefix_index=i,
@@ -130,5 +143,6 @@ def shard_rows(
         "pairs": pairs,
         "seconds": time.perf_counter() - started,
         "short_candidate_lists": sum(len(h) < settings.k for h in candidates),
+        "candidates_copying_target": copies,
     }
     return rows, counts

@@ -20,7 +20,7 @@ from ralm.atomic_files import write_json_atomic
 from ralm.data_gen.metadata import read_json, refuse_if_different
 from ralm.data_gen.schema import METADATA_FILE
 from ralm.data_gen.shards import SHARD_META, ShardStore, pid_alive, plan_shards
-from ralm.data_gen.summary import summarize
+from ralm.data_gen.summary import gain_by_bm25_strength, summarize
 from ralm.errors import RalmInputError
 
 _DATASET_FILES = ("state.json", "dataset_info.json")
@@ -86,12 +86,13 @@ def _merge_locked(output: Path, meta: dict, keep_shards: bool) -> dict:
     try:
         store = ShardStore(output)
         shards = plan_shards(config["num_examples"], config["num_shards"])
-        parts, pairs, seconds = [], 0, 0.0
+        parts, pairs, seconds, copies = [], 0, 0.0, 0
         for shard in shards:
             shard_meta = read_json(store.path(shard) / SHARD_META)
             refuse_if_different(store.path(shard) / SHARD_META, config, shard_meta.get("config", {}))
             pairs += shard_meta.get("pairs", 0)
             seconds += shard_meta.get("seconds", 0.0)
+            copies += shard_meta.get("candidates_copying_target", 0)
             parts.append(load_from_disk(str(store.path(shard))))
         merged = concatenate_datasets(parts)
         shutil.rmtree(tmp, ignore_errors=True)
@@ -112,7 +113,14 @@ def _merge_locked(output: Path, meta: dict, keep_shards: bool) -> dict:
             [len(t) for t in merged["no_retrieval_token_logprobs"]],
             k=config.get("k"),
         )
+        stats["gain_by_bm25_strength"] = gain_by_bm25_strength(
+            merged["bm25_scores"], merged["lm_logprobs"], merged["no_retrieval_logprob"],
+            [len(t) for t in merged["no_retrieval_token_logprobs"]],
+        )  # fmt: skip
         stats["pairs_per_second"] = pairs / seconds if seconds > 0 else float("nan")
+        # A leak check: candidates that hold 8 consecutive tokens of their prefix's target (retrieval.overlap).
+        stats["candidates_copying_target"] = copies
+        stats["candidates_copying_target_rate"] = copies / pairs if pairs else 0.0
         meta = {
             **meta,
             "complete": True,

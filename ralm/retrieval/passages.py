@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -145,23 +146,29 @@ def split_passages(
     retrieved together.
 
     `exclude` holds titles or doc ids to leave out (the evaluation documents, as the paper removed
-    WikiText-103's test articles). If `stats` is given it is filled with counts: documents, excluded,
-    passages, and the exclude entries that matched nothing (often a typo worth reporting).
+    WikiText-103's test articles); an entry ``re:PATTERN`` leaves out every document whose id or title
+    the regular expression matches in full (``re:kjv-(Mark|Ruth)`` for two books, ``re:.*Mark.*`` for any
+    version of one). If `stats` is given it is filled with counts: documents, excluded, passages, the
+    excluded documents' ids, and the exclude entries that matched nothing (often a typo worth reporting).
     """
     if words < 1:
         raise RalmInputError(f"words: must be >= 1, got {words}")
     stride = words if stride is None else stride
     if not 1 <= stride <= words:
         raise RalmInputError(f"stride: must be between 1 and words ({words}), got {stride}")
-    exclude = set(exclude)
+    names, patterns = exclusion_rules(exclude)
     matched: set[str] = set()
     counts = {"documents": 0, "excluded": 0, "passages": 0}
+    excluded_ids: list[str] = []
     for doc in docs:
         counts["documents"] += 1
-        hit = {doc["id"], doc["title"]} & exclude
+        hit = ({doc["id"], doc["title"]} & names) | {
+            rule for rule, rx in patterns.items() if rx.fullmatch(doc["id"]) or rx.fullmatch(doc["title"])
+        }
         if hit:
             matched |= hit
             counts["excluded"] += 1
+            excluded_ids.append(doc["id"])
             continue
         tokens = doc["text"].split()
         if not tokens:
@@ -176,7 +183,23 @@ def split_passages(
                 doc_id=doc["id"],
             )
     if stats is not None:
-        stats.update(counts, unmatched_exclude=sorted(exclude - matched))
+        stats.update(
+            counts, excluded_ids=excluded_ids, unmatched_exclude=sorted((names | set(patterns)) - matched)
+        )
+
+
+def exclusion_rules(exclude: Iterable[str]) -> tuple[set[str], dict[str, re.Pattern]]:
+    """(exact titles or ids, {"re:PATTERN": compiled}) from exclude entries; a bad pattern names itself."""
+    names, patterns = set(), {}
+    for entry in exclude:
+        if not entry.startswith("re:"):
+            names.add(entry)
+            continue
+        try:
+            patterns[entry] = re.compile(entry[3:])
+        except re.error as err:
+            raise RalmInputError(f"exclude {entry!r}: not a regular expression ({err})") from None
+    return names, patterns
 
 
 def passage_record(passage: Passage) -> dict:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ralm.atomic_files import write_json_atomic
 from ralm.command_args import call_with_args, parser_for
 from ralm.errors import RalmInputError
 from ralm.retrieval.passages import read_documents, split_passages, write_passages
@@ -40,8 +41,10 @@ def make_passages(
         input: Documents: JSONL with id/title/text (or contents), a folder of .txt files, or a datasets dir.
         out: Passages JSONL to write ({"id", "contents": "title\\ntext", "title", "doc_id"}).
         words: Words per passage (the paper: 100).
-        exclude: Titles or doc ids to leave out (the evaluation documents).
-        exclude_file: A file with one title or doc id per line to leave out, added to `exclude`.
+        exclude: Titles or doc ids to leave out (the evaluation documents); `re:PATTERN` leaves out every
+            document whose id or title the regular expression matches in full. The excluded ids are
+            listed in OUT.excluded.json.
+        exclude_file: A file with one title, doc id or re:PATTERN per line to leave out, added to `exclude`.
         stride: Words between passage starts (default: `words`, non-overlapping as in the paper); smaller
             overlaps the passages so a match and the text after it can be retrieved together.
     """
@@ -53,6 +56,7 @@ def make_passages(
         split_passages(read_documents(input), words=words, exclude=names, stats=stats, stride=stride), out
     )
     stats["passages"] = count
+    write_json_atomic(Path(f"{out}.excluded.json"), {"rules": names, **stats}, indent=1)
     print(
         f"passages: {stats['documents']} documents -> {count} passages of <= {words} words"
         f"{f' every {stride} words' if stride and stride != words else ''} in {out}; "
