@@ -158,3 +158,24 @@ def test_cli_prints_one_line_and_exits_2(tmp_path):
         f"error: {docs}:2: malformed JSON (Expecting property name enclosed in double quotes, column 2)"
     ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["docs.jsonl"]
+
+
+@pytest.mark.parametrize(
+    ("qid", "doc_id", "tag", "field"),
+    [
+        ("q 1", "d-0", "ralm", "qid"),
+        ("q1", "first book.txt-0", "ralm", "passage id"),
+        ("q1", "d-0", "my run", "tag"),
+    ],
+)
+def test_trec_fields_with_whitespace_are_refused_by_name(qid, doc_id, tag, field):
+    """trec_eval splits on whitespace: 'first book.txt' or --tag 'my run' would write lines of 7 or 8 fields."""
+    from ralm.retrieval.run_files import trec_lines
+    from ralm.retrieval.types import Hit
+
+    hit = Hit(id=doc_id, score=1.5, contents="t\nx", title="t", doc_id=doc_id.rsplit("-", 1)[0])
+    with pytest.raises(RalmInputError, match=f"^{field} "):
+        trec_lines(qid, [hit], tag)
+    assert trec_lines("q1", [Hit(id="d-0", score=1.5, contents="", title="", doc_id="d")], "ralm") == [
+        "q1 Q0 d-0 1 1.500000 ralm"
+    ]

@@ -73,8 +73,17 @@ def read_queries(path: str | os.PathLike) -> list[tuple[str, str]]:
 
 def trec_lines(qid: str, hits: Sequence[Hit], tag: str) -> list[str]:
     """TREC run lines for one query: ``qid Q0 docid rank score tag``, rank from 1."""
-    if any(c.isspace() for c in qid):
-        raise RalmInputError(f"qid {qid!r}: TREC run files cannot hold whitespace in a qid")
+    # trec_eval splits lines on whitespace: a space inside any field shifts every field after it.
+    for field, value in (("qid", qid), ("tag", tag), *(("passage id", h.id) for h in hits)):
+        if not value or any(c.isspace() for c in value):
+            hint = (
+                " (pass --tag without spaces)"
+                if field == "tag"
+                else " (rename the documents: ids become passage ids)"
+            )
+            raise RalmInputError(
+                f"{field} {value!r}: a TREC run file field cannot be empty or hold whitespace{hint}"
+            )
     return [f"{qid} Q0 {h.id} {rank} {h.score:.6f} {tag}" for rank, h in enumerate(hits, start=1)]
 
 
