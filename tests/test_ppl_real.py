@@ -31,7 +31,11 @@ def test_related_corpus_helps_and_unrelated_does_not(smollm2_gguf, tmp_path):
     from ralm.corpora import bible_books
     from ralm.corpora.texts import fortunes
 
-    index, _ = build_bm25_index(bible_books("kjv"), tmp_path / "kjv", words=100)
+    # Mark's King James text is left out: evaluating the World English Mark against it would measure the
+    # retrieval of a translation of the test text (ASSETS.md's leak warning). The other gospels remain.
+    index, _ = build_bm25_index(
+        [b for b in bible_books("kjv") if b["id"] != "Mark"], tmp_path / "kjv", words=100
+    )
     mark = next(b for b in bible_books("web") if b["id"] == "Mark")
     (tmp_path / "mark.txt").write_text(mark["text"])
     (tmp_path / "fortunes.txt").write_text("\n\n".join(f["text"] for f in fortunes()[:300]))

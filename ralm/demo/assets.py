@@ -57,50 +57,97 @@ class DemoTexts:
     train: Path
     eval: Path
     description: dict
+    exclude: tuple[str, ...] = ()
+    """Titles, ids or ``re:`` patterns the index stage leaves out of the corpus (``ralm index --exclude``)."""
 
 
-def _prefixed(docs: list[dict], prefix: str) -> list[dict]:
-    # Distinct doc ids per translation: data-gen excludes candidates whose doc_id equals the prefix's own,
-    # and "Gen" of the WEB is not the same document as "Gen" of the KJV.
-    return [{"id": f"{prefix}-{d['id']}", "title": d["title"], "text": d["text"]} for d in docs]
+def bible_texts(data_dir: Path, scale, split: str = "test") -> DemoTexts:
+    """The King James Bible as retrieval corpus, the World English Bible's other books for training, and
+    the split's books (`scale.dev_books` or `scale.test_books`) for evaluation.
 
-
-def bible_texts(data_dir: Path, heldout_books: list[str]) -> DemoTexts:
-    """KJV books as retrieval corpus; WEB books minus `heldout_books` for training, those books for eval."""
+    Both translations file a book under its OSIS id ("Mark"), so one id names a book in every version:
+    the index stage excludes the dev and test books from the corpus by id (``ralm index --exclude``), and
+    data-gen's own-document rule drops a training book's King James text from its own candidates.
+    """
     from ralm.corpora import CANON, bible_books
 
-    unknown = [b for b in heldout_books if b not in CANON]
-    if unknown or not heldout_books:
-        raise RalmInputError(
-            f"--heldout-books {unknown or heldout_books}: give OSIS book ids such as Mark, Ruth, Jonah "
-            f"(one of {', '.join(CANON)})"
-        )
+    books = {"--dev-books": scale.dev_books, "--test-books": scale.test_books}
+    for option, names in books.items():
+        unknown = [b for b in names if b not in CANON]
+        if unknown or not names:
+            raise RalmInputError(
+                f"{option} {list(unknown or names)}: give OSIS book ids such as Mark, Ruth, Jonah "
+                f"(one of {', '.join(CANON)})"
+            )
     paths = DemoTexts(
         corpus=data_dir / "kjv_books.jsonl",
         train=data_dir / "web_train_books.jsonl",
-        eval=data_dir / "web_heldout_books.jsonl",
+        eval=data_dir / f"web_{split}_books.jsonl",
         description={},
     )
-    kjv = _prefixed(bible_books("kjv"), "kjv")
-    web = _prefixed(bible_books("web"), "web")
-    held = set(heldout_books)
-    train = [d for d in web if d["id"].removeprefix("web-") not in held]
-    # Held-out books in the order given, so the first --eval-tokens tokens come from the first book.
-    by_id = {d["id"].removeprefix("web-"): d for d in web}
-    heldout = [by_id[b] for b in heldout_books]
-    for path, rows in ((paths.corpus, kjv), (paths.train, train), (paths.eval, heldout)):
+    kjv, web = bible_books("kjv"), bible_books("web")
+    held = set(scale.heldout_books)
+    train = [d for d in web if d["id"] not in held]
+    by_id = {d["id"]: d for d in web}
+    scored = [by_id[b] for b in (scale.dev_books if split == "dev" else scale.test_books)]
+    for path, rows in ((paths.corpus, kjv), (paths.train, train), (paths.eval, scored)):
         if not _same_jsonl(path, rows):
             write_jsonl_atomic(path, rows, ensure_ascii=False)
 
     def words(rows: list[dict]) -> int:
         return sum(len(r["text"].split()) for r in rows)
 
+    kept = [d for d in kjv if d["id"] not in held]
     description = {
-        "corpus": f"King James Bible, {len(kjv)} books, {words(kjv):,} words (Debian sword-text-kjv)",
-        "train": f"World English Bible minus held-out books: {len(train)} books, {words(train):,} words",
-        "eval": f"World English Bible held-out books {', '.join(heldout_books)}: {words(heldout):,} words",
+        "corpus": f"King James Bible minus the dev and test books ({', '.join(scale.heldout_books)}): "
+        f"{len(kept)} books, {words(kept):,} words (Debian sword-text-kjv)",
+        "train": f"World English Bible minus the dev and test books: {len(train)} books, {words(train):,} words",
+        "eval": f"World English Bible {split} books {', '.join(d['id'] for d in scored)}: {words(scored):,} words",
     }
-    return DemoTexts(paths.corpus, paths.train, paths.eval, description)
+    return DemoTexts(paths.corpus, paths.train, paths.eval, description, exclude=tuple(scale.heldout_books))
+
+
+PYTHON_DOCS = {
+    "corpus": ("library/",),
+    "train": ("howto/", "faq/", "reference/", "extending/", "using/"),
+    "dev": ("tutorial/errors", "tutorial/modules"),
+    "test-quick": ("tutorial/stdlib", "tutorial/stdlib2"),
+    "test": ("tutorial/datastructures", "tutorial/inputoutput", "tutorial/stdlib", "tutorial/stdlib2"),
+}
+"""The second domain: page-id prefixes of the Python 3.11 documentation (Debian python3.11-doc) per role.
+The library reference is the retrieval corpus, the HOWTOs, FAQ, language reference, extending and usage
+guides train the reranker, and tutorial pages are held out (dev pages choose, test pages are reported)."""
+
+
+def python_docs_texts(data_dir: Path, quick: bool, split: str = "test") -> DemoTexts:
+    """The Python documentation split by section (PYTHON_DOCS): a domain far from the Bible."""
+    from ralm.corpora import python_docs
+
+    docs = python_docs()
+    scored_ids = PYTHON_DOCS["dev" if split == "dev" else "test-quick" if quick else "test"]
+
+    def pages(prefixes: tuple[str, ...]) -> list[dict]:
+        return [d for d in docs if d["id"].startswith(prefixes)]
+
+    by_id = {d["id"]: d for d in docs}
+    roles = {"corpus": pages(PYTHON_DOCS["corpus"]), "train": pages(PYTHON_DOCS["train"]),
+             "eval": [by_id[i] for i in scored_ids]}  # fmt: skip
+    paths = {role: data_dir / f"python_docs_{role if role != 'eval' else split}.jsonl" for role in roles}
+    for role, rows in roles.items():
+        if not _same_jsonl(paths[role], rows):
+            write_jsonl_atomic(paths[role], rows, ensure_ascii=False)
+
+    def words(rows: list[dict]) -> int:
+        return sum(len(r["text"].split()) for r in rows)
+
+    description = {
+        "corpus": f"Python 3.11 library reference: {len(roles['corpus'])} pages, {words(roles['corpus']):,} words "
+        "(Debian python3.11-doc)",
+        "train": f"Python 3.11 HOWTOs, FAQ, language reference, extending and using guides: {len(roles['train'])} "
+        f"pages, {words(roles['train']):,} words",
+        "eval": f"Python tutorial {split} pages {', '.join(scored_ids)}: {words(roles['eval']):,} words",
+    }
+    return DemoTexts(paths["corpus"], paths["train"], paths["eval"], description)
 
 
 def _same_jsonl(path: Path, rows: list[dict]) -> bool:
@@ -111,8 +158,9 @@ def _same_jsonl(path: Path, rows: list[dict]) -> bool:
     return path.read_text(encoding="utf-8") == expected
 
 
-def user_texts(corpus: str, train: str | None, eval_text: str) -> DemoTexts:
-    """The user's own files: retrieval corpus, optional training documents (default: the corpus), eval text."""
+def user_texts(corpus: str, train: str | None, eval_text: str, exclude: tuple[str, ...] = ()) -> DemoTexts:
+    """The user's own files: retrieval corpus, optional training documents (default: the corpus), eval text,
+    and what to exclude from the corpus (the eval documents' titles, ids or ``re:`` patterns)."""
     for option, value in (("--corpus", corpus), ("--train-text", train), ("--eval-text", eval_text)):
         if value is not None and not Path(value).exists():
             raise RalmInputError(f"{option} {value}: no such file or folder")
@@ -122,4 +170,5 @@ def user_texts(corpus: str, train: str | None, eval_text: str) -> DemoTexts:
         Path(train),
         Path(eval_text),
         {"corpus": f"{corpus} (yours)", "train": f"{train} (yours)", "eval": f"{eval_text} (yours)"},
+        exclude=tuple(exclude),
     )

@@ -1,40 +1,59 @@
 """`ralm demo`: the whole pipeline of both papers' retrieval-augmented LM on real offline assets.
 
     ralm demo --quick                 # under 5 minutes on a 2-core CPU
-    ralm demo                         # the full demo, under 30 minutes
-    ralm demo --corpus docs.jsonl --eval-text held_out.jsonl --lm gpt2 --encoder roberta-base
+    ralm demo                         # the full demo (three training seeds), under 30 minutes
+    ralm demo --split dev             # the dev books, for choosing settings (never reported)
+    ralm demo --corpus docs.jsonl --eval-text held_out.jsonl --exclude '[re:held-out-.*]' --lm gpt2
 
-King James Bible as retrieval corpus, World English Bible books split into training and held-out text;
-then `ralm index` -> `ralm data-gen` -> `ralm train` -> `ralm eval ppl` with no retrieval, BM25 top-1,
-zero-shot LM reranking, the trained reranker and the oracle on the same held-out text and retrieval
-results, and a report (table and plot) in the run folder beside the exact commands of each stage.
+King James Bible as retrieval corpus minus the dev and test books, the World English Bible's other books as
+training text; then `ralm index` -> `ralm data-gen` -> `ralm train` (one reranker per seed, with
+abstention) -> one `ralm eval ppl --compare` table on the split's books: no retrieval, BM25 top-1, random
+among the top k, zero-shot LM reranking, each trained reranker, and the best of k (with and without the
+option of no passage), each with paired bootstrap CIs against BM25 and no retrieval, and a report (table and
+plot) in the run folder beside the exact commands of each stage.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
+from typing import Literal
 
 from ralm.command_args import call_with_args, parser_for
-from ralm.demo.assets import DemoTexts, bible_texts, default_encoder, default_lm, user_texts
+from ralm.demo.assets import (
+    DemoTexts,
+    bible_texts,
+    default_encoder,
+    default_lm,
+    python_docs_texts,
+    user_texts,
+)
 from ralm.demo.presets import DemoScale, Overrides, describe, resolve_scale
-from ralm.demo.report import COMPARE_NAMES, CONDITIONS, build_report
+from ralm.demo.report import BASELINES, UPPER_BOUNDS, build_report
 from ralm.demo.stages import Stage, StageRunner, short_hash
 from ralm.errors import RalmInputError
 from ralm.eval.compare import COMPARE_FILE
+from ralm.fingerprints import path_fingerprint
 
 _OVERRIDES = Overrides()  # never mutated; the parser builds a fresh one from the command line
 
 
 def _stage_plan(run_dir: Path, texts: DemoTexts, lm: str, encoder: str, scale: DemoScale) -> list[Stage]:
     """Every stage's command line; output folders are keyed by a hash of the inputs that make them."""
-    index_key = short_hash([str(texts.corpus), str(scale.passage_words), str(scale.passage_stride)])
+    # Keyed by the input files' contents, not their names: an edited file gets a fresh folder.
+    contents = {role: path_fingerprint(getattr(texts, role)) for role in ("corpus", "train", "eval")}
+    exclude = ["--exclude", json.dumps(list(texts.exclude))] if texts.exclude else []
+    index_key = short_hash(
+        [contents["corpus"], str(scale.passage_words), str(scale.passage_stride), *exclude]
+    )
     index_dir = run_dir / f"index-{index_key}"
     passages = Path(f"{index_dir}.passages.jsonl")
     index = Stage(
         "index",
         ["index", "--documents", str(texts.corpus), "--index-dir", str(index_dir), "--passages", str(passages),
-         "--words", str(scale.passage_words), "--stride", str(scale.passage_stride), "--overwrite", "true"],
+         "--words", str(scale.passage_words), "--stride", str(scale.passage_stride), *exclude,
+         "--overwrite", "true"],
         index_dir,
     )  # fmt: skip
     lm_window = ["--stride", str(scale.stride), "--query-tokens", str(scale.query_tokens),
@@ -43,8 +62,32 @@ def _stage_plan(run_dir: Path, texts: DemoTexts, lm: str, encoder: str, scale: D
     gen_args = ["--documents", str(texts.train), "--index", str(index_dir), "--passages", str(passages),
                 "--lm", lm, "--num-prefixes", str(scale.num_prefixes),
                 "--prefixes-per-shard", str(scale.prefixes_per_shard), *lm_window]  # fmt: skip
-    data_dir = run_dir / f"rerank-data-{short_hash([index_key, *gen_args])}"
+    data_dir = run_dir / f"rerank-data-{short_hash([index_key, contents['train'], *gen_args])}"
     data_gen = Stage("data-gen", ["data-gen", *gen_args, "--output", str(data_dir)], data_dir)
+    trains = [_train_stage(run_dir, data_dir, encoder, scale, seed) for seed in scale.train_seeds]
+
+    eval_args = ["--text", str(texts.eval), "--lm", lm, *lm_window]
+    if scale.eval_tokens is not None:
+        eval_args += ["--max-tokens", str(scale.eval_tokens)]
+    eval_key = short_hash([index_key, contents["eval"], *eval_args])
+    cache = run_dir / f"retrieval-cache-{eval_key}.jsonl"
+    retrieval = ["--index", str(index_dir), "--passages", str(passages), "--retrieval-cache", str(cache)]
+    # One table of k + 1 LM scores per window serves every condition (`--compare`): the same windows,
+    # candidates and scores for each, and each trained seed costs only its encoder passes.
+    trained = {f"trained-seed{seed}": t.output for seed, t in zip(scale.train_seeds, trains, strict=True)}
+    compare = ",".join(
+        [c for c in BASELINES if c not in UPPER_BOUNDS]
+        + [f"{n}={p}" for n, p in trained.items()]
+        + list(UPPER_BOUNDS)
+    )
+    # The trained rerankers' folder names already carry their training settings.
+    eval_dir = run_dir / f"eval-{short_hash([eval_key, compare])}"
+    evaluate = Stage("eval", ["eval", "ppl", *eval_args, *retrieval, "--compare", compare,
+                              "--output", str(eval_dir)], eval_dir / COMPARE_FILE)  # fmt: skip
+    return [index, data_gen, *trains, evaluate]
+
+
+def _train_stage(run_dir: Path, data_dir: Path, encoder: str, scale: DemoScale, seed: int) -> Stage:
     train_args = [
         "--data", str(data_dir), "--encoder.name", encoder, "--encoder.max_length", str(scale.encoder_max_length),
         "--max-prefix-tokens", str(scale.max_prefix_tokens), "--batch-size", str(scale.batch_size),
@@ -53,36 +96,29 @@ def _stage_plan(run_dir: Path, texts: DemoTexts, lm: str, encoder: str, scale: D
         # Warmup must end before the last step; a short override run keeps a tenth of its steps for it.
         "--warmup-steps", str(min(scale.warmup_steps, scale.train_steps // 10)),
         "--max-steps", str(scale.train_steps), "--val-every", str(scale.val_every),
-        "--save-every", str(scale.val_every), "--log-every", "10", "--wandb", "off",
+        "--save-every", str(scale.val_every), "--log-every", "10", "--wandb", "off", "--keep-checkpoints", "false",
         # Start from BM25's ranking and learn corrections: with a few dozen prefixes a reranker trained from
         # a random head ranks far worse than BM25 (measured 13.71 ppl against 10.59 at --quick).
-        "--bm25-prior", "true",
+        "--bm25-prior", "true", "--abstain", str(scale.abstain).lower(), "--seed", str(seed),
     ]  # fmt: skip
     train_dir = run_dir / f"reranker-{short_hash(train_args)}"
-    train = Stage("train", ["train", *train_args, "--out-dir", str(train_dir)], train_dir / "reranker",
-                  resume_options=["--ckpt-path", "last"])  # fmt: skip
-
-    eval_args = ["--text", str(texts.eval), "--lm", lm, "--max-tokens", str(scale.eval_tokens), *lm_window]
-    eval_key = short_hash([index_key, *eval_args])
-    cache = run_dir / f"retrieval-cache-{eval_key}.jsonl"
-    retrieval = ["--index", str(index_dir), "--passages", str(passages), "--retrieval-cache", str(cache)]
-    # One table of k + 1 LM scores per window serves all five conditions (`--compare`): the same windows,
-    # candidates and scores for each, at less than half the LM work of five separate runs.
-    compare = ",".join(f"{COMPARE_NAMES[c]}={train_dir / 'reranker'}" if c == "trained" else COMPARE_NAMES[c]
-                       for c in CONDITIONS)  # fmt: skip
-    # The trained reranker's folder name already carries its training settings.
-    eval_dir = run_dir / f"eval-{eval_key}"
-    evaluate = Stage("eval", ["eval", "ppl", *eval_args, *retrieval, "--compare", compare,
-                              "--output", str(eval_dir)], eval_dir / COMPARE_FILE)  # fmt: skip
-    return [index, data_gen, train, evaluate]
+    return Stage(
+        "train" if len(scale.train_seeds) == 1 else f"train seed {seed}",
+        ["train", *train_args, "--out-dir", str(train_dir)],
+        train_dir / "reranker",
+        resume_options=["--ckpt-path", "last"],
+    )
 
 
 def demo(
     quick: bool = False,
     run_dir: str | None = None,
+    split: Literal["test", "dev"] = "test",
+    domain: Literal["bible", "python-docs"] = "bible",
     corpus: str | None = None,
     train_text: str | None = None,
     eval_text: str | None = None,
+    exclude: list[str] | None = None,
     lm: str | None = None,
     encoder: str | None = None,
     scale: Overrides = _OVERRIDES,
@@ -92,11 +128,17 @@ def demo(
     Args:
         quick: The small scale (under 5 minutes on a 2-core CPU) instead of the full demo (under 30).
         run_dir: Folder for every output and the commands (default: runs/demo or runs/demo-quick).
+        split: Score the test books (default; what the README reports) or the dev books (for choosing
+            settings; its numbers are never reported). Both are kept out of the corpus and training text.
+        domain: The offline preset: the Bibles (King James corpus, World English text), or the Python 3.11
+            documentation (library reference as corpus, HOWTOs and references to train, tutorial pages held out).
         corpus: Your own retrieval corpus (JSONL {id, title, text}, folder of .txt, or datasets folder)
             instead of the King James Bible.
         train_text: Your own training documents for data-gen (default: the corpus; candidates from a
             prefix's own document are excluded).
         eval_text: Your own held-out evaluation text (needed with --corpus).
+        exclude: With --corpus: titles, ids or re:PATTERNs of corpus documents to leave out (any version
+            of your eval text the corpus holds); counted in the index's OUT.excluded.json.
         lm: Frozen LM: Hugging Face id, folder or .gguf file (default: the offline SmolLM2-135M).
         encoder: Reranker encoder: Hugging Face id or folder (default: the offline all-MiniLM-L6-v2).
         scale: Overrides of the chosen scale's settings.
@@ -105,19 +147,25 @@ def demo(
     settings = resolve_scale(quick, scale)
     if (corpus is None) != (eval_text is None):
         raise RalmInputError("--corpus and --eval-text: give both (your own texts) or neither (the Bibles)")
-    out = Path(run_dir or ("runs/demo-quick" if quick else "runs/demo"))
+    if corpus is None and exclude:
+        raise RalmInputError("--exclude: only with --corpus (the Bible demo excludes its dev and test books)")
+    default_dir = ("runs/demo-quick" if quick else "runs/demo") + ("" if domain == "bible" else f"-{domain}")
+    out = Path(run_dir or default_dir)
     out.mkdir(parents=True, exist_ok=True)
     lm_path = lm or default_lm()
     encoder_path = encoder or default_encoder()
     print(
-        f"[demo] {'quick' if quick else 'full'} demo in {out}\n[demo] settings: {describe(settings)}",
+        f"[demo] {'quick' if quick else 'full'} demo in {out}, {split} split\n"
+        f"[demo] settings: {describe(settings, bible=corpus is None and domain == 'bible')}",
         flush=True,
     )
     t0 = time.perf_counter()
     if corpus is not None:
-        texts = user_texts(corpus, train_text, eval_text)
+        texts = user_texts(corpus, train_text, eval_text, tuple(exclude or ()))
+    elif domain == "python-docs":
+        texts = python_docs_texts(out / "data", quick, split)
     else:
-        texts = bible_texts(out / "data", list(settings.heldout_books))
+        texts = bible_texts(out / "data", settings, split)
     for role, text in texts.description.items():
         print(f"[demo] {role}: {text}", flush=True)
     asset_seconds = time.perf_counter() - t0
@@ -125,25 +173,49 @@ def demo(
     runner = StageRunner(out)
     times = {"assets": asset_seconds}
     results_paths = {}
-    train_dir = out
-    for stage in _stage_plan(out, texts, lm_path, encoder_path, settings):
+    plan = _stage_plan(out, texts, lm_path, encoder_path, settings)
+    for stage in plan:
         times[stage.key] = runner.run(stage)
-        if stage.key == "train":
-            train_dir = stage.output.parent
-        if stage.key == "eval":
-            for condition in CONDITIONS:
-                results_paths[condition] = stage.output.parent / COMPARE_NAMES[condition] / "results.json"
+    trains = [stage.output.parent for stage in plan if stage.command[0] == "train"]
+    train_dirs = {f"seed {seed}": d for seed, d in zip(settings.train_seeds, trains, strict=True)}
+    excluded = json.loads(Path(f"{plan[0].output}.passages.jsonl.excluded.json").read_text())
+    exclusions = (
+        f"{excluded['excluded']} of {excluded['documents']} corpus documents excluded"
+        f" ({', '.join(excluded['excluded_ids'][:8])}{', ...' if excluded['excluded'] > 8 else ''})"
+        + (
+            f"; rules that matched nothing: {excluded['unmatched_exclude']}"
+            if excluded["unmatched_exclude"]
+            else ""
+        )
+    )
+    print(f"[demo] exclusions: {exclusions}", flush=True)
+    eval_dir = plan[-1].output.parent
+    summary = json.loads((eval_dir / COMPARE_FILE).read_text())
+    for name in summary["results"]:
+        results_paths[name] = eval_dir / name / "results.json"
     report = build_report(
         out,
         results_paths,
-        train_dir,
+        train_dirs,
         times,
         settings,
-        texts.description,
+        {**texts.description, "excluded": exclusions, "split": split},
         total_seconds=time.perf_counter() - started,
     )
     print(report["table"], flush=True)
     return report
+
+
+def _exclusions(path: Path) -> str:
+    """One line on what the index stage left out of the corpus (``ralm passages``' record)."""
+    if not path.is_file():
+        return "not recorded (the index was built by an older ralm)"
+    excluded = json.loads(path.read_text())
+    ids = excluded["excluded_ids"]
+    line = f"{len(ids)} of {excluded['documents']} corpus documents ({', '.join(ids[:8])}{', ...' if len(ids) > 8 else ''})"
+    if excluded["unmatched_exclude"]:
+        line += f"; rules that matched nothing: {', '.join(excluded['unmatched_exclude'])}"
+    return line
 
 
 def build_parser():

@@ -1,7 +1,7 @@
-"""The demo's report: a one-screen table (perplexity, change against BM25, stage times) and a plot.
+"""The demo's report: a one-screen table (perplexity, paired bootstrap CIs, rates, stage times) and a plot.
 
-Reads only the stages' own output files (eval ``results.json``, the reranker's ``summary.json`` and its
-CSV log), so the report can be rebuilt from a finished run folder at any time.
+Reads only the stages' own output files (each condition's ``results.json`` with its ``comparison``
+block, the rerankers' CSV logs), so the report can be rebuilt from a finished run folder at any time.
 """
 
 from __future__ import annotations
@@ -9,48 +9,55 @@ from __future__ import annotations
 import csv
 import json
 import math
+import statistics as stats_lib
 from dataclasses import asdict
 from pathlib import Path
 
 from ralm.atomic_files import atomic_path, write_text_atomic
 from ralm.demo.presets import DemoScale
+from ralm.eval.statistics import format_change
 
-# Conditions in the order they are shown; one `ralm eval ppl --compare` run scores them all.
-CONDITIONS = ("none", "bm25", "zero-shot", "trained", "oracle")
-COMPARE_NAMES = {
-    "none": "no-retrieval",
-    "bm25": "bm25",
-    "zero-shot": "zero-shot",
-    "trained": "trained",
-    "oracle": "oracle",
-}
-"""Each condition's `--compare` name (and output folder)."""
+BASELINES = ("no-retrieval", "bm25", "random", "zero-shot", "oracle", "oracle-or-none")
+"""The built-in conditions of the demo's one `ralm eval ppl --compare` table (trained ones go between)."""
+UPPER_BOUNDS = ("oracle", "oracle-or-none")
+"""Conditions that read the true targets: bounds, not methods."""
 LABELS = {
-    "none": "no retrieval",
+    "no-retrieval": "no retrieval",
     "bm25": "BM25 top-1",
-    "zero-shot": "BM25 + zero-shot LM rerank",
-    "trained": "BM25 + trained reranker",
-    "oracle": "BM25 + oracle (upper bound)",
+    "random": "random of BM25 top-k",
+    "zero-shot": "zero-shot LM rerank",
+    "oracle": "bound: best of k",
+    "oracle-or-none": "bound: best of k or none",
 }
+TRAINED_PREFIX = "trained-seed"
+
+
+def label(name: str) -> str:
+    if name.startswith(TRAINED_PREFIX):
+        return f"trained reranker, seed {name.removeprefix(TRAINED_PREFIX)}"
+    return LABELS.get(name, name)
 
 
 def relative_change(value: float, baseline: float) -> float:
-    """Change of `value` against `baseline` in percent (negative: lower perplexity than BM25)."""
+    """Change of `value` against `baseline` in percent (negative: lower perplexity than the baseline)."""
     return 100.0 * (value - baseline) / baseline
 
 
 def read_metrics(results_paths: dict[str, Path]) -> dict[str, dict]:
-    """Per condition: token perplexity, scored tokens, retrieval rate and seconds from its results.json."""
+    """Per condition: perplexity, counts and its ``comparison`` statistics from its results.json."""
     out = {}
     for condition, path in results_paths.items():
         results = json.loads(Path(path).read_text())
-        metrics, timings = results["metrics"], results.get("timings", {})
+        metrics, counts = results["metrics"], results["counts"]
         out[condition] = {
             "token_ppl": float(metrics["token_ppl"]),
             "word_ppl": float(metrics["word_ppl"]),
             "scored_tokens": int(metrics["scored_tokens"]),
+            "text_tokens": int(counts.get("text_tokens", counts["tokens"])),
+            "windows": int(counts["windows"]),
             "retrieval_rate": float(metrics.get("retrieval_rate") or 0.0),
-            "rerank_seconds": float(timings.get("rerank_s") or 0.0),
+            "comparison": results.get("comparison", {}),
+            "rerank_seconds": float(results.get("timings", {}).get("rerank_s") or 0.0),
         }
     return out
 
@@ -63,61 +70,106 @@ def read_gain_curve(train_dir: Path) -> list[tuple[int, float]]:
             for row in csv.DictReader(f):
                 value = row.get("val/gain_recovered")
                 if value not in (None, ""):
-                    points.append((int(float(row.get("step") or 0)), float(value)))
+                    # Lightning logs validation at step index global_step - 1: +1 gives the optimizer steps
+                    # done, the number in the checkpoint names (best-step10 after ten steps).
+                    points.append((int(float(row.get("step") or 0)) + 1, float(value)))
     return sorted(set(points))
+
+
+def _decision(train_dir: Path) -> str:
+    """What validation chose at export (ralm.rerank.selection), from the run's summary.json."""
+    path = train_dir / "summary.json"
+    return json.loads(path.read_text()).get("decision", "trained") if path.is_file() else "?"
+
+
+def seed_spread(metrics: dict[str, dict]) -> dict | None:
+    """Perplexity of the trained rerankers over seeds: values, mean and sample standard deviation."""
+    ppl = {n: m["token_ppl"] for n, m in metrics.items() if n.startswith(TRAINED_PREFIX)}
+    if not ppl:
+        return None
+    values = list(ppl.values())
+    return {
+        "seeds": [n.removeprefix(TRAINED_PREFIX) for n in ppl],
+        "token_ppl": values,
+        "mean": stats_lib.fmean(values),
+        "sd": stats_lib.stdev(values) if len(values) > 1 else 0.0,
+    }
 
 
 def format_table(metrics: dict[str, dict], times: dict[str, float], title: str, total_seconds: float) -> str:
     """The one-screen table printed at the end of a demo run."""
-    bm25 = metrics.get("bm25", {}).get("token_ppl")
-    lines = [title, "", f"{'condition':<30} {'token ppl':>10} {'vs BM25':>9} {'retrieval rate':>15}"]
-    for condition in CONDITIONS:
-        if condition not in metrics:
-            continue
-        m = metrics[condition]
-        change = (
-            "" if bm25 is None or condition == "bm25" else f"{relative_change(m['token_ppl'], bm25):+.1f}%"
-        )
+    lines = [
+        title,
+        "",
+        f"{'condition':<30} {'token ppl':>9}  {'vs BM25 [95% CI]':>24}  {'vs no retrieval [95% CI]':>24}"
+        f"  {'passage':>7} {'copies':>6}",
+    ]
+    for name, m in metrics.items():
+        c = m["comparison"]
         lines.append(
-            f"{LABELS[condition]:<30} {m['token_ppl']:>10.2f} {change:>9} {m['retrieval_rate']:>15.2f}"
+            f"{label(name):<30} {m['token_ppl']:>9.3f}  {format_change(c['vs_bm25']):>24}  "
+            f"{format_change(c['vs_no_retrieval']):>24}  {m['retrieval_rate']:>7.0%} {c['copy_rate']:>6.1%}"
         )
-    stage_times = ", ".join(f"{k} {v:.0f}s" for k, v in times.items() if k != "eval")
+    spread = seed_spread(metrics)
+    if spread and len(spread["seeds"]) > 1:
+        lines.append(
+            f"trained over seeds {','.join(spread['seeds'])}: token ppl {spread['mean']:.3f} ± {spread['sd']:.3f} "
+            f"(mean ± sd; {', '.join(f'{v:.3f}' for v in spread['token_ppl'])})"
+        )
+    first = next(iter(metrics.values()), None)
+    if first:
+        c = first["comparison"]
+        lines.append(
+            f"{c['windows']} windows, {c['retrieving_windows']} retrieving (window 0 is scored with no passage in "
+            f"every condition); CIs: paired bootstrap over windows, {c['vs_bm25']['resamples']} resamples, seed "
+            f"{c['seed']}; 'tie': the interval holds 0. passage: share of retrieving windows given a passage; "
+            f"copies: share whose passage holds {c['copy_tokens']} consecutive target tokens (a leak)."
+        )
+    stage_times = ", ".join(f"{k} {v:.0f}s" for k, v in times.items())
     lines += [
         "",
-        f"stage times: {stage_times}, eval (5 conditions from one table) {times.get('eval', 0.0):.0f}s; "
-        f"all stages {sum(times.values()):.0f}s, this run {total_seconds:.0f}s (finished stages are reused)",
+        f"stage times: {stage_times}; all stages {sum(times.values()):.0f}s, this run {total_seconds:.0f}s "
+        "(finished stages are reused)",
     ]
     return "\n".join(lines)
 
 
-def plot(metrics: dict[str, dict], gain_curve: list[tuple[int, float]], path: Path) -> None:
-    """Perplexity per condition (bars) and the reranker's validation gain recovered during training."""
+def plot(metrics: dict[str, dict], gain_curves: dict[str, list], title: str, path: Path) -> None:
+    """Perplexity change vs no retrieval with 95% CIs per condition, and each seed's validation curve."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
-    names = [c for c in CONDITIONS if c in metrics]
-    values = [metrics[c]["token_ppl"] for c in names]
-    bars = left.bar(
-        range(len(names)), values, color=["#999999", "#4c72b0", "#8172b2", "#55a868", "#c44e52"][: len(names)]
-    )
-    left.set_xticks(range(len(names)), [LABELS[c].replace("BM25 + ", "").replace(" (upper bound)", "") for c in names],
-                    rotation=20, ha="right")  # fmt: skip
-    left.set_ylabel("token perplexity (held-out text)")
-    left.set_title("Perplexity per condition (lower is better)")
-    for bar, value in zip(bars, values, strict=True):
-        left.annotate(f"{value:.2f}", (bar.get_x() + bar.get_width() / 2, value), ha="center", va="bottom")
-    if gain_curve:
-        steps, gains = zip(*gain_curve, strict=True)
-        right.plot(steps, gains, marker="o", color="#55a868")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8))
+    names = list(metrics)
+    changes = [100 * metrics[n]["comparison"]["vs_no_retrieval"]["change"] for n in names]
+    lows = [100 * metrics[n]["comparison"]["vs_no_retrieval"]["low"] for n in names]
+    highs = [100 * metrics[n]["comparison"]["vs_no_retrieval"]["high"] for n in names]
+    colors = [
+        "#999999" if n in UPPER_BOUNDS else "#55a868" if n.startswith(TRAINED_PREFIX) else "#4c72b0"
+        for n in names
+    ]
+    errors = [
+        [c - lo for c, lo in zip(changes, lows, strict=True)],
+        [h - c for c, h in zip(changes, highs, strict=True)],
+    ]
+    left.bar(range(len(names)), changes, yerr=errors, capsize=3, color=colors)
+    left.axhline(0.0, color="black", linewidth=0.8)
+    left.set_xticks(range(len(names)), [label(n) for n in names], rotation=30, ha="right", fontsize=8)
+    left.set_ylabel("token perplexity change vs no retrieval (%)")
+    left.set_title("Held-out text: change vs no retrieval, 95% CI (lower is better)", fontsize=9)
+    for name, curve in gain_curves.items():
+        if curve:
+            steps, gains = zip(*curve, strict=True)
+            right.plot(steps, gains, marker="o", label=name)
     right.axhline(0.0, color="#4c72b0", linestyle="--", label="BM25 top-1 (0)")
-    right.axhline(1.0, color="#c44e52", linestyle="--", label="oracle (1)")
-    right.set_xlabel("reranker training step")
-    right.set_ylabel("gain recovered (validation)")
-    right.set_title("Share of the BM25-to-oracle gain the reranker recovers")
-    right.legend(loc="upper left")
+    right.axhline(1.0, color="#c44e52", linestyle="--", label="best candidate (1)")
+    right.set_xlabel("reranker optimizer steps")
+    right.set_ylabel("gain recovered on validation prefixes")
+    right.set_title("Validation (training books), not the held-out text", fontsize=9)
+    right.legend(loc="best", fontsize=7)
+    fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     with atomic_path(path, suffix=path.suffix) as tmp:
         fig.savefig(tmp, dpi=110)
@@ -125,22 +177,25 @@ def plot(metrics: dict[str, dict], gain_curve: list[tuple[int, float]], path: Pa
 
 
 def orderings(metrics: dict[str, dict]) -> dict[str, bool]:
-    """The claims the demo must show on held-out text."""
-    ppl = {c: m["token_ppl"] for c, m in metrics.items()}
+    """The claims a reader checks, each with its 95% interval: significant improvements only."""
     checks = {}
-    if {"none", "bm25"} <= ppl.keys():
-        checks["bm25 < none"] = ppl["bm25"] < ppl["none"]
-    if {"trained", "bm25"} <= ppl.keys():
-        checks["trained < bm25"] = ppl["trained"] < ppl["bm25"]
-    if "oracle" in ppl:
-        checks["oracle lowest"] = all(ppl["oracle"] <= v for c, v in ppl.items())
+    if "bm25" in metrics:
+        checks["bm25 < no retrieval (CI)"] = metrics["bm25"]["comparison"]["vs_no_retrieval"]["high"] < 0
+    trained = [m for n, m in metrics.items() if n.startswith(TRAINED_PREFIX)]
+    if trained:
+        checks["trained < bm25 (CI, every seed)"] = all(
+            m["comparison"]["vs_bm25"]["high"] < 0 for m in trained
+        )
+        checks["trained < no retrieval (CI, every seed)"] = all(
+            m["comparison"]["vs_no_retrieval"]["high"] < 0 for m in trained
+        )
     return checks
 
 
 def build_report(
     run_dir: Path,
     results_paths: dict[str, Path],
-    train_dir: Path,
+    train_dirs: dict[str, Path],
     times: dict[str, float],
     scale: DemoScale,
     texts: dict,
@@ -148,21 +203,26 @@ def build_report(
 ) -> dict:
     """Write report.json, report.txt and report.png in `run_dir`; returns the report (with its table)."""
     metrics = read_metrics(results_paths)
-    tokens = next(iter(metrics.values()))["scored_tokens"] if metrics else 0
-    title = f"ralm demo: held-out text {texts.get('eval', '')}; {tokens} scored tokens"
-    table = format_table(metrics, times, title, total_seconds)
+    first = next(iter(metrics.values()), {})
+    title = (
+        f"ralm demo, {texts.get('split', 'test')} split: {texts.get('eval', '')}; scored {first.get('scored_tokens', 0)}"
+        f" of its {first.get('text_tokens', 0)} tokens"
+    )
+    data = [f"{role}: {texts[role]}" for role in ("corpus", "excluded", "train", "eval") if role in texts]
+    table = format_table(metrics, times, "\n".join([title, *data]), total_seconds)
     checks = orderings(metrics)
-    table += "\n" + "  ".join(f"{name}: {'yes' if ok else 'NO'}" for name, ok in checks.items())
-    gain_curve = read_gain_curve(train_dir)
-    plot(metrics, gain_curve, run_dir / "report.png")
+    table += "\n" + "  ".join(f"{name}: {'yes' if ok else 'no'}" for name, ok in checks.items())
+    curves = {f"{name}: exported {_decision(d)}": read_gain_curve(d) for name, d in train_dirs.items()}
+    plot(metrics, curves, title, run_dir / "report.png")
     report = {
         "metrics": metrics,
         "orderings": checks,
+        "seed_spread": seed_spread(metrics),
         "times": times,
         "total_seconds": total_seconds,
         "settings": {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(scale).items()},
         "texts": texts,
-        "gain_curve": gain_curve,
+        "gain_curves": curves,
         "table": table,
     }
     for name, content in (

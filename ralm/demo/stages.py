@@ -65,6 +65,13 @@ class StageRunner:
             write_json_atomic(self.state_path, self.state, indent=1)
             return seconds
         argv = stage.command + (stage.resume_options if stage.output.exists() else [])
+        before = self.state.get(stage.key)
+        if before and before.get("command") != stage.command:
+            # Output folders are keyed by the inputs' contents and the settings: a new folder means one changed.
+            print(
+                f"[demo] {stage.key}: its inputs or settings changed since the last run; running it again",
+                flush=True,
+            )
         print(f"[demo] {stage.key}: {'ralm ' + shlex.join(argv)}", flush=True)
         started = time.perf_counter()
         self._dispatch(argv)
