@@ -126,7 +126,8 @@ def test_missing_offline_lm_is_an_error_not_a_fallback(monkeypatch, tmp_path):
 
 def test_unknown_heldout_book_is_refused_before_fetching(tmp_path):
     with pytest.raises(RalmInputError, match="--test-books"):
-        demo(quick=True, run_dir=str(tmp_path), scale=Overrides(test_books=["Hezekiah"]))
+        demo(quick=True, run_dir=str(tmp_path / "run"), scale=Overrides(test_books=["Hezekiah"]))
+    assert not (tmp_path / "run").exists()
 
 
 def test_bare_quick_switch_parses():
@@ -237,3 +238,16 @@ def test_an_edited_input_file_forces_its_stages_to_rerun(
     assert [k for k, v in stages.items() if not v["reused"]] == ["eval"]
     assert "eval: its inputs or settings changed since the last run" in capsys.readouterr().out
     assert second["metrics"]["no-retrieval"]["token_ppl"] != first["metrics"]["no-retrieval"]["token_ppl"]
+
+
+def test_a_malformed_eval_line_stops_the_run_before_any_work(texts, tiny_lm_dir, tiny_encoder_dir, tmp_path):
+    bad = tmp_path / "held_out.jsonl"
+    lines = texts["eval"].read_text().splitlines()
+    bad.write_text("\n".join([lines[0], '{"id": "broken", "text": ', *lines[1:]]) + "\n")
+    run_dir = tmp_path / "run"
+    with pytest.raises(RalmInputError, match=rf"{bad}:2: not valid JSON"):
+        demo(
+            quick=True, run_dir=str(run_dir), corpus=str(texts["corpus"]), eval_text=str(bad),
+            lm=str(tiny_lm_dir), encoder=str(tiny_encoder_dir), scale=TINY,
+        )  # fmt: skip
+    assert not run_dir.exists()  # nothing written: no run folder, no index, no commands.sh

@@ -61,6 +61,19 @@ class DemoTexts:
     """Titles, ids or ``re:`` patterns the index stage leaves out of the corpus (``ralm index --exclude``)."""
 
 
+def check_bible_books(scale) -> None:
+    """The dev and test books must be OSIS ids of the canon (checked before anything is fetched or written)."""
+    from ralm.corpora import CANON
+
+    for option, names in {"--dev-books": scale.dev_books, "--test-books": scale.test_books}.items():
+        unknown = [b for b in names if b not in CANON]
+        if unknown or not names:
+            raise RalmInputError(
+                f"{option} {list(unknown or names)}: give OSIS book ids such as Mark, Ruth, Jonah "
+                f"(one of {', '.join(CANON)})"
+            )
+
+
 def bible_texts(data_dir: Path, scale, split: str = "test") -> DemoTexts:
     """The King James Bible as retrieval corpus, the World English Bible's other books for training, and
     the split's books (`scale.dev_books` or `scale.test_books`) for evaluation.
@@ -69,16 +82,9 @@ def bible_texts(data_dir: Path, scale, split: str = "test") -> DemoTexts:
     the index stage excludes the dev and test books from the corpus by id (``ralm index --exclude``), and
     data-gen's own-document rule drops a training book's King James text from its own candidates.
     """
-    from ralm.corpora import CANON, bible_books
+    from ralm.corpora import bible_books
 
-    books = {"--dev-books": scale.dev_books, "--test-books": scale.test_books}
-    for option, names in books.items():
-        unknown = [b for b in names if b not in CANON]
-        if unknown or not names:
-            raise RalmInputError(
-                f"{option} {list(unknown or names)}: give OSIS book ids such as Mark, Ruth, Jonah "
-                f"(one of {', '.join(CANON)})"
-            )
+    check_bible_books(scale)
     paths = DemoTexts(
         corpus=data_dir / "kjv_books.jsonl",
         train=data_dir / "web_train_books.jsonl",
@@ -156,6 +162,18 @@ def _same_jsonl(path: Path, rows: list[dict]) -> bool:
         return False
     expected = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
     return path.read_text(encoding="utf-8") == expected
+
+
+def check_user_texts(texts: DemoTexts) -> None:
+    """Read every document of the corpus and training text and the whole eval text (RalmInputError names
+    the file and line of the first bad one), so nothing fails hours into a run."""
+    from ralm.eval.eval_text import read_eval_text
+    from ralm.retrieval.passages import read_documents
+
+    for path in dict.fromkeys((texts.corpus, texts.train)):
+        for _ in read_documents(path):
+            pass
+    read_eval_text(texts.eval)
 
 
 def user_texts(corpus: str, train: str | None, eval_text: str, exclude: tuple[str, ...] = ()) -> DemoTexts:

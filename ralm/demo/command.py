@@ -24,6 +24,8 @@ from ralm.command_args import call_with_args, parser_for
 from ralm.demo.assets import (
     DemoTexts,
     bible_texts,
+    check_bible_books,
+    check_user_texts,
     default_encoder,
     default_lm,
     python_docs_texts,
@@ -151,20 +153,25 @@ def demo(
         raise RalmInputError("--exclude: only with --corpus (the Bible demo excludes its dev and test books)")
     default_dir = ("runs/demo-quick" if quick else "runs/demo") + ("" if domain == "bible" else f"-{domain}")
     out = Path(run_dir or default_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    if corpus is not None:
+        # Every input is read once before any work, so a bad line fails in seconds, not after the index,
+        # data-gen and training; and a failed start leaves no run folder behind.
+        texts = user_texts(corpus, train_text, eval_text, tuple(exclude or ()))
+        check_user_texts(texts)
+    elif domain == "bible":
+        check_bible_books(settings)
     lm_path = lm or default_lm()
     encoder_path = encoder or default_encoder()
+    out.mkdir(parents=True, exist_ok=True)
     print(
         f"[demo] {'quick' if quick else 'full'} demo in {out}, {split} split\n"
         f"[demo] settings: {describe(settings, bible=corpus is None and domain == 'bible')}",
         flush=True,
     )
     t0 = time.perf_counter()
-    if corpus is not None:
-        texts = user_texts(corpus, train_text, eval_text, tuple(exclude or ()))
-    elif domain == "python-docs":
+    if domain == "python-docs" and corpus is None:
         texts = python_docs_texts(out / "data", quick, split)
-    else:
+    elif corpus is None:
         texts = bible_texts(out / "data", settings, split)
     for role, text in texts.description.items():
         print(f"[demo] {role}: {text}", flush=True)
@@ -178,16 +185,7 @@ def demo(
         times[stage.key] = runner.run(stage)
     trains = [stage.output.parent for stage in plan if stage.command[0] == "train"]
     train_dirs = {f"seed {seed}": d for seed, d in zip(settings.train_seeds, trains, strict=True)}
-    excluded = json.loads(Path(f"{plan[0].output}.passages.jsonl.excluded.json").read_text())
-    exclusions = (
-        f"{excluded['excluded']} of {excluded['documents']} corpus documents excluded"
-        f" ({', '.join(excluded['excluded_ids'][:8])}{', ...' if excluded['excluded'] > 8 else ''})"
-        + (
-            f"; rules that matched nothing: {excluded['unmatched_exclude']}"
-            if excluded["unmatched_exclude"]
-            else ""
-        )
-    )
+    exclusions = _exclusions(Path(f"{plan[0].output}.passages.jsonl.excluded.json"))
     print(f"[demo] exclusions: {exclusions}", flush=True)
     eval_dir = plan[-1].output.parent
     summary = json.loads((eval_dir / COMPARE_FILE).read_text())
