@@ -23,7 +23,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "eval flare": ("ralm.eval.flare_command", "FLARE active retrieval and its baselines on QA data."),
     "eval qa": ("ralm.eval.qa_command", "Open-domain QA, closed-book and open-book, exact match."),
-    "demo": ("ralm.demo", "The whole pipeline on real offline assets, with a report."),
+    "run": ("ralm.demo.run_command", "The whole pipeline on your own corpus and eval text, with a report."),
+    "demo": ("ralm.demo", "`ralm run` on real offline assets (the Bibles, or the Python docs)."),
 }
 
 

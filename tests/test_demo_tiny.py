@@ -251,3 +251,21 @@ def test_a_malformed_eval_line_stops_the_run_before_any_work(texts, tiny_lm_dir,
             lm=str(tiny_lm_dir), encoder=str(tiny_encoder_dir), scale=TINY,
         )  # fmt: skip
     assert not run_dir.exists()  # nothing written: no run folder, no index, no commands.sh
+
+
+def test_ralm_run_is_the_pipeline_for_own_data(texts, tiny_lm_dir, tiny_encoder_dir, tmp_path):
+    """`ralm run` runs the demo's stages on the user's files; its report equals the demo's on the same data."""
+    from ralm.cli import main as ralm_main
+
+    run_dir = tmp_path / "run"
+    args = ["run", "--corpus", str(texts["corpus"]), "--eval-text", str(texts["eval"]), "--lm", str(tiny_lm_dir),
+            "--encoder", str(tiny_encoder_dir), "--quick", "--run-dir", str(run_dir)]  # fmt: skip
+    for name, value in TINY.__dict__.items():
+        if value is not None:
+            args += [f"--scale.{name}", json.dumps(value) if isinstance(value, list) else str(value)]
+    ralm_main(args)
+    report = json.loads((run_dir / "report.json").read_text())
+    assert [shlex.split(c)[1] for c in (run_dir / "commands.sh").read_text().splitlines() if c.startswith("ralm ")] == [
+        "index", "data-gen", "train", "eval"
+    ]  # fmt: skip
+    assert report["settings"]["k"] == TINY.k and report["texts"]["eval"].endswith("(yours)")
