@@ -46,7 +46,7 @@ def finished_run(tmp_path_factory, texts, tiny_lm_dir, tiny_encoder_dir):
 
 def test_demo_writes_report_commands_and_every_stage(finished_run):
     run_dir, report = finished_run
-    assert list(report["metrics"]) == [*BASELINES[:4], "trained-seed0", *BASELINES[4:]]
+    assert list(report["metrics"]) == [*BASELINES[:4], "bm25-above", "trained-seed0", *BASELINES[4:]]
     for condition, m in report["metrics"].items():
         assert m["token_ppl"] > 1.0, condition
     # All conditions scored the same held-out tokens.

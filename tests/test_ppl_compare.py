@@ -278,12 +278,19 @@ def test_random_best_or_none_and_the_statistics_read_off_the_table(runs, ppl_set
     from ralm.eval.statistics import paired_bootstrap
 
     out = tmp_path / "stats"
+    first = [json.loads(x) for x in (runs["root"] / "compare" / "candidates.jsonl").read_text().splitlines()]
+    tops = sorted(max(c["bm25"] for c in r["candidates"]) for r in first if r["candidates"])
+    threshold = tops[len(tops) // 2]
     compared = _run(
-        ppl_setup, out, runs["cache"], compare="no-retrieval,bm25,random,oracle,oracle-or-none", seed=5,
-        bootstrap_resamples=300,
+        ppl_setup, out, runs["cache"], compare=f"no-retrieval,bm25,random,bm25-above={threshold},oracle,oracle-or-none",
+        seed=5, bootstrap_resamples=300,
     )  # fmt: skip
     table = [json.loads(x) for x in (out / "candidates.jsonl").read_text().splitlines()]
     by_name = {name: _windows(out / name) for name in compared}
+    for row, rule in zip(table, by_name["bm25-above"], strict=True):
+        strong = bool(row["candidates"]) and max(c["bm25"] for c in row["candidates"]) >= threshold
+        assert rule["chosen_rank"] == (0 if strong else None)
+    assert {r["chosen_rank"] for r in by_name["bm25-above"][1:]} == {0, None}
     for row, rand, best_or_none in zip(table, by_name["random"], by_name["oracle-or-none"], strict=True):
         cands = row["candidates"]
         if not cands:
@@ -305,3 +312,12 @@ def test_random_best_or_none_and_the_statistics_read_off_the_table(runs, ppl_set
     m = {name: r["metrics"]["token_ppl"] for name, r in compared.items()}
     assert m["oracle-or-none"] <= min(m.values())
     assert json.loads((out / "compare.json").read_text())["statistics"]["bm25"]["vs_bm25"]["change"] == 0.0
+
+
+def test_a_threshold_rule_that_is_not_a_number_is_refused():
+    from ralm.eval.compare import parse_conditions
+
+    with pytest.raises(RalmInputError, match="bm25-above=T with T a number"):
+        parse_conditions("bm25,bm25-above=high")
+    (rule,) = parse_conditions("bm25-above=inf")
+    assert rule.mode == "bm25-above" and float(rule.reranker) == float("inf")

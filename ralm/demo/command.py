@@ -35,14 +35,21 @@ from ralm.demo.presets import DemoScale, Overrides, describe, resolve_scale
 from ralm.demo.report import BASELINES, UPPER_BOUNDS, build_report
 from ralm.demo.stages import Stage, StageRunner, short_hash
 from ralm.errors import RalmInputError
-from ralm.eval.compare import COMPARE_FILE
+from ralm.eval.compare import COMPARE_FILE, THRESHOLD_RULE
 from ralm.fingerprints import path_fingerprint
+from ralm.rerank.selection import fit_bm25_threshold
 
 _OVERRIDES = Overrides()  # never mutated; the parser builds a fresh one from the command line
 
 
-def _stage_plan(run_dir: Path, texts: DemoTexts, lm: str, encoder: str, scale: DemoScale) -> list[Stage]:
-    """Every stage's command line; output folders are keyed by a hash of the inputs that make them."""
+def _stage_plan(
+    run_dir: Path, texts: DemoTexts, lm: str, encoder: str, scale: DemoScale, threshold: float | None = None
+) -> list[Stage]:
+    """Every stage's command line; output folders are keyed by a hash of the inputs that make them.
+
+    `threshold` (fitted on the data-gen rows, so known only after that stage) adds the `bm25-above`
+    rule to the eval's conditions.
+    """
     # Keyed by the input files' contents, not their names: an edited file gets a fresh folder.
     contents = {role: path_fingerprint(getattr(texts, role)) for role in ("corpus", "train", "eval")}
     exclude = ["--exclude", json.dumps(list(texts.exclude))] if texts.exclude else []
@@ -77,8 +84,10 @@ def _stage_plan(run_dir: Path, texts: DemoTexts, lm: str, encoder: str, scale: D
     # One table of k + 1 LM scores per window serves every condition (`--compare`): the same windows,
     # candidates and scores for each, and each trained seed costs only its encoder passes.
     trained = {f"trained-seed{seed}": t.output for seed, t in zip(scale.train_seeds, trains, strict=True)}
+    rule = [] if threshold is None else [f"{THRESHOLD_RULE}={threshold!r}"]
     compare = ",".join(
         [c for c in BASELINES if c not in UPPER_BOUNDS]
+        + rule
         + [f"{n}={p}" for n, p in trained.items()]
         + list(UPPER_BOUNDS)
     )
@@ -181,8 +190,15 @@ def demo(
     times = {"assets": asset_seconds}
     results_paths = {}
     plan = _stage_plan(out, texts, lm_path, encoder_path, settings)
-    for stage in plan:
+    for stage in plan[:-1]:
         times[stage.key] = runner.run(stage)
+    # The trivial abstention rule, fitted on the training prefixes, joins the eval as a baseline.
+    threshold = fit_bm25_threshold(str(plan[1].output))
+    print(
+        f"[demo] {THRESHOLD_RULE} rule fitted on the training prefixes: retrieve when BM25 >= {threshold:.3f}"
+    )
+    plan = _stage_plan(out, texts, lm_path, encoder_path, settings, threshold)
+    times[plan[-1].key] = runner.run(plan[-1])
     trains = [stage.output.parent for stage in plan if stage.command[0] == "train"]
     train_dirs = {f"seed {seed}": d for seed, d in zip(settings.train_seeds, trains, strict=True)}
     exclusions = _exclusions(Path(f"{plan[0].output}.passages.jsonl.excluded.json"))

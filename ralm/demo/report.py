@@ -26,15 +26,18 @@ LABELS = {
     "bm25": "BM25 top-1",
     "random": "random of BM25 top-k",
     "zero-shot": "zero-shot LM rerank",
+    "bm25-above": "BM25 top-1 if its score >= T",
     "oracle": "bound: best of k",
     "oracle-or-none": "bound: best of k or none",
 }
 TRAINED_PREFIX = "trained-seed"
 
 
-def label(name: str) -> str:
+def label(name: str, metrics: dict | None = None) -> str:
     if name.startswith(TRAINED_PREFIX):
         return f"trained reranker, seed {name.removeprefix(TRAINED_PREFIX)}"
+    if name == "bm25-above" and metrics and metrics.get("rule"):
+        return f"BM25 top-1 if score >= {float(metrics['rule']):.1f}"
     return LABELS.get(name, name)
 
 
@@ -57,6 +60,7 @@ def read_metrics(results_paths: dict[str, Path]) -> dict[str, dict]:
             "windows": int(counts["windows"]),
             "retrieval_rate": float(metrics.get("retrieval_rate") or 0.0),
             "comparison": results.get("comparison", {}),
+            "rule": results["config"].get("reranker") if condition == "bm25-above" else None,
             "rerank_seconds": float(results.get("timings", {}).get("rerank_s") or 0.0),
         }
     return out
@@ -107,7 +111,7 @@ def format_table(metrics: dict[str, dict], times: dict[str, float], title: str, 
     for name, m in metrics.items():
         c = m["comparison"]
         lines.append(
-            f"{label(name):<30} {m['token_ppl']:>9.3f}  {format_change(c['vs_bm25']):>24}  "
+            f"{label(name, m):<30} {m['token_ppl']:>9.3f}  {format_change(c['vs_bm25']):>24}  "
             f"{format_change(c['vs_no_retrieval']):>24}  {m['retrieval_rate']:>7.0%} {c['copy_rate']:>6.1%}"
         )
     spread = seed_spread(metrics)
@@ -156,7 +160,9 @@ def plot(metrics: dict[str, dict], gain_curves: dict[str, list], title: str, pat
     ]
     left.bar(range(len(names)), changes, yerr=errors, capsize=3, color=colors)
     left.axhline(0.0, color="black", linewidth=0.8)
-    left.set_xticks(range(len(names)), [label(n) for n in names], rotation=30, ha="right", fontsize=8)
+    left.set_xticks(
+        range(len(names)), [label(n, metrics[n]) for n in names], rotation=30, ha="right", fontsize=8
+    )
     left.set_ylabel("token perplexity change vs no retrieval (%)")
     left.set_title("Held-out text: change vs no retrieval, 95% CI (lower is better)", fontsize=9)
     for name, curve in gain_curves.items():

@@ -12,6 +12,8 @@ no-passage request. Each condition's window NLL is then a lookup, with no furthe
 - ``oracle``: the smallest target NLL (ties to the earlier candidate, as ``perplexity._decide``): best of k;
 - ``oracle-or-none``: the smallest of the candidates' and the no-passage NLL: best of k *or no passage*,
   the upper bound of a reranker that may abstain (no passage wins ties);
+- ``bm25-above=T``: BM25's top-1 when the window's best BM25 score is at least T, else no passage (the
+  trivial abstention rule a reranker must beat; `ralm run` fits T on the training prefixes);
 - ``zero-shot``: the candidate with the largest y' log-probability (same LM), its target NLL;
 - ``NAME=PATH``: the candidate a trained reranker picks (``choosers.trained_reranker``; abstaining means
   the no-passage NLL).
@@ -58,6 +60,7 @@ BUILT_IN = {
     "oracle-or-none": "oracle-or-none",
 }  # fmt: skip
 """Built-in condition -> the single run's ``--reranker`` value recorded in its results.json."""
+THRESHOLD_RULE = "bm25-above"
 TABLE_FORMAT = 2
 """Version of the table's rows (2: ``copies_target`` per candidate); a partial table of another is redone."""
 TABLE_FILE = "candidates.jsonl"
@@ -82,6 +85,9 @@ def parse_conditions(spec: str) -> list[Condition]:
     conditions: list[Condition] = []
     for item in (part.strip() for part in spec.split(",")):
         name, eq, path = (part.strip() for part in item.partition("="))
+        if name == THRESHOLD_RULE:
+            conditions.append(_threshold_condition(item, path, conditions))
+            continue
         if not eq:
             if name not in BUILT_IN:
                 raise RalmInputError(
@@ -102,6 +108,18 @@ def parse_conditions(spec: str) -> list[Condition]:
             Condition(name, mode, path if eq else BUILT_IN[name], f"{name}={path}" if eq else name)
         )
     return conditions
+
+
+def _threshold_condition(item: str, value: str, conditions: list[Condition]) -> Condition:
+    try:
+        threshold = float(value)
+    except ValueError:
+        raise RalmInputError(
+            f"--compare: {item!r} is not {THRESHOLD_RULE}=T with T a number (inf: never retrieve)"
+        ) from None
+    if any(c.name == THRESHOLD_RULE for c in conditions):
+        raise RalmInputError(f"--compare: condition {THRESHOLD_RULE!r} given twice")
+    return Condition(THRESHOLD_RULE, THRESHOLD_RULE, repr(threshold), f"{THRESHOLD_RULE}={threshold!r}")
 
 
 def score_table(
@@ -159,7 +177,9 @@ def random_pick(seed: int, window: int, k: int) -> int:
     return int(np.random.default_rng([seed, window]).integers(k))
 
 
-def pick(mode: str, row: dict, trained: int | None = None, seed: int = 0) -> int | None:
+def pick(
+    mode: str, row: dict, trained: int | None = None, seed: int = 0, threshold: float | None = None
+) -> int | None:
     """The candidate a condition prepends in one table row (None: nothing).
 
     Every tie rule of ``--compare`` lives here: the earlier (higher BM25) candidate wins among passages,
@@ -172,6 +192,8 @@ def pick(mode: str, row: dict, trained: int | None = None, seed: int = 0) -> int
         return 0
     if mode == "random":
         return random_pick(seed, row["window"], len(cands))
+    if mode == THRESHOLD_RULE:
+        return 0 if max(c["bm25"] for c in cands) >= threshold else None
     if mode in ("oracle", "oracle-or-none"):
         best = min(range(len(cands)), key=lambda i: (cands[i]["nll"], i))
         if mode == "oracle-or-none" and row["no_passage_nll"] <= cands[best]["nll"]:
@@ -189,12 +211,13 @@ def condition_rows(
     queries: Sequence[str | None],
     trained: Sequence[int | None] | None = None,
     seed: int = 0,
+    threshold: float | None = None,
 ) -> list[dict]:
     """The condition's ``windows.jsonl`` rows (run_point's keys, and whether the passage copies the target)."""
     rows = []
     for row in table:
         w = windows[row["window"]]
-        chosen = pick(mode, row, trained[w.index] if trained is not None else None, seed)
+        chosen = pick(mode, row, trained[w.index] if trained is not None else None, seed, threshold)
         cand = row["candidates"][chosen] if chosen is not None else None
         rows.append({
             "window": w.index, "begin": w.begin, "end": w.end, "target_start": w.target_start,
@@ -278,7 +301,8 @@ def run_compare(
         if cond.mode == "trained":
             trained = choosers.trained_reranker(rerankers[cond.name], lm, text.tokens, windows, candidates)
         rerank_s[cond.name] = time.perf_counter() - started
-        rows = condition_rows(cond.mode, table, windows, queries, trained, seed)
+        threshold = float(cond.reranker) if cond.mode == THRESHOLD_RULE else None
+        rows = condition_rows(cond.mode, table, windows, queries, trained, seed, threshold)
         cond_timings = {
             **timings, "rerank_s": rerank_s[cond.name], "scoring_s": scoring_s, "tokens_per_s": tokens_per_s
         }  # fmt: skip

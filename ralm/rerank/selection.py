@@ -14,6 +14,9 @@ model that did not beat a fixed rule on held-out prefixes has no evidence for it
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 import lightning.pytorch as pl
 from lightning.pytorch.callbacks import Callback
 
@@ -58,3 +61,36 @@ class ValidationHistory(Callback):
             if abs(metrics.get(monitor, float("nan")) - score) <= 1e-9:
                 return metrics
         return {}
+
+
+def bm25_threshold(best_bm25: Sequence[float], gains: Sequence[float]) -> float:
+    """The reviewer's rule fitted on training prefixes: retrieve BM25's top-1 only when the best BM25 score
+    is at least T, with T maximising the summed gain of top-1 over no retrieval (`gains`, one per prefix).
+
+    T is one of the observed scores; ``math.inf`` (never retrieve) when no threshold gains anything.
+    The rule is what a reranker with abstention must beat to have learned more than "strong match".
+    """
+    if len(best_bm25) != len(gains):
+        raise ValueError(f"{len(best_bm25)} scores but {len(gains)} gains")
+    order = sorted(range(len(gains)), key=lambda i: -best_bm25[i])
+    best_total, threshold, total = 0.0, math.inf, 0.0
+    for rank, i in enumerate(order):
+        total += gains[i]
+        # Only cut between distinct scores: prefixes with equal scores are on the same side of any T.
+        next_score = best_bm25[order[rank + 1]] if rank + 1 < len(order) else -math.inf
+        if next_score < best_bm25[i] and total > best_total:
+            best_total, threshold = total, best_bm25[i]
+    return threshold
+
+
+def fit_bm25_threshold(data_dir: str) -> float:
+    """``bm25_threshold`` on every row of a ``ralm data-gen`` dataset (gain: summed log-probs of the target)."""
+    import datasets
+
+    ds = datasets.load_from_disk(data_dir).select_columns(
+        ["bm25_scores", "lm_logprobs", "no_retrieval_logprob"]
+    )
+    rows = [r for r in ds if r["bm25_scores"]]
+    return bm25_threshold(
+        [max(r["bm25_scores"]) for r in rows], [r["lm_logprobs"][0] - r["no_retrieval_logprob"] for r in rows]
+    )
