@@ -162,6 +162,7 @@ def demo(
         raise RalmInputError("--exclude: only with --corpus (the Bible demo excludes its dev and test books)")
     default_dir = ("runs/demo-quick" if quick else "runs/demo") + ("" if domain == "bible" else f"-{domain}")
     out = Path(run_dir or default_dir)
+    texts = None
     if corpus is not None:
         # Every input is read once before any work, so a bad line fails in seconds, not after the index,
         # data-gen and training; and a failed start leaves no run folder behind.
@@ -178,35 +179,13 @@ def demo(
         flush=True,
     )
     t0 = time.perf_counter()
-    if domain == "python-docs" and corpus is None:
-        texts = python_docs_texts(out / "data", quick, split)
-    elif corpus is None:
-        texts = bible_texts(out / "data", settings, split)
+    if texts is None:
+        texts = (python_docs_texts(out / "data", quick, split) if domain == "python-docs"
+                 else bible_texts(out / "data", settings, split))  # fmt: skip
     for role, text in texts.description.items():
         print(f"[demo] {role}: {text}", flush=True)
-    asset_seconds = time.perf_counter() - t0
-
-    runner = StageRunner(out)
-    times = {"assets": asset_seconds}
-    results_paths = {}
-    plan = _stage_plan(out, texts, lm_path, encoder_path, settings)
-    for stage in plan[:-1]:
-        times[stage.key] = runner.run(stage)
-    # The trivial abstention rule, fitted on the training prefixes, joins the eval as a baseline.
-    threshold = fit_bm25_threshold(str(plan[1].output))
-    print(
-        f"[demo] {THRESHOLD_RULE} rule fitted on the training prefixes: retrieve when BM25 >= {threshold:.3f}"
-    )
-    plan = _stage_plan(out, texts, lm_path, encoder_path, settings, threshold)
-    times[plan[-1].key] = runner.run(plan[-1])
-    trains = [stage.output.parent for stage in plan if stage.command[0] == "train"]
-    train_dirs = {f"seed {seed}": d for seed, d in zip(settings.train_seeds, trains, strict=True)}
-    exclusions = _exclusions(Path(f"{plan[0].output}.passages.jsonl.excluded.json"))
-    print(f"[demo] exclusions: {exclusions}", flush=True)
-    eval_dir = plan[-1].output.parent
-    summary = json.loads((eval_dir / COMPARE_FILE).read_text())
-    for name in summary["results"]:
-        results_paths[name] = eval_dir / name / "results.json"
+    times = {"assets": time.perf_counter() - t0}
+    results_paths, train_dirs, exclusions = _run_stages(out, texts, lm_path, encoder_path, settings, times)
     report = build_report(
         out,
         results_paths,
@@ -218,6 +197,31 @@ def demo(
     )
     print(report["table"], flush=True)
     return report
+
+
+def _run_stages(
+    out: Path, texts: DemoTexts, lm: str, encoder: str, settings: DemoScale, times: dict[str, float]
+) -> tuple[dict[str, Path], dict[str, Path], str]:
+    """Run (or reuse) every stage, recording seconds in `times`; returns the conditions' results files,
+    the rerankers' training folders by seed, and the exclusions line."""
+    runner = StageRunner(out)
+    plan = _stage_plan(out, texts, lm, encoder, settings)
+    for stage in plan[:-1]:
+        times[stage.key] = runner.run(stage)
+    # The trivial abstention rule, fitted on the training prefixes, joins the eval as a baseline.
+    threshold = fit_bm25_threshold(str(plan[1].output))
+    print(
+        f"[demo] {THRESHOLD_RULE} rule fitted on the training prefixes: retrieve when BM25 >= {threshold:.3f}"
+    )
+    plan = _stage_plan(out, texts, lm, encoder, settings, threshold)
+    times[plan[-1].key] = runner.run(plan[-1])
+    trains = [stage.output.parent for stage in plan if stage.command[0] == "train"]
+    train_dirs = {f"seed {seed}": d for seed, d in zip(settings.train_seeds, trains, strict=True)}
+    exclusions = _exclusions(Path(f"{plan[0].output}.passages.jsonl.excluded.json"))
+    print(f"[demo] exclusions: {exclusions}", flush=True)
+    eval_dir = plan[-1].output.parent
+    summary = json.loads((eval_dir / COMPARE_FILE).read_text())
+    return {name: eval_dir / name / "results.json" for name in summary["results"]}, train_dirs, exclusions
 
 
 def _exclusions(path: Path) -> str:
