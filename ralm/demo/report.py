@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ralm.atomic_files import atomic_path, write_text_atomic
 from ralm.demo.presets import DemoScale
-from ralm.eval.statistics import format_change
+from ralm.eval.compare_stats import format_compare_table
 
 BASELINES = ("no-retrieval", "bm25", "random", "zero-shot", "oracle", "oracle-or-none")
 """The built-in conditions of the demo's one `ralm eval ppl --compare` table (trained ones go between)."""
@@ -102,32 +102,13 @@ def seed_spread(metrics: dict[str, dict]) -> dict | None:
 
 def format_table(metrics: dict[str, dict], times: dict[str, float], title: str, total_seconds: float) -> str:
     """The one-screen table printed at the end of a demo run."""
-    lines = [
-        title,
-        "",
-        f"{'condition':<30} {'token ppl':>9}  {'vs BM25 [95% CI]':>24}  {'vs no retrieval [95% CI]':>24}"
-        f"  {'passage':>7} {'copies':>6}",
-    ]
-    for name, m in metrics.items():
-        c = m["comparison"]
-        lines.append(
-            f"{label(name, m):<30} {m['token_ppl']:>9.3f}  {format_change(c['vs_bm25']):>24}  "
-            f"{format_change(c['vs_no_retrieval']):>24}  {m['retrieval_rate']:>7.0%} {c['copy_rate']:>6.1%}"
-        )
+    rows = [(label(name, m), m["token_ppl"], m["comparison"]) for name, m in metrics.items()]
+    lines = [title, "", format_compare_table(rows)]
     spread = seed_spread(metrics)
     if spread and len(spread["seeds"]) > 1:
         lines.append(
             f"trained over seeds {','.join(spread['seeds'])}: token ppl {spread['mean']:.3f} ± {spread['sd']:.3f} "
             f"(mean ± sd; {', '.join(f'{v:.3f}' for v in spread['token_ppl'])})"
-        )
-    first = next(iter(metrics.values()), None)
-    if first:
-        c = first["comparison"]
-        lines.append(
-            f"{c['windows']} windows, {c['retrieving_windows']} retrieving (window 0 is scored with no passage in "
-            f"every condition); CIs: paired bootstrap over windows, {c['vs_bm25']['resamples']} resamples, seed "
-            f"{c['seed']}; 'tie': the interval holds 0. passage: share of retrieving windows given a passage; "
-            f"copies: share whose passage holds {c['copy_tokens']} consecutive target tokens (a leak)."
         )
     stage_times = ", ".join(f"{k} {v:.0f}s" for k, v in times.items())
     lines += [

@@ -60,32 +60,27 @@ def condition_statistics(
     }
 
 
-def format_compare_table(
-    results: dict[str, dict], statistics: dict[str, dict], labels: dict | None = None
-) -> str:
-    """One line per condition: perplexity, change vs BM25 and vs no retrieval with 95% CIs, rates."""
-    labels = labels or {}
-    width = max([len(labels.get(name, name)) for name in results] + [9])
-    header = (
+def format_compare_table(rows: list[tuple[str, float, dict]]) -> str:
+    """One line per (label, token perplexity, comparison statistics): the changes against BM25 and no
+    retrieval with their 95% intervals, the share of windows given a passage, the copy rate; and a footer."""
+    width = max([len(row[0]) for row in rows] + [9])
+    lines = [
         f"{'condition':<{width}}  {'token ppl':>9}  {'vs BM25 [95% CI]':>25}  {'vs no retrieval [95% CI]':>25}"
         f"  {'passage':>7}  {'copies':>6}"
-    )
-    lines = [header]
-    for name, record in results.items():
-        stats = statistics[name]
+    ]
+    for name, token_ppl, stats in rows:
         rate = stats["windows_with_passage"] / max(stats["retrieving_windows"], 1)
         lines.append(
-            f"{labels.get(name, name):<{width}}  {record['metrics']['token_ppl']:>9.3f}  "
-            f"{format_change(stats['vs_bm25']):>25}  {format_change(stats['vs_no_retrieval']):>25}  {rate:>7.0%}  "
-            f"{stats['copy_rate']:>6.1%}"
+            f"{name:<{width}}  {token_ppl:>9.3f}  {format_change(stats['vs_bm25']):>25}  "
+            f"{format_change(stats['vs_no_retrieval']):>25}  {rate:>7.0%}  {stats['copy_rate']:>6.1%}"
         )
-    any_stats = next(iter(statistics.values()), None)
-    if any_stats:
-        c = any_stats["vs_bm25"]
+    if rows:
+        stats = rows[0][2]
         lines.append(
-            f"{any_stats['windows']} windows ({any_stats['retrieving_windows']} retrieving), paired bootstrap over "
-            f"windows ({c['resamples']} resamples, seed {c['seed']}); 'tie': the interval holds 0. passage: share of "
-            f"retrieving windows with a passage; copies: share whose passage holds {any_stats['copy_tokens']} "
-            "consecutive target tokens"
+            f"{stats['windows']} windows, {stats['retrieving_windows']} retrieving (window 0 is scored with no passage "
+            f"in every condition); CIs: paired bootstrap over windows, {stats['vs_bm25']['resamples']} resamples, "
+            f"seed {stats['vs_bm25']['seed']}; 'tie': the interval holds 0. passage: share of retrieving windows "
+            f"given a passage; copies: share whose passage holds {stats['copy_tokens']} consecutive target tokens "
+            "(a leak)."
         )
     return "\n".join(lines)

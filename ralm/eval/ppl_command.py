@@ -251,8 +251,11 @@ def eval_ppl(
         compared = summaries[0][2]
         for name, results in compared.items():
             _print_summary(results, out / name)
-        statistics = {name: results["comparison"] for name, results in compared.items()}
-        print(format_compare_table(compared, statistics))
+        print(
+            format_compare_table(
+                [(n, r["metrics"]["token_ppl"], r["comparison"]) for n, r in compared.items()]
+            )
+        )
         print(f"compare: {out / 'compare.json'} (table: {out / 'candidates.jsonl'})")
         return compared
     for _, point_dir, results in summaries:
