@@ -37,7 +37,6 @@ from ralm.demo.stages import Stage, StageRunner, short_hash
 from ralm.errors import RalmInputError
 from ralm.eval.compare import COMPARE_FILE, THRESHOLD_RULE
 from ralm.fingerprints import path_fingerprint
-from ralm.rerank.selection import fit_bm25_threshold
 
 _OVERRIDES = Overrides()  # never mutated; the parser builds a fresh one from the command line
 
@@ -204,6 +203,8 @@ def _run_stages(
 ) -> tuple[dict[str, Path], dict[str, Path], str]:
     """Run (or reuse) every stage, recording seconds in `times`; returns the conditions' results files,
     the rerankers' training folders by seed, and the exclusions line."""
+    from ralm.rerank.selection import fit_bm25_threshold  # imports Lightning: not for `--help`
+
     runner = StageRunner(out)
     plan = _stage_plan(out, texts, lm, encoder, settings)
     for stage in plan[:-1]:
