@@ -8,7 +8,10 @@ optional dependency of one stage never breaks another.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
+
+from ralm.progress import is_terminal
 
 # command words -> (module, one-line description). Two-word commands ("eval ppl") are nested.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -55,8 +58,17 @@ def load_command(name: str):
     return importlib.import_module(COMMANDS[name][0])
 
 
+def quiet_library_bars_in_logs() -> None:
+    """Piped to a file, the libraries' own tqdm bars (datasets saving, hub downloads) become carriage-return
+    fragments; ralm's stages report in whole lines there (``ralm.progress``). Set before they are imported."""
+    if not is_terminal():
+        for variable in ("HF_DATASETS_DISABLE_PROGRESS_BARS", "HF_HUB_DISABLE_PROGRESS_BARS"):
+            os.environ.setdefault(variable, "1")
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
+    quiet_library_bars_in_logs()
     name, rest = resolve(argv)
     load_command(name).main(rest)
 

@@ -14,7 +14,7 @@ import pytest
 
 from ralm.data_gen.metadata import config_diff, index_hash, refuse_if_different
 from ralm.data_gen.schema import FEATURES
-from ralm.data_gen.shards import ShardStore, plan_shards, shards_for_worker, worker_from_env
+from ralm.data_gen.shards import ShardStore, check_world, plan_shards, shards_for_worker, worker_from_env
 from ralm.data_gen.summary import summarize
 from ralm.errors import RalmInputError
 
@@ -45,6 +45,18 @@ def test_shards_for_worker_round_robin_and_explicit_id():
         shards_for_worker(shards, 5, 0, 1)
     with pytest.raises(RalmInputError, match="--num-shards"):
         plan_shards(10, 0)
+
+
+def test_a_launcher_world_that_does_not_divide_the_shards_is_refused_with_the_fix():
+    check_world(16, None, 3, 8)  # 2 shards per process
+    check_world(None, None, 3, 8)  # unset: data-gen picks a multiple of the world size
+    check_world(5, 2, 0, 4)  # one named shard: nothing to divide
+    with pytest.raises(
+        RalmInputError, match=r"--num-shards 10 does not divide among WORLD_SIZE=8 .*--num-shards 8"
+    ):
+        check_world(10, None, 0, 8)
+    with pytest.raises(RalmInputError, match="RANK=8 is not in 0..7"):
+        check_world(None, None, 8, 8)
 
 
 def test_worker_from_env_reads_torchrun_variables():

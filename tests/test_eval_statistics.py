@@ -8,7 +8,13 @@ import math
 import numpy as np
 import pytest
 
-from ralm.eval.statistics import format_change, paired_bootstrap, perplexity_change, resampled_changes
+from ralm.statistics import (
+    format_change,
+    paired_bootstrap,
+    paired_mean_difference,
+    perplexity_change,
+    resampled_changes,
+)
 
 # Four windows: NLL sums of two conditions and the tokens each window scores.
 A = [10.0, 12.0, 9.0, 30.0]
@@ -63,3 +69,22 @@ def test_the_bootstrap_is_seeded_and_checks_its_input():
     assert paired_bootstrap(a, b, n, seed=1).low != paired_bootstrap(a, b, n, seed=2).low
     with pytest.raises(ValueError, match="must match"):
         paired_bootstrap(A, B[:3], N)
+
+
+def test_paired_mean_difference_matches_the_normal_interval_of_a_large_sample():
+    rng = np.random.default_rng(1)
+    b = rng.normal(0.0, 5.0, size=4000)
+    a = b + rng.normal(0.3, 2.0, size=4000)
+    d = paired_mean_difference(a, b, resamples=4000, seed=3)
+    diff = a - b
+    half = 1.96 * diff.std(ddof=1) / np.sqrt(diff.size)  # the textbook interval the bootstrap approaches
+    assert d.difference == pytest.approx(diff.mean(), abs=1e-12)
+    assert d.low == pytest.approx(diff.mean() - half, abs=0.15 * half)
+    assert d.high == pytest.approx(diff.mean() + half, abs=0.15 * half)
+    assert d.better and d.items == 4000
+
+
+def test_paired_mean_difference_of_a_constant_shift_has_no_width_and_empty_input_is_nan():
+    d = paired_mean_difference([1.5, 2.5, 3.5], [1.0, 2.0, 3.0])
+    assert (d.difference, d.low, d.high) == pytest.approx((0.5, 0.5, 0.5))
+    assert math.isnan(paired_mean_difference([], []).difference)

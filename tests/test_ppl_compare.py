@@ -275,7 +275,7 @@ def test_cli_compare(runs, ppl_setup, tmp_path, capsys):
 
 def test_random_best_or_none_and_the_statistics_read_off_the_table(runs, ppl_setup, tmp_path):
     """random, oracle-or-none and every CI follow from the table by direct computation."""
-    from ralm.eval.statistics import paired_bootstrap
+    from ralm.statistics import paired_bootstrap
 
     out = tmp_path / "stats"
     first = [json.loads(x) for x in (runs["root"] / "compare" / "candidates.jsonl").read_text().splitlines()]

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from decimal import Decimal, getcontext
 
 import pytest
 import torch
 
 from ralm.rerank.losses import kl_loss, listwise_ce_loss, marginal_loss, rerank_loss
-from ralm.rerank.metrics import gain_recovered, selection_sums
+from ralm.rerank.metrics import gain_recovered, per_prefix_logprobs, selection_sums
 
 getcontext().prec = 60  # exp(-1e4) is about 1e-4343: Decimal holds it, float64 underflows to 0
 
@@ -120,6 +121,17 @@ def test_selection_sums_and_gain_recovered_by_hand():
     # padding is never picked, even with the highest score
     mask[0, 1] = False
     assert selection_sums(scores, lm, mask).pick_logprob == pytest.approx(-3 - 5)
+
+
+def test_per_prefix_logprobs_by_hand():
+    scores = torch.tensor([[0.0, 3.0, 1.0], [0.0, 1.0, 2.0]])
+    lm = torch.tensor([[-6.0, -1.0, -3.0], [-4.0, -7.0, -5.0]])
+    mask = torch.ones(2, 3, dtype=torch.bool)
+    is_empty = torch.tensor([[False, False, False], [False, False, True]])
+    rows = per_prefix_logprobs(scores, lm, mask, is_empty)
+    # (pick, BM25 top-1, no passage): prefix 0 has no empty slot, prefix 1's empty slot is candidate 2.
+    assert rows[0, :2].tolist() == [-1.0, -6.0] and math.isnan(float(rows[0, 2]))
+    assert rows[1].tolist() == [-5.0, -4.0, -5.0]
 
 
 def test_gain_recovered_undefined_when_bm25_is_the_oracle():

@@ -153,18 +153,28 @@ def test_without_a_validation_win_the_export_is_bm25_itself(tmp_path, real_docum
     assert info["bm25_prior"]["weight"] == 1.0
 
 
-def test_export_choice_takes_the_best_validation_rule_and_the_simpler_at_a_tie():
-    from ralm.rerank.selection import export_choice
+def test_export_decision_needs_a_clear_win_over_every_simpler_rule():
+    from ralm.rerank.selection import export_decision
 
-    assert export_choice(trained=-4.0, bm25=-5.0, none=-6.0) == "trained"
-    assert export_choice(trained=-5.0, bm25=-5.0, none=-6.0) == "bm25"  # no evidence for the trained picks
-    assert export_choice(trained=-5.0, bm25=-5.5, none=-5.0) == "no-retrieval"
-    assert export_choice(trained=-4.0, bm25=None, none=None) == "trained"  # nothing to compare with
-    assert export_choice(trained=None, bm25=-5.0, none=-4.0) == "no-retrieval"
+    rng = np.random.default_rng(0)
+    base = rng.normal(-20.0, 3.0, size=200)  # one target's log-prob per validation prefix
+    noise = rng.normal(0.0, 1.0, size=200)
+    clear, slight = base + 2.0 + noise, base + 0.02 + noise  # +2 nats: a win; +0.02: inside the noise
+    choice, evidence = export_decision({"trained": clear, "bm25": base, "no-retrieval": base - 1.0})
+    assert choice == "trained" and evidence["trained - bm25"]["better"]
+    assert evidence["trained - no-retrieval"]["items"] == 200
+    # A higher mean inside its interval is a tie, and a tie goes to the simpler rule.
+    assert export_decision({"trained": slight, "bm25": base, "no-retrieval": None})[0] == "bm25"
+    # Trained must beat each simpler rule: beating BM25 but tying no retrieval exports no retrieval.
+    assert export_decision({"trained": clear, "bm25": base, "no-retrieval": clear + 0.01 * noise})[0] == (
+        "no-retrieval"
+    )
+    assert export_decision({"trained": base, "bm25": None, "no-retrieval": None}) == ("trained", {})
+    assert export_decision({"trained": None, "bm25": base, "no-retrieval": base + 1.0})[0] == "no-retrieval"
 
 
 def test_when_no_passage_beats_every_candidate_the_export_never_retrieves(
-    tmp_path, real_documents, tiny_encoder_dir
+    tmp_path, real_documents, tiny_encoder_dir, capfd
 ):
     """Every row's target is likelier with no passage than with any: validation must choose no retrieval,
     and the exported reranker then declines everywhere (rank gives None), in eval and QA alike."""
@@ -175,6 +185,7 @@ def test_when_no_passage_beats_every_candidate_the_export_never_retrieves(
         row["lm_logprobs"] = [-5.0, -7.0, -9.0]
         row["no_retrieval_logprob"] = -1.0
     data = save_rows(rows, tmp_path / "data")
+    capfd.readouterr()  # the fixture's own output
     summary = fit_reranker(
         str(data),
         str(tmp_path / "out"),
@@ -194,6 +205,9 @@ def test_when_no_passage_beats_every_candidate_the_export_never_retrieves(
         abstain=True,
     )
     assert summary["decision"] == "no-retrieval"
+    # Piped (not a terminal): training reports in whole lines, never bar fragments.
+    log = capfd.readouterr().err
+    assert "\r" not in log and "validation at step 3: gain_recovered" in log and "train: done, 3 step" in log
     # Only the export is kept: no Lightning checkpoints, no step-0 model.
     assert not (tmp_path / "out" / "checkpoints").exists() and not (tmp_path / "out" / STEP0_FILE).exists()
     info = json.loads((Path(summary["reranker"]) / "ralm_reranker.json").read_text())
@@ -202,6 +216,7 @@ def test_when_no_passage_beats_every_candidate_the_export_never_retrieves(
     # The abstention feature's statistics: mean and std of the training prefixes' best BM25 scores.
     split = load_rerank_data(str(data), abstain=True, val_fraction=0.25, seed=0, bm25_prior=True)
     tops = [max(rows[i]["bm25_scores"]) for i in split.train_rows]
+    assert info["decision_evidence"]["val_prefixes"] == len(split.val_rows)  # the decision's sample, stated
     assert info["bm25_prior"]["bm25_top_mean"] == pytest.approx(sum(tops) / len(tops), rel=1e-6)
     assert info["bm25_prior"]["bm25_top_std"] == pytest.approx(float(np.std(tops)), rel=1e-5)
     reranker = PredictiveReranker.from_pretrained(summary["reranker"])

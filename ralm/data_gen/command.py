@@ -14,8 +14,6 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tqdm.auto import tqdm
-
 import ralm
 from ralm.atomic_files import ensure_writable_dir, write_json_atomic
 from ralm.command_args import call_with_args, parser_for
@@ -25,9 +23,10 @@ from ralm.data_gen.metadata import read_json, refuse_if_different, run_config
 from ralm.data_gen.prefixes import sample_prefixes, tokenize_documents
 from ralm.data_gen.schema import FORMAT, METADATA_FILE
 from ralm.data_gen.scoring import PassageTokens
-from ralm.data_gen.shards import ShardStore, plan_shards, shards_for_worker, worker_from_env
+from ralm.data_gen.shards import ShardStore, check_world, plan_shards, shards_for_worker, worker_from_env
 from ralm.data_gen.summary import format_summary
 from ralm.errors import RalmInputError
+from ralm.progress import progress as progress_bar
 
 # Prefixes whose candidates are checked against their own document's text before the first shard.
 _AGREEMENT_SAMPLE = 64
@@ -140,6 +139,8 @@ def data_gen(
     from ralm.retrieval.passages import read_documents
 
     _check_options(sampling, candidates, scoring, sharding)
+    rank, world_size = worker_from_env(os.environ)
+    check_world(sharding.num_shards, sharding.shard_id, rank, world_size)  # before any GPU work
     out = Path(output)
     ensure_writable_dir(out)
     retriever = open_index(index, passages) if passages else open_index(index)
@@ -164,7 +165,10 @@ def data_gen(
         raise RalmInputError(
             f"{documents}: no document is long enough for a {floor}-token prefix and a {sampling.stride}-token target"
         )
-    num_shards = sharding.num_shards or max(1, math.ceil(num_examples / sharding.prefixes_per_shard))
+    # Under a launcher, a multiple of the world size, so every process gets as many shards.
+    num_shards = sharding.num_shards or world_size * max(
+        1, math.ceil(num_examples / sharding.prefixes_per_shard / world_size)
+    )
     if num_shards > num_examples:
         raise RalmInputError(f"--num-shards: {num_shards} shards for only {num_examples} prefixes")
 
@@ -222,7 +226,6 @@ def data_gen(
 
     store = ShardStore(out)
     store.prepare(config)
-    rank, world_size = worker_from_env(os.environ)
     mine = shards_for_worker(plan_shards(num_examples, num_shards), sharding.shard_id, rank, world_size)
     todo = [s for s in mine if not store.is_complete(s)]
     settings = GenerationSettings(
@@ -243,7 +246,9 @@ def data_gen(
 
     token_cache = PassageTokens(model, scoring.max_passage_tokens)
     total_pairs = sum(s.stop - s.start for s in todo) * candidates.k
-    bar = tqdm(total=total_pairs, unit="pair", desc="score candidates", disable=not progress, smoothing=0.05)
+    bar = progress_bar(
+        total_pairs, unit="pair", desc="score candidates", disable=not progress, smoothing=0.05
+    )
     pairs, seconds = 0, 0.0
     for n, shard in enumerate(todo):
         rows, counts = shard_rows(

@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
-from tqdm.auto import tqdm
+
+from ralm.progress import track
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ def tokenize_documents(
             lengths.append(len(ids))
         batch.clear()
 
-    for doc in tqdm(documents, desc="tokenize documents", unit="doc", disable=not progress):
+    for doc in track(documents, desc="tokenize documents", unit="doc", disable=not progress):
         doc_id, text = str(doc["id"]), doc["text"]
         digest.update(doc_id.encode() + b"\0" + text.encode() + b"\0")
         doc_ids.append(doc_id)

@@ -67,6 +67,18 @@ def worker_from_env(env: Mapping[str, str]) -> tuple[int, int]:
         ) from None
 
 
+def check_world(num_shards: int | None, shard_id: int | None, rank: int, world_size: int) -> None:
+    """Refuse, before any model loads, a launcher layout that would leave processes unevenly loaded."""
+    if not 0 <= rank < world_size:
+        raise RalmInputError(f"RANK={rank} is not in 0..{world_size - 1} (WORLD_SIZE={world_size})")
+    if shard_id is None and num_shards and world_size > 1 and num_shards % world_size:
+        fix = world_size * max(1, round(num_shards / world_size))
+        raise RalmInputError(
+            f"--num-shards {num_shards} does not divide among WORLD_SIZE={world_size} processes: "
+            f"use a multiple of {world_size} (e.g. --num-shards {fix}) or leave it unset"
+        )
+
+
 def shards_for_worker(shards: list[Shard], shard_id: int | None, rank: int, world_size: int) -> list[Shard]:
     """The shards this process runs: the one named by --shard-id, else every `world_size`-th from `rank`."""
     if shard_id is not None:

@@ -35,7 +35,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from ralm.atomic_files import write_json_atomic, write_jsonl_atomic
 from ralm.errors import RalmInputError
@@ -49,11 +48,12 @@ from ralm.eval.ppl_outputs import (
     config_key,
     point_results,
 )
-from ralm.eval.statistics import DEFAULT_RESAMPLES, DEFAULT_SEED
 from ralm.eval.windows import Window, ranking_span
 from ralm.lm.loading import FrozenLM
 from ralm.lm.scoring import score_continuations
+from ralm.progress import progress as progress_bar
 from ralm.retrieval.overlap import copies_span, ngrams
+from ralm.statistics import DEFAULT_RESAMPLES, DEFAULT_SEED
 
 BUILT_IN = {
     "no-retrieval": "none", "bm25": "none", "random": "random", "zero-shot": "zero-shot", "oracle": "oracle",
@@ -277,8 +277,8 @@ def run_compare(
         requests[0] += rows
 
     per_window = 1 + max((len(c) for c in candidates), default=0)
-    bar = tqdm(
-        total=sum(w.num_targets for w in windows), initial=sum(r["num_targets"] for r in log.done.values()),
+    bar = progress_bar(
+        sum(w.num_targets for w in windows), initial=sum(r["num_targets"] for r in log.done.values()),
         unit="tok", desc="eval ppl (compare)", disable=not progress, dynamic_ncols=True,
     )  # fmt: skip
     started = time.perf_counter()

@@ -4,7 +4,7 @@ Both baselines are read off the table itself (no passage, and candidate 0 = BM25
 condition is compared with them whether or not they were requested as conditions. Per condition:
 
 - ``vs_bm25`` / ``vs_no_retrieval``: relative perplexity change with its paired 95% bootstrap interval
-  over windows (``ralm.eval.statistics``); an interval across zero is a tie;
+  over windows (``ralm.statistics``); an interval across zero is a tie;
 - ``share_of_oracle_gap``: (NLL_bm25 − NLL_condition) / (NLL_bm25 − NLL_oracle) summed over windows, the
   share of the BM25 → best-of-k gap in log perplexity the condition recovers (1: the oracle, 0: BM25);
 - ``retrieving_windows``: windows with candidates (window 0 never retrieves); ``windows_with_passage``:
@@ -17,8 +17,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ralm.eval.statistics import DEFAULT_RESAMPLES, DEFAULT_SEED, format_change, paired_bootstrap
 from ralm.retrieval.overlap import COPY_TOKENS
+from ralm.statistics import DEFAULT_RESAMPLES, DEFAULT_SEED, format_change, paired_bootstrap
 
 
 def baseline_nlls(table: Sequence[dict]) -> dict[str, list[float]]:

@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 from jsonargparse import ArgumentParser
-from tqdm import tqdm
 
 from ralm.command_args import call_with_args, parser_for
 from ralm.errors import RalmInputError
@@ -23,6 +22,7 @@ from ralm.eval.metrics import score_answer
 from ralm.eval.qa_data import FORMATS, QAExample, load_examples, load_exemplars
 from ralm.eval.qa_predictions import RESULTS, PredictionWriter, mean_of, write_results
 from ralm.eval.qa_retrieval import open_source
+from ralm.progress import progress
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +120,9 @@ def eval_flare(
     start = time.perf_counter()
     with (
         writer,
-        tqdm(total=len(examples), initial=len(examples) - len(todo), desc=f"flare[{flare.method}]") as bar,
+        progress(
+            len(examples), initial=len(examples) - len(todo), desc=f"flare[{flare.method}]", unit="question"
+        ) as bar,
     ):
         if flare.method in ("no-retrieval", "single"):
             for i in range(0, len(todo), batch_size):

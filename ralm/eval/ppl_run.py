@@ -14,8 +14,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tqdm.auto import tqdm
-
 import ralm
 from ralm.atomic_files import write_json_atomic
 from ralm.errors import RalmInputError
@@ -28,6 +26,7 @@ from ralm.eval.retrieval_cache import index_key, retrieve_cached
 from ralm.eval.sweep import Sweep
 from ralm.eval.windows import Window, strided_windows
 from ralm.lm.loading import FrozenLM
+from ralm.progress import progress as progress_bar
 from ralm.retrieval.overlap import copies_span
 from ralm.retrieval.types import Hit, Retriever
 
@@ -133,8 +132,8 @@ def run_point(
     timings["rerank_s"] = time.perf_counter() - started
 
     per_window = 1 if strategy == "fixed" else max(1, max((len(c) for c in candidates), default=1))
-    bar = tqdm(
-        total=sum(w.num_targets for w in windows), initial=sum(log.done[i]["num_targets"] for i in log.done),
+    bar = progress_bar(
+        sum(w.num_targets for w in windows), initial=sum(log.done[i]["num_targets"] for i in log.done),
         unit="tok", desc=f"eval ppl ({mode})", disable=not progress, dynamic_ncols=True,
     )  # fmt: skip
     started = time.perf_counter()

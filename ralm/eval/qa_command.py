@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 from jsonargparse import ArgumentParser
-from tqdm import tqdm
 
 from ralm.command_args import call_with_args, parser_for
 from ralm.errors import RalmInputError
@@ -20,6 +19,7 @@ from ralm.eval.qa import QARunner
 from ralm.eval.qa_data import load_examples
 from ralm.eval.qa_predictions import RESULTS, PredictionWriter, mean_of, write_results
 from ralm.eval.qa_retrieval import open_source
+from ralm.progress import progress
 
 
 def eval_qa(
@@ -89,7 +89,10 @@ def eval_qa(
     runner = QARunner(model, docs=docs, source=source, max_new_tokens=max_new_tokens, max_length=max_length)
     runner.check(examples)
     start = time.perf_counter()
-    with writer, tqdm(total=len(examples), initial=len(examples) - len(todo), desc="qa") as bar:
+    with (
+        writer,
+        progress(len(examples), initial=len(examples) - len(todo), desc="qa", unit="question") as bar,
+    ):
         for i in range(0, len(todo), batch_size):
             chunk = todo[i : i + batch_size]
             for record in runner.answer_batch(chunk):

@@ -17,38 +17,9 @@ from typing import Any
 
 import torch
 
+from ralm.devices import resolve_device, resolve_dtype
 from ralm.errors import RalmInputError
 from ralm.fingerprints import file_sha256
-
-_DTYPES = {
-    "float32": torch.float32,
-    "fp32": torch.float32,
-    "bfloat16": torch.bfloat16,
-    "bf16": torch.bfloat16,
-    "float16": torch.float16,
-    "fp16": torch.float16,
-}
-
-
-def resolve_device(device: str | torch.device = "auto") -> torch.device:
-    """``"auto"`` is the first CUDA device when one is visible, else the CPU."""
-    if str(device) == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
-
-
-def resolve_dtype(dtype: str | torch.dtype = "auto", device: torch.device | None = None) -> torch.dtype:
-    """``"auto"`` is bf16 on a GPU that supports it and fp32 elsewhere (CPU bf16 matmuls are slow and lossy)."""
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    if dtype == "auto":
-        device = device or resolve_device("auto")
-        if device.type == "cuda" and torch.cuda.is_bf16_supported():
-            return torch.bfloat16
-        return torch.float32
-    if dtype not in _DTYPES:
-        raise RalmInputError(f"--dtype {dtype!r}: expected auto or one of {sorted(_DTYPES)}")
-    return _DTYPES[dtype]
 
 
 def _context_length(config: Any) -> int | None:

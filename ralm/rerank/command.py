@@ -84,10 +84,24 @@ def _print_summary(summary: dict) -> None:
         f"  best          {summary['best_checkpoint']} (gain recovered {summary['best_gain_recovered']})",
         f"  decision      {summary.get('decision', 'trained')} (validation mean log-prob: best step "
         f"{_fmt(at_best, 'val/pick_logprob')}, BM25 {_fmt(at_best, 'val/bm25_logprob')}, no retrieval "
-        f"{_fmt(at_best, 'val/none_logprob')}; the highest wins, a tie goes to the simpler rule)",
+        f"{_fmt(at_best, 'val/none_logprob')}; a rule replaces a simpler one only when its 95% CI is above 0)",
+        *_evidence_lines(summary.get("decision_evidence") or {}),
         f"  reranker      {summary['reranker']}",
     ]
     print("\n".join(lines))
+
+
+def _evidence_lines(evidence: dict) -> list[str]:
+    """One line per paired comparison behind the export decision (mean log-prob difference per prefix)."""
+    lines = []
+    for name, d in evidence.items():
+        if isinstance(d, dict):
+            verdict = "better" if d["better"] else "tie or worse"
+            lines.append(
+                f"                {name}: {d['difference']:+.3f} nats [{d['low']:+.3f}, {d['high']:+.3f}] "
+                f"over {d['items']} validation prefixes, {verdict}"
+            )
+    return lines
 
 
 def build_parser() -> ArgumentParser:

@@ -60,6 +60,7 @@ def export_reranker(
     trained_on: dict,
     metrics: dict | None = None,
     decision: str = "trained",
+    decision_evidence: dict | None = None,
 ) -> str:
     """Write the folder ``out_dir`` from a checkpoint; returns ``out_dir``.
 
@@ -109,6 +110,7 @@ def export_reranker(
         "abstain": bool(hp["abstain"]),
         "bm25_prior": prior,
         "decision": decision,
+        "decision_evidence": decision_evidence or {},
         "loss": hp["loss"],
         "trained_on": trained_on,
         "checkpoint": os.path.basename(checkpoint_path),

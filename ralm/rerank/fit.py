@@ -20,14 +20,17 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger, Logger
 
 from ralm.atomic_files import write_text_atomic
+from ralm.devices import training_precision
 from ralm.errors import RalmInputError
+from ralm.progress import is_terminal
 from ralm.rerank.datamodule import RerankDataModule
 from ralm.rerank.dataset import bm25_top_stats, describe, finite_or_none, load_rerank_data
 from ralm.rerank.export import check_compatible, export_reranker, read_checkpoint
 from ralm.rerank.inputs import check_lengths
 from ralm.rerank.lit_module import RerankerModule
+from ralm.rerank.log_lines import TrainLogLines
 from ralm.rerank.model import load_tokenizer
-from ralm.rerank.selection import ValidationHistory, export_choice
+from ralm.rerank.selection import ValidationHistory, export_decision
 from ralm.rerank.settings import EncoderArgs, LoaderArgs, OptimArgs, RunArgs
 
 BEST_METRIC = "val/gain_recovered"
@@ -83,7 +86,7 @@ def resolve_hardware(run: RunArgs) -> tuple[str, str]:
             )
     if run.precision != "auto":
         return accelerator, run.precision
-    return accelerator, "bf16-mixed" if on_gpu and torch.cuda.is_bf16_supported() else "32-true"
+    return accelerator, training_precision(on_gpu)
 
 
 def build_loggers(out_dir: str, run: RunArgs) -> list[Logger]:
@@ -228,6 +231,8 @@ def fit_reranker(
         save_last=True,
         save_on_train_epoch_end=True,
     )
+    # Piped to a file, a bar becomes carriage-return fragments: plain lines instead (ralm.progress).
+    log_lines = [TrainLogLines()] if run.progress_bar and not is_terminal() else []
     trainer = pl.Trainer(
         accelerator=accelerator,
         devices=run.devices,
@@ -243,8 +248,8 @@ def fit_reranker(
         num_sanity_val_steps=0,
         log_every_n_steps=run.log_every,
         logger=loggers,
-        callbacks=[best, last, _ValidateAtEnd(val_every), history, *extra_callbacks],
-        enable_progress_bar=run.progress_bar,
+        callbacks=[best, last, _ValidateAtEnd(val_every), history, *log_lines, *extra_callbacks],
+        enable_progress_bar=run.progress_bar and is_terminal(),
         enable_model_summary=False,
         use_distributed_sampler=False,  # our batch samplers shard by rank themselves
         default_root_dir=out_dir,
@@ -260,11 +265,14 @@ def fit_reranker(
     # validation prefixes; at a tie the fixed rule wins (ralm.rerank.selection).
     at_best = history.at_score(BEST_METRIC, best_score)
     has_step0 = bm25_prior and os.path.exists(step0)
-    choice = export_choice(
-        at_best.get("val/pick_logprob") if best.best_model_path else None,
-        at_best.get("val/bm25_logprob", history.last("val/bm25_logprob")) if has_step0 else None,
-        history.last("val/none_logprob") if abstain else None,
+    values = history.decision_values(
+        history.step_at_score(BEST_METRIC, best_score),
+        trained=bool(best.best_model_path),
+        bm25=has_step0,
+        none=abstain,
     )
+    choice, comparisons = export_decision(values, seed=seed)
+    evidence = {"val_prefixes": len(next((v for v in values.values() if v is not None), [])), **comparisons}
     if choice == "bm25" or (choice == "no-retrieval" and has_step0):
         chosen, best_score = step0, 0.0
     metrics = {
@@ -284,6 +292,7 @@ def fit_reranker(
         trained_on=trained_on,
         metrics={"best_" + BEST_METRIC: best_score, "validation_at_best": at_best},
         decision=choice,
+        decision_evidence=evidence,
     )
     if not run.keep_checkpoints:  # the export is complete: it needs none of these any more
         shutil.rmtree(ckpt_dir, ignore_errors=True)
@@ -300,6 +309,7 @@ def fit_reranker(
         "best_checkpoint": chosen,
         "best_gain_recovered": best_score,
         "decision": choice,
+        "decision_evidence": evidence,
         "validation_at_best": at_best,
         "last_validation": metrics,
         "reranker": export_dir,

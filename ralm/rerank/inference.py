@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+from ralm.devices import resolve_device, resolve_dtype
 from ralm.errors import RalmInputError
 from ralm.rerank.inputs import INPUT_FORMAT, PRIOR_RULE, bm25_prior, encode_groups
 
@@ -70,12 +71,6 @@ def _read_info(folder: str) -> dict:
     return info
 
 
-def _pick_device(device: str) -> torch.device:
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
-
-
 class PredictiveReranker:
     """A trained cross-encoder: ``score(prefixes, candidates)`` gives one score per candidate passage."""
 
@@ -101,15 +96,8 @@ class PredictiveReranker:
         """Load an exported folder; cuda + bf16 when available, else cpu + fp32 (or as given)."""
         folder = os.fspath(folder)
         info = _read_info(folder)
-        torch_device = _pick_device(device)
-        if dtype == "auto":
-            torch_dtype = (
-                torch.bfloat16
-                if torch_device.type == "cuda" and torch.cuda.is_bf16_supported()
-                else torch.float32
-            )
-        else:
-            torch_dtype = getattr(torch, dtype)
+        torch_device = resolve_device(device)
+        torch_dtype = resolve_dtype(dtype, torch_device)
         try:
             tokenizer = AutoTokenizer.from_pretrained(folder)
             model = AutoModelForSequenceClassification.from_pretrained(folder, dtype=torch_dtype)

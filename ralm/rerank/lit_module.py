@@ -15,10 +15,20 @@ from transformers import get_linear_schedule_with_warmup
 
 from ralm.rerank.dataset import scatter_scores
 from ralm.rerank.losses import rerank_loss
-from ralm.rerank.metrics import SelectionSums, selection_sums
+from ralm.rerank.metrics import SelectionSums, per_prefix_logprobs, selection_sums
 from ralm.rerank.model import load_cross_encoder, output_head, zero_output_head
 
 _PAIR_KEYS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def gather_rows(rows: list[torch.Tensor]) -> torch.Tensor:
+    """This process's per-prefix rows, concatenated with every other process's (ranks may differ in size)."""
+    local = torch.cat(rows).cpu() if rows else torch.zeros(0, 3, dtype=torch.float64)
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return local
+    parts: list = [None] * torch.distributed.get_world_size()
+    torch.distributed.all_gather_object(parts, local)
+    return torch.cat(parts)
 
 
 class RerankerModule(pl.LightningModule):
@@ -69,6 +79,9 @@ class RerankerModule(pl.LightningModule):
                 self.abstain_weight = torch.nn.Parameter(torch.zeros(()))
         self._val_sums = SelectionSums()
         self._val_loss_sum = 0.0
+        self._val_rows: list[torch.Tensor] = []
+        self.val_per_prefix: torch.Tensor | None = None
+        """(prefixes, 3) after each validation: log-prob given the pick, BM25 top-1, no passage."""
         self._pending_rng: dict | None = None
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -97,7 +110,7 @@ class RerankerModule(pl.LightningModule):
         return loss
 
     def on_validation_epoch_start(self) -> None:
-        self._val_sums, self._val_loss_sum = SelectionSums(), 0.0
+        self._val_sums, self._val_loss_sum, self._val_rows = SelectionSums(), 0.0, []
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         scores = self(batch)
@@ -105,6 +118,9 @@ class RerankerModule(pl.LightningModule):
         self._val_loss_sum += float(self._loss(scores, batch)) * n
         self._val_sums = self._val_sums + selection_sums(
             scores, batch["lm_logprobs"], batch["mask"], batch["is_empty"]
+        )
+        self._val_rows.append(
+            per_prefix_logprobs(scores, batch["lm_logprobs"], batch["mask"], batch["is_empty"])
         )
 
     def on_validation_epoch_end(self) -> None:
@@ -114,6 +130,7 @@ class RerankerModule(pl.LightningModule):
         )
         total = self.trainer.strategy.reduce(local.to(self.device), reduce_op="sum").cpu()
         sums = SelectionSums.from_tensor(total[:-1])
+        self.val_per_prefix = gather_rows(self._val_rows)
         metrics = sums.metrics()
         metrics["loss"] = float(total[-1]) / max(sums.count, 1.0)
         if not self.hparams.abstain:

@@ -106,3 +106,19 @@ def selection_sums(
         abstained=float(abstained),
         none_logprob=none_lp,
     )
+
+
+def per_prefix_logprobs(
+    scores: torch.Tensor, lm_logprobs: torch.Tensor, mask: torch.Tensor, is_empty: torch.Tensor | None = None
+) -> torch.Tensor:
+    """(batch, 3) float64: the LM log-prob of each prefix's target given the pick, BM25's top-1 and no
+    passage (NaN without an empty passage): the paired values the export decision bootstraps."""
+    scores = scores.detach().float().masked_fill(~mask, MASKED)
+    lm = lm_logprobs.detach().double().masked_fill(~mask, MASKED)
+    pick_lp = lm.gather(1, scores.argmax(dim=-1)[:, None]).squeeze(1)
+    none_lp = torch.full_like(pick_lp, math.nan)
+    if is_empty is not None:
+        empty = is_empty & mask
+        has_empty = empty.any(dim=-1)
+        none_lp = torch.where(has_empty, (lm * empty).sum(dim=-1), none_lp)
+    return torch.stack([pick_lp, lm[:, 0], none_lp], dim=-1)

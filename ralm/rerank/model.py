@@ -8,6 +8,7 @@ encoder (``BertModel``) gets a freshly initialised head, which is what fine-tuni
 from __future__ import annotations
 
 import os
+import sys
 
 import torch
 from transformers import (
@@ -16,8 +17,13 @@ from transformers import (
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
+from transformers.utils import logging as transformers_logging
 
 from ralm.errors import RalmInputError
+from ralm.progress import library_bars_quiet_in_logs
+
+_SAID_FRESH: set[str] = set()
+"""Encoders whose fresh head was announced (once per process)."""
 
 
 def load_cross_encoder(name_or_path: str, *, gradient_checkpointing: bool = False) -> PreTrainedModel:
@@ -25,12 +31,25 @@ def load_cross_encoder(name_or_path: str, *, gradient_checkpointing: bool = Fals
     looks_local = os.path.sep in name_or_path or name_or_path.startswith(".") or os.path.exists(name_or_path)
     if looks_local and not os.path.isdir(name_or_path):
         raise RalmInputError(f"encoder {name_or_path}: no such folder")
+    verbosity = transformers_logging.get_verbosity()
+    transformers_logging.set_verbosity_error()  # its "newly initialized ... TRAIN this model" reads like an error
     try:
-        model = AutoModelForSequenceClassification.from_pretrained(
-            name_or_path, num_labels=1, dtype=torch.float32
-        )
+        with library_bars_quiet_in_logs():
+            model, info = AutoModelForSequenceClassification.from_pretrained(
+                name_or_path, num_labels=1, dtype=torch.float32, output_loading_info=True
+            )
     except OSError as err:
         raise RalmInputError(f"encoder {name_or_path}: cannot load ({str(err).splitlines()[0]})") from None
+    finally:
+        transformers_logging.set_verbosity(verbosity)
+    fresh = [k for k in info.get("missing_keys", []) if "position_ids" not in k]
+    if fresh and name_or_path not in _SAID_FRESH:
+        _SAID_FRESH.add(name_or_path)
+        print(
+            f"encoder {name_or_path}: no ranking head saved, starting from a fresh one "
+            f"({len(fresh)} weights; expected before training)",
+            file=sys.stderr,
+        )
     if gradient_checkpointing:
         if not model.supports_gradient_checkpointing:
             raise RalmInputError(

@@ -8,8 +8,11 @@ keeps it) then competes with the two fixed rules on the same validation prefixes
 - ``bm25``: the untrained ``--bm25-prior`` model, which ranks exactly as BM25 (only with the prior);
 - ``no-retrieval``: never prepend a passage (only with ``--abstain``, where validation has its log-prob).
 
-The highest mean log-prob wins; a tie goes to the simpler rule (no retrieval, then BM25): a trained
-model that did not beat a fixed rule on held-out prefixes has no evidence for its picks.
+A rule replaces the simpler ones (no retrieval, then BM25, then trained) only when it beats each of them
+on the validation prefixes with a paired bootstrap 95% interval of the mean log-prob difference above zero
+(``ralm.statistics.paired_mean_difference``); inside the interval it is a tie, and a tie goes to the simpler
+rule: a trained model that did not clearly beat a fixed rule on held-out prefixes has no evidence for its
+picks. The comparisons and the number of prefixes are recorded with the decision.
 """
 
 from __future__ import annotations
@@ -18,20 +21,36 @@ import math
 from collections.abc import Sequence
 
 import lightning.pytorch as pl
+import torch
 from lightning.pytorch.callbacks import Callback
+
+from ralm.statistics import DEFAULT_RESAMPLES, DEFAULT_SEED, paired_mean_difference
 
 CHOICES = ("no-retrieval", "bm25", "trained")
 """In order of preference at a tie."""
 
 
-def export_choice(trained: float | None, bm25: float | None, none: float | None) -> str:
-    """The rule with the highest validation mean log-prob among those available (None: not available)."""
-    values = dict(zip(CHOICES, (none, bm25, trained), strict=True))
-    # (value, preference): at equal values the earlier entry of CHOICES wins.
-    available = [(v, -CHOICES.index(name), name) for name, v in values.items() if v is not None]
-    if not available:
-        return "trained"
-    return max(available)[2]
+def export_decision(
+    values: dict[str, Sequence[float] | None], *, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED
+) -> tuple[str, dict[str, dict]]:
+    """The rule to export and the comparisons behind it.
+
+    `values` maps names of CHOICES to per-prefix log-probs on the same validation prefixes (None: the rule
+    is not available). The most complex available rule that beats every simpler available one (interval
+    above zero) wins; with none, the simplest available; "trained" when nothing can be compared.
+    """
+    available = [name for name in CHOICES if values.get(name) is not None]
+    comparisons: dict[str, dict] = {}
+    choice = available[0] if available else "trained"
+    for i, name in enumerate(available[1:], start=1):
+        wins = True
+        for simpler in available[:i]:
+            diff = paired_mean_difference(values[name], values[simpler], resamples=resamples, seed=seed)
+            comparisons[f"{name} - {simpler}"] = diff.as_dict()
+            wins = wins and diff.better
+        if wins:
+            choice = name
+    return choice, comparisons
 
 
 class ValidationHistory(Callback):
@@ -39,12 +58,17 @@ class ValidationHistory(Callback):
 
     def __init__(self) -> None:
         self.steps: list[tuple[int, dict[str, float]]] = []
+        self.per_prefix: dict[int, torch.Tensor] = {}
+        """Step -> (prefixes, 3) log-probs given the pick, BM25's top-1, no passage (RerankerModule)."""
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.sanity_checking:
             return
         metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
         self.steps.append((trainer.global_step, metrics))
+        rows = getattr(pl_module, "val_per_prefix", None)
+        if rows is not None:
+            self.per_prefix[trainer.global_step] = rows
 
     def last(self, key: str) -> float | None:
         """The latest logged value of `key` (validation baselines are the same at every step)."""
@@ -53,14 +77,33 @@ class ValidationHistory(Callback):
                 return metrics[key]
         return None
 
-    def at_score(self, monitor: str, score: float | None) -> dict[str, float]:
-        """The metrics of the first step whose `monitor` equals `score` (the checkpoint callback's best)."""
+    def step_at_score(self, monitor: str, score: float | None) -> int | None:
+        """The first step whose `monitor` equals `score` (the checkpoint callback's best)."""
         if score is None:
-            return {}
-        for _, metrics in self.steps:
+            return None
+        for step, metrics in self.steps:
             if abs(metrics.get(monitor, float("nan")) - score) <= 1e-9:
-                return metrics
-        return {}
+                return step
+        return None
+
+    def at_score(self, monitor: str, score: float | None) -> dict[str, float]:
+        """The metrics of the step `step_at_score` finds ({} when none)."""
+        step = self.step_at_score(monitor, score)
+        return next((metrics for s, metrics in self.steps if s == step), {})
+
+    def decision_values(
+        self, step: int | None, *, trained: bool, bm25: bool, none: bool
+    ) -> dict[str, list[float] | None]:
+        """Per-prefix log-probs of the three rules at `step` (the pick's is that step's; BM25's and no
+        retrieval's are the same at every step), each None when not available."""
+        rows = self.per_prefix.get(step)
+        if rows is None:  # no best step: the fixed rules only, from any step
+            trained = False
+            rows = next(reversed(self.per_prefix.values()), None)
+        if rows is None:
+            return dict.fromkeys(CHOICES)
+        columns = {"trained": (trained, 0), "bm25": (bm25, 1), "no-retrieval": (none, 2)}
+        return {name: rows[:, col].tolist() if ok else None for name, (ok, col) in columns.items()}
 
 
 def bm25_threshold(best_bm25: Sequence[float], gains: Sequence[float]) -> float:

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import bm25s
 import numpy as np
-from tqdm import tqdm
 
 from ralm.errors import RalmInputError
+from ralm.progress import track
 from ralm.retrieval.analyzer import ANALYZER_SETTINGS, LuceneEnglishAnalyzer
 from ralm.retrieval.lucene_bm25 import lucene_bm25_matrix
 from ralm.retrieval.passage_store import PassageStore
@@ -31,7 +31,7 @@ def build_bm25s(passages: Sequence[Passage], out_dir: Path, k1: float = 0.9, b: 
     analyzer = LuceneEnglishAnalyzer()
     vocab: dict[str, int] = {}
     corpus_ids: list[list[int]] = []
-    for p in tqdm(passages, desc="bm25s: analyzing", unit="passage", mininterval=1.0):
+    for p in track(passages, desc="bm25s: analyzing", unit="passage"):
         # Token ids instead of strings: a million passages of strings would cost gigabytes.
         corpus_ids.append([vocab.setdefault(t, len(vocab)) for t in analyzer.terms(p.contents)])
     model = bm25s.BM25(k1=k1, b=b, method="lucene")

@@ -12,20 +12,10 @@ from typing import Literal
 import numpy as np
 import torch
 
+from ralm.devices import resolve_device, resolve_dtype
 from ralm.errors import RalmInputError
 
 Pooling = Literal["mean", "cls"]
-
-
-def resolve_device(device: str = "auto") -> torch.device:
-    """ "auto" -> cuda when visible, else cpu; asking for cuda without a GPU is bad input."""
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise RalmInputError(f"device: {device!r} requested but no CUDA GPU is visible (use --device cpu)")
-    if device not in ("cpu",) and not device.startswith("cuda"):
-        raise RalmInputError(f"device: {device!r} is not auto, cpu or cuda[:N]")
-    return torch.device(device)
 
 
 def pool(hidden: torch.Tensor, mask: torch.Tensor, pooling: Pooling) -> torch.Tensor:
@@ -52,7 +42,7 @@ class DenseEncoder:
         if pooling not in ("mean", "cls"):
             raise RalmInputError(f"pooling: {pooling!r} is not 'mean' or 'cls'")
         self.device = resolve_device(device)
-        self.dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
+        self.dtype = resolve_dtype("auto", self.device)
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(name_or_path)
             self.model = AutoModel.from_pretrained(name_or_path, dtype=self.dtype).to(self.device).eval()

@@ -16,10 +16,10 @@ from pathlib import Path
 import faiss
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from ralm.atomic_files import atomic_path
 from ralm.errors import RalmInputError
+from ralm.progress import progress
 from ralm.retrieval.dense_encoder import DenseEncoder, Pooling
 from ralm.retrieval.passage_store import PassageStore
 from ralm.retrieval.types import Hit, Passage
@@ -59,7 +59,7 @@ def encode_in_shards(
     if done:
         print(f"faiss: resuming, {done}/{len(starts)} shards already encoded")
     shards = []
-    with tqdm(total=len(texts), desc="faiss: encoding", unit="passage") as bar:
+    with progress(len(texts), desc="faiss: encoding", unit="passage") as bar:
         for i, start in enumerate(starts):
             path = shard_dir / f"emb-{i:05d}.npy"
             if path.exists():

@@ -9,10 +9,9 @@ import sys
 import time
 from pathlib import Path
 
-from tqdm.auto import tqdm
-
 from ralm.command_args import call_with_args, parser_for
 from ralm.errors import RalmInputError
+from ralm.progress import progress
 from ralm.retrieval.index import open_index
 from ralm.retrieval.index_meta import read_meta
 from ralm.retrieval.run_files import RunWriter, read_queries
@@ -57,9 +56,7 @@ def retrieve(
     todo = pairs[writer.done :]
     started, ok = time.perf_counter(), False
     try:
-        with tqdm(
-            total=len(pairs), initial=writer.done, desc="retrieve", unit="query", file=sys.stderr
-        ) as bar:
+        with progress(len(pairs), initial=writer.done, desc="retrieve", unit="query") as bar:
             for start in range(0, len(todo), batch_size):
                 batch = todo[start : start + batch_size]
                 hits = retriever.search([q for _, q in batch], k, threads=threads)

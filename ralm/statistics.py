@@ -1,4 +1,7 @@
-"""Uncertainty of a perplexity comparison: the paired bootstrap over windows (pure: arrays in, numbers out).
+"""Uncertainty of a comparison: paired bootstraps (pure: arrays in, numbers out).
+
+Used by ``eval ppl --compare`` (perplexity change over windows) and by ``ralm train``'s export decision
+(mean log-prob difference over validation prefixes).
 
 Two conditions evaluated on the same windows give per-window NLL sums ``a`` and ``b`` and the number of
 scored tokens ``n`` of each window. The statistic is the relative change of token perplexity of ``a``
@@ -113,3 +116,51 @@ def format_change(change: dict) -> str:
         return "n/a"
     text = f"{100 * change['change']:+.1f}% [{100 * change['low']:+.1f}, {100 * change['high']:+.1f}]"
     return text if change["significant"] else text + " tie"
+
+
+@dataclass(frozen=True)
+class MeanDifference:
+    """Mean of ``a - b`` over paired items (e.g. validation prefixes), with its bootstrap interval."""
+
+    difference: float
+    low: float
+    high: float
+    level: float
+    items: int
+    resamples: int
+    seed: int
+
+    @property
+    def better(self) -> bool:
+        """`a` is higher than `b` and the interval excludes zero."""
+        return self.low > 0.0
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "better": self.better}
+
+
+def paired_mean_difference(
+    a: Sequence[float],
+    b: Sequence[float],
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    level: float = 0.95,
+) -> MeanDifference:
+    """mean(a - b) with the paired percentile bootstrap interval (items drawn with replacement)."""
+    if len(a) != len(b):
+        raise ValueError(f"{len(a)} and {len(b)} items: the two must match")
+    if not 0.0 < level < 1.0 or resamples < 1:
+        raise ValueError(f"level {level} must be in (0, 1) and resamples {resamples} at least 1")
+    diff = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
+    if diff.size == 0:
+        return MeanDifference(math.nan, math.nan, math.nan, level, 0, resamples, seed)
+    rng = np.random.default_rng(seed)
+    means = np.empty(resamples)
+    block = max(1, 2_000_000 // diff.size)
+    for lo in range(0, resamples, block):
+        hi = min(resamples, lo + block)
+        means[lo:hi] = diff[rng.integers(0, diff.size, size=(hi - lo, diff.size))].mean(axis=1)
+    tail = (1.0 - level) / 2.0
+    low, high = np.quantile(means, [tail, 1.0 - tail])
+    return MeanDifference(float(diff.mean()), float(low), float(high), level, int(diff.size), resamples, seed)

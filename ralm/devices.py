@@ -1,0 +1,101 @@
+"""One rule for where and in what precision every stage runs (LM, reranker, dense encoder, training).
+
+- **Device** ``auto``: under a launcher that starts one process per GPU (torchrun, ``deepspeed``,
+  SLURM's ``srun``), each process takes ``cuda:LOCAL_RANK`` (``SLURM_LOCALID`` under plain srun) and makes
+  it the current device; otherwise the first CUDA device when one is visible, else the CPU. ``cuda``
+  without an index follows the same local rank; ``cuda:N`` and ``cpu`` are taken as given.
+- **dtype** ``auto``: bf16 on a GPU that computes it natively (compute capability 8.0 and up: A100, H100,
+  RTX 30xx and later); fp32 everywhere else. ``torch.cuda.is_bf16_supported()`` also counts emulation,
+  which makes V100 and T4 run bf16 slower than fp32. CPU bf16 only by request (``--dtype bf16``): on the
+  AVX2 machine of bench/RESULTS.md it ran data-gen at 0.16x fp32's speed, and it is not exact.
+- **Lightning precision** ``auto``: ``bf16-mixed`` where dtype ``auto`` gives bf16, else ``32-true``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+import torch
+
+from ralm.errors import RalmInputError
+
+DTYPES = {
+    "float32": torch.float32,
+    "fp32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+}
+NATIVE_BF16_CAPABILITY = (8, 0)
+"""Ampere: the first NVIDIA generation with bf16 tensor cores."""
+
+
+def local_rank(env: Mapping[str, str] | None = None) -> int | None:
+    """This process's GPU slot under a launcher (LOCAL_RANK, else SLURM_LOCALID); None for a plain process."""
+    env = os.environ if env is None else env
+    for name in ("LOCAL_RANK", "SLURM_LOCALID"):
+        value = env.get(name)
+        if value is not None and value != "":
+            try:
+                rank = int(value)
+            except ValueError:
+                raise RalmInputError(f"{name}={value!r}: not an integer (set by the launcher)") from None
+            if rank < 0:
+                raise RalmInputError(f"{name}={rank}: must be >= 0")
+            return rank
+    return None
+
+
+def resolve_device(device: str | torch.device = "auto", env: Mapping[str, str] | None = None) -> torch.device:
+    """The device of this process (module docstring); sets the current CUDA device under a launcher."""
+    if isinstance(device, torch.device):
+        return device
+    if device != "auto" and device != "cpu" and not device.startswith("cuda"):
+        raise RalmInputError(f"--device {device!r}: expected auto, cpu, cuda or cuda:N")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise RalmInputError(f"--device {device}: no CUDA GPU is visible (use auto or cpu)")
+    if device not in ("auto", "cuda"):
+        try:
+            return torch.device(device)
+        except RuntimeError:
+            raise RalmInputError(f"--device {device!r}: expected auto, cpu, cuda or cuda:N") from None
+    if not torch.cuda.is_available():
+        return torch.device("cpu")
+    rank = local_rank(env)
+    if rank is None:
+        return torch.device("cuda")
+    count = torch.cuda.device_count()
+    if rank >= count:
+        raise RalmInputError(
+            f"LOCAL_RANK={rank} but this node shows {count} CUDA device(s): start at most {count} processes "
+            "per node (torchrun --nproc-per-node), or check CUDA_VISIBLE_DEVICES"
+        )
+    torch.cuda.set_device(rank)  # libraries that say "cuda" (NCCL, faiss, Lightning) then mean this GPU
+    return torch.device("cuda", rank)
+
+
+def native_bf16(device: torch.device) -> bool:
+    """bf16 computed in hardware on this device (CUDA compute capability >= 8.0); False on CPU."""
+    if device.type != "cuda":
+        return False
+    return tuple(torch.cuda.get_device_capability(device)) >= NATIVE_BF16_CAPABILITY
+
+
+def resolve_dtype(dtype: str | torch.dtype = "auto", device: torch.device | None = None) -> torch.dtype:
+    """``auto``: bf16 where `device` computes it natively, fp32 elsewhere; else the named dtype."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype == "auto":
+        return torch.bfloat16 if native_bf16(device or resolve_device("auto")) else torch.float32
+    if dtype not in DTYPES:
+        raise RalmInputError(f"--dtype {dtype!r}: expected auto or one of {sorted(DTYPES)}")
+    return DTYPES[dtype]
+
+
+def training_precision(on_gpu: bool) -> str:
+    """Lightning's precision for ``auto``: bf16-mixed on a native-bf16 GPU, else full fp32."""
+    if on_gpu and native_bf16(resolve_device("auto")):
+        return "bf16-mixed"
+    return "32-true"
