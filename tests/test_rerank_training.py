@@ -324,3 +324,26 @@ def test_ralm_train_from_the_shipped_cpu_config(tmp_path, data_dir, tiny_encoder
         "best-step3.ckpt"
     )
     assert PredictiveReranker.from_pretrained(out / "reranker").max_prefix_tokens == 64
+
+
+@pytest.mark.parametrize(
+    ("global_batch", "max_micro", "world", "expected"),
+    [(32, 32, 1, (32, 1)), (32, 32, 8, (4, 1)), (32, 16, 1, (16, 2)), (32, 3, 2, (2, 8)), (32, 5, 1, (4, 8))],
+)
+def test_the_global_batch_is_the_same_whatever_the_world_size(global_batch, max_micro, world, expected):
+    from ralm.rerank.batching import split_global_batch
+
+    micro, accumulate = split_global_batch(global_batch, max_micro, world)
+    assert (
+        (micro, accumulate) == expected and micro * accumulate * world == global_batch and micro <= max_micro
+    )
+
+
+def test_a_global_batch_that_does_not_divide_and_the_planned_world():
+    from ralm.rerank.batching import planned_world_size, split_global_batch
+
+    with pytest.raises(RalmInputError, match="global_batch_size=32 does not divide among 3 processes"):
+        split_global_batch(32, 32, 3)
+    assert planned_world_size(RunArgs(devices=2, num_nodes=2), env={}) == 4
+    assert planned_world_size(RunArgs(devices="auto"), env={"WORLD_SIZE": "8"}) == 8
+    assert planned_world_size(RunArgs(devices="0,1,2"), env={}) == 3

@@ -12,23 +12,24 @@ import os
 import shutil
 import time
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
-from lightning.pytorch.loggers import CSVLogger, Logger
 
 from ralm.atomic_files import write_text_atomic
 from ralm.devices import training_precision
 from ralm.errors import RalmInputError
 from ralm.progress import is_terminal
+from ralm.rerank.batching import planned_world_size, split_global_batch
 from ralm.rerank.datamodule import RerankDataModule
 from ralm.rerank.dataset import bm25_top_stats, describe, finite_or_none, load_rerank_data
 from ralm.rerank.export import check_compatible, export_reranker, read_checkpoint
 from ralm.rerank.inputs import check_lengths
 from ralm.rerank.lit_module import RerankerModule
 from ralm.rerank.log_lines import TrainLogLines
+from ralm.rerank.loggers import build_loggers, log_final_summary
 from ralm.rerank.model import load_tokenizer
 from ralm.rerank.selection import ValidationHistory, export_decision
 from ralm.rerank.settings import EncoderArgs, LoaderArgs, OptimArgs, RunArgs
@@ -59,6 +60,7 @@ def check_settings(encoder: EncoderArgs, loader: LoaderArgs, optim: OptimArgs, r
         "run.log_every": run.log_every,
         "optim.lr": optim.lr,
         "optim.temperature": optim.temperature,
+        "loader.global_batch_size": loader.global_batch_size or 1,
     }
     for name, value in positive.items():
         if value <= 0:
@@ -87,34 +89,6 @@ def resolve_hardware(run: RunArgs) -> tuple[str, str]:
     if run.precision != "auto":
         return accelerator, run.precision
     return accelerator, training_precision(on_gpu)
-
-
-def build_loggers(out_dir: str, run: RunArgs) -> list[Logger]:
-    """CSV always; wandb when installed (or asked for); TensorBoard when asked for."""
-    loggers: list[Logger] = [CSVLogger(os.path.join(out_dir, "logs"), name="csv")]
-    has_wandb = importlib.util.find_spec("wandb") is not None
-    if run.wandb == "on" and not has_wandb:
-        raise RalmInputError("run.wandb=on: wandb is not installed (pip install 'ralm[wandb]')")
-    if run.wandb == "on" or (run.wandb == "auto" and has_wandb):
-        from lightning.pytorch.loggers import WandbLogger
-
-        loggers.append(
-            WandbLogger(
-                project="ralm-rerank", save_dir=out_dir, offline=os.environ.get("WANDB_MODE") == "offline"
-            )
-        )
-    if run.tensorboard:
-        if (
-            importlib.util.find_spec("tensorboard") is None
-            and importlib.util.find_spec("tensorboardX") is None
-        ):
-            raise RalmInputError(
-                "run.tensorboard=true: tensorboard is not installed (pip install 'ralm[tensorboard]')"
-            )
-        from lightning.pytorch.loggers import TensorBoardLogger
-
-        loggers.append(TensorBoardLogger(os.path.join(out_dir, "logs"), name="tensorboard"))
-    return loggers
 
 
 class _ValidateAtEnd(Callback):
@@ -160,6 +134,11 @@ def fit_reranker(
     """Train, keep the best checkpoint by gain recovered, export it to ``OUT/reranker``; returns the summary."""
     check_settings(encoder, loader, optim, run)
     accelerator, precision = resolve_hardware(run)
+    if loader.global_batch_size is not None:
+        micro, accumulate = split_global_batch(
+            loader.global_batch_size, loader.batch_size, planned_world_size(run)
+        )
+        loader, optim = replace(loader, batch_size=micro), replace(optim, accumulate=accumulate)
     rerank_data = load_rerank_data(
         data,
         abstain=abstain,
@@ -325,4 +304,5 @@ def fit_reranker(
         },
     }
     write_text_atomic(os.path.join(out_dir, "summary.json"), json.dumps(summary, indent=2))
+    log_final_summary(loggers, summary)
     return summary

@@ -30,7 +30,11 @@ class LoaderArgs:
     """Batches of whole candidate groups, split by source document."""
 
     batch_size: int = 32
-    """Prefixes (each with all k candidates) per process and micro-batch."""
+    """Prefixes (each with all k candidates) per process and micro-batch (the most that fit in memory when
+    global_batch_size is set)."""
+    global_batch_size: int | None = None
+    """Prefixes per optimizer step over all processes (the paper: 32); sets the per-process micro-batch and
+    the accumulation from the world size. None: batch_size per process, times optim.accumulate."""
     val_batch_size: int = 32
     """Prefixes per validation batch."""
     val_fraction: float = 0.05
