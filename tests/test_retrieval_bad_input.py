@@ -117,7 +117,7 @@ def test_gpu_index_without_gpu_is_refused(tmp_path, tiny_encoder_dir, real_docum
         build_index(
             passages, tmp_path / "idx", backend="faiss", encoder=str(tiny_encoder_dir), gpu_index=True
         )
-    with pytest.raises(RalmInputError, match="device: 'cuda' requested but no CUDA GPU"):
+    with pytest.raises(RalmInputError, match="--device cuda: no CUDA GPU is visible"):
         build_index(passages, tmp_path / "idx", backend="faiss", encoder=str(tiny_encoder_dir), device="cuda")
     assert not (tmp_path / "idx").exists() and not (tmp_path / "idx.partial").exists()
 

@@ -144,3 +144,9 @@ def test_cuda_bf16_encoding_ranks_like_cpu(tmp_path, minilm_dir, real_documents)
 
         with pytest.raises(RalmInputError, match="no GPU support"):
             build_index(passages_path, tmp_path / "x", backend="faiss", gpu_index=True, **options)
+    else:  # built on the GPU, saved as a CPU index: the same exact search as the CPU-built one
+        build_index(
+            passages_path, tmp_path / "gpuidx", backend="faiss", device="cuda", gpu_index=True, **options
+        )
+        on_gpu = open_index(tmp_path / "gpuidx", device="cuda").search(queries, 1)
+        assert [h[0].id for h in on_gpu] == [h[0].id for h in gpu]

@@ -2,8 +2,13 @@
 
 Passages are encoded in fixed shards written atomically to ``<index>.partial/shards/``; a killed build
 resumes from the first missing shard (the shard plan, keyed on the passages hash and encoder settings, must
-match or the shards are discarded). The FAISS index moves to a GPU only when a GPU and a GPU build of FAISS
-are both present; asking for it explicitly without them is a clear error.
+match or the shards are discarded). With ``gpu_index`` the flat index is built and searched on this
+process's GPU (``ralm.devices``) and saved as a CPU index, so any FAISS build opens it; opened with device
+``auto`` it moves to the GPU only when a GPU and a GPU build of FAISS are both present. Asking for the GPU
+without them is a clear error.
+
+FAISS comes from an extra, never both builds: ``pip install 'ralm[faiss]'`` (CPU, what scripts/setup.sh
+installs) or ``pip install 'ralm[gpu]'`` (``faiss-gpu-cu12``); the two wheels install the same module.
 """
 
 from __future__ import annotations
@@ -13,12 +18,18 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-import faiss
 import numpy as np
 import torch
 
 from ralm.atomic_files import atomic_path
 from ralm.errors import RalmInputError
+
+try:
+    import faiss
+except ImportError:  # an optional dependency: say which extra brings it
+    raise RalmInputError(
+        "the faiss backend needs FAISS: pip install 'ralm[faiss]' (CPU) or 'ralm[gpu]' (CUDA 12), not both"
+    ) from None
 from ralm.progress import progress
 from ralm.retrieval.dense_encoder import DenseEncoder, Pooling
 from ralm.retrieval.passage_store import PassageStore
@@ -38,6 +49,20 @@ def require_gpu_faiss(where: str) -> None:
         raise RalmInputError(
             f"{where}: GPU FAISS index requested but this FAISS has no GPU support (pip install 'ralm[gpu]')"
         )
+
+
+def flat_index(dim: int, *, on_gpu: bool):
+    """An exact inner-product index, on this process's GPU (``torch.cuda.current_device()``) or the CPU."""
+    if not on_gpu:
+        return faiss.IndexFlatIP(dim)
+    config = faiss.GpuIndexFlatConfig()
+    config.device = torch.cuda.current_device()
+    return faiss.GpuIndexFlatIP(faiss.StandardGpuResources(), dim, config)
+
+
+def to_gpu(index):
+    """The CPU index copied to this process's GPU."""
+    return faiss.index_cpu_to_gpu(faiss.StandardGpuResources(), torch.cuda.current_device(), index)
 
 
 def _save_shard(path: Path, vectors: np.ndarray) -> None:
@@ -97,8 +122,10 @@ def build_faiss(
     vectors = encode_in_shards(
         model, [p.contents for p in passages], out_dir / "shards", plan, shard_size, batch_size
     )
-    index = faiss.IndexFlatIP(vectors.shape[1])
+    index = flat_index(vectors.shape[1], on_gpu=gpu_index)
     index.add(np.ascontiguousarray(vectors, dtype=np.float32))
+    if gpu_index:
+        index = faiss.index_gpu_to_cpu(index)  # saved as a CPU index: every FAISS build reads it
     faiss.write_index(index, str(out_dir / INDEX_NAME))
     shutil.rmtree(out_dir / "shards")  # the flat index holds the same vectors
     return {"encoder": {**settings, "dim": int(vectors.shape[1])}, "index": "IndexFlatIP"}
@@ -123,7 +150,7 @@ class FaissRetriever:
         if device.startswith("cuda"):
             require_gpu_faiss(f"{index_dir}")
         if device != "cpu" and gpu_faiss_available():
-            index = faiss.index_cpu_to_gpu(faiss.StandardGpuResources(), 0, index)
+            index = to_gpu(index)
         self.index = index
 
     def search(self, queries: Sequence[str], k: int, threads: int = 1) -> list[list[Hit]]:
