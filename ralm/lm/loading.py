@@ -20,6 +20,7 @@ import torch
 from ralm.devices import resolve_device, resolve_dtype
 from ralm.errors import RalmInputError
 from ralm.fingerprints import file_sha256
+from ralm.progress import library_bars_quiet_in_logs
 
 
 def _context_length(config: Any) -> int | None:
@@ -148,10 +149,13 @@ def load_lm(
     torch_device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, torch_device)
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    try:
-        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch_dtype, attn_implementation="sdpa")
-    except (ValueError, ImportError):  # an architecture without an SDPA implementation
-        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch_dtype)
+    with library_bars_quiet_in_logs():
+        try:
+            model = AutoModelForCausalLM.from_pretrained(
+                folder, dtype=torch_dtype, attn_implementation="sdpa"
+            )
+        except (ValueError, ImportError):  # an architecture without an SDPA implementation
+            model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch_dtype)
     model.to(torch_device).eval().requires_grad_(False)
 
     context = _context_length(model.config)

@@ -7,14 +7,18 @@ It is written under a temporary name and renamed, so a crash never leaves a half
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import shutil
+import tempfile
 
 import torch
 
 from ralm import __version__
 from ralm.errors import RalmInputError
+from ralm.progress import library_bars_quiet_in_logs
 from ralm.rerank.inference import RERANKER_FILE, RERANKER_FORMAT
 from ralm.rerank.inputs import INPUT_FORMAT, PRIOR_RULE
 from ralm.rerank.model import load_cross_encoder, load_tokenizer
@@ -23,9 +27,7 @@ from ralm.rerank.model import load_cross_encoder, load_tokenizer
 def read_checkpoint(path: str) -> dict:
     """A Lightning checkpoint file (or DeepSpeed checkpoint folder, converted) as a dict on the CPU."""
     if os.path.isdir(path):  # DeepSpeed writes a folder of shards
-        from lightning.pytorch.utilities.deepspeed import get_fp32_state_dict_from_zero_checkpoint
-
-        return {"state_dict": get_fp32_state_dict_from_zero_checkpoint(path), "hyper_parameters": {}}
+        return read_zero_checkpoint(path)
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
     except FileNotFoundError:
@@ -35,6 +37,24 @@ def read_checkpoint(path: str) -> dict:
     if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
         raise RalmInputError(f"{path}: not a Lightning checkpoint (no 'state_dict')")
     return checkpoint
+
+
+def read_zero_checkpoint(path: str) -> dict:
+    """A DeepSpeed ZeRO checkpoint folder (``latest`` + a tag folder of shards) consolidated to fp32 by
+    DeepSpeed's own ``zero_to_fp32`` (through Lightning's converter, which keeps the hyper-parameters)."""
+    if not os.path.isfile(os.path.join(path, "latest")):
+        raise RalmInputError(f"{path}: a folder but not a DeepSpeed checkpoint (no 'latest' file)")
+    from lightning.pytorch.utilities.deepspeed import convert_zero_checkpoint_to_fp32_state_dict
+
+    with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()):
+        # (redirected: its "Saving fp32 state dict to <tmp>" names a file that is about to go)
+        try:
+            checkpoint = convert_zero_checkpoint_to_fp32_state_dict(path, os.path.join(tmp, "fp32.pt"))
+        except ModuleNotFoundError:
+            raise RalmInputError(
+                f"{path}: a DeepSpeed checkpoint needs deepspeed to export (pip install 'ralm[deepspeed]')"
+            ) from None
+    return {**checkpoint, "hyper_parameters": checkpoint.get("hyper_parameters", {})}
 
 
 def check_compatible(path: str, hyper_parameters: dict, expected: dict) -> None:
@@ -84,7 +104,7 @@ def export_reranker(
         weight = checkpoint["state_dict"].get("prior_weight")
         if weight is None:
             raise RalmInputError(f"{checkpoint_path}: trained with bm25_prior but holds no prior_weight")
-        prior = {"rule": PRIOR_RULE, "weight": float(weight)}
+        prior = {"rule": PRIOR_RULE, "weight": float(weight.detach())}
         if hp.get("abstain", False):
             state = checkpoint["state_dict"]
             if "abstain_bias" not in state or "abstain_weight" not in state:
@@ -92,14 +112,16 @@ def export_reranker(
                     f"{checkpoint_path}: trained with bm25_prior and abstain but holds no abstain_bias/abstain_weight"
                 )
             prior.update(
-                abstain_bias=float(state["abstain_bias"]), abstain_weight=float(state["abstain_weight"]),
+                abstain_bias=float(state["abstain_bias"].detach()),
+                abstain_weight=float(state["abstain_weight"].detach()),
                 bm25_top_mean=float(hp["bm25_top_mean"]), bm25_top_std=float(hp["bm25_top_std"]),
             )  # fmt: skip
     tokenizer = load_tokenizer(hp["encoder_name"])
     tokenizer.model_max_length = hp["max_length"]
     tmp = f"{out_dir.rstrip(os.sep)}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
+    with library_bars_quiet_in_logs():
+        model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     info = {
         "format": RERANKER_FORMAT,

@@ -16,6 +16,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from ralm.devices import resolve_device, resolve_dtype
 from ralm.errors import RalmInputError
+from ralm.progress import library_bars_quiet_in_logs
 from ralm.rerank.inputs import INPUT_FORMAT, PRIOR_RULE, bm25_prior, encode_groups
 
 RERANKER_FORMAT = "ralm-reranker/1"
@@ -100,7 +101,8 @@ class PredictiveReranker:
         torch_dtype = resolve_dtype(dtype, torch_device)
         try:
             tokenizer = AutoTokenizer.from_pretrained(folder)
-            model = AutoModelForSequenceClassification.from_pretrained(folder, dtype=torch_dtype)
+            with library_bars_quiet_in_logs():
+                model = AutoModelForSequenceClassification.from_pretrained(folder, dtype=torch_dtype)
         except (OSError, ValueError) as err:
             raise RalmInputError(
                 f"{folder}: cannot load the reranker model ({str(err).splitlines()[0]})"

@@ -19,6 +19,7 @@ from ralm.rerank.metrics import SelectionSums, per_prefix_logprobs, selection_su
 from ralm.rerank.model import load_cross_encoder, output_head, zero_output_head
 
 _PAIR_KEYS = ("input_ids", "attention_mask", "token_type_ids")
+SCALAR_PARAMETERS = ("prior_weight", "abstain_bias", "abstain_weight")
 
 
 def gather_rows(rows: list[torch.Tensor]) -> torch.Tensor:
@@ -67,7 +68,9 @@ class RerankerModule(pl.LightningModule):
         self.abstain_weight: torch.nn.Parameter | None = None
         if bm25_prior:
             zero_output_head(self.encoder)
-            self.prior_weight = torch.nn.Parameter(torch.ones(()))
+            # Shape (1,), not (): DeepSpeed's parameter broadcast views every parameter as bytes, which a
+            # 0-dim tensor cannot be (checkpoints of 0-dim scalars are reshaped on load).
+            self.prior_weight = torch.nn.Parameter(torch.ones(1))
             if abstain:
                 # The empty passage scores f(x, "") + b + c * t, t the prefix's best BM25 score standardised
                 # over the training prefixes (a strong lexical match is when retrieval helps: in the demo's
@@ -75,8 +78,8 @@ class RerankerModule(pl.LightningModule):
                 # lost 1.6-4.3). At b = c = 0 the untrained model still ranks like BM25: BM25's top-1 has
                 # z > 0 whenever the scores differ (and wins ties, being first), so the empty passage (score 0)
                 # only wins once training moves f, b or c.
-                self.abstain_bias = torch.nn.Parameter(torch.zeros(()))
-                self.abstain_weight = torch.nn.Parameter(torch.zeros(()))
+                self.abstain_bias = torch.nn.Parameter(torch.zeros(1))
+                self.abstain_weight = torch.nn.Parameter(torch.zeros(1))
         self._val_sums = SelectionSums()
         self._val_loss_sum = 0.0
         self._val_rows: list[torch.Tensor] = []
@@ -183,6 +186,10 @@ class RerankerModule(pl.LightningModule):
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self._pending_rng = checkpoint.get("ralm_rng")
+        state = checkpoint.get("state_dict", {})
+        for name in SCALAR_PARAMETERS:
+            if name in state and state[name].dim() == 0:  # saved before the scalars became shape (1,)
+                state[name] = state[name].reshape(1)
 
     def on_train_start(self) -> None:
         if self._pending_rng is not None:

@@ -14,6 +14,7 @@ import torch
 
 from ralm.devices import resolve_device, resolve_dtype
 from ralm.errors import RalmInputError
+from ralm.progress import library_bars_quiet_in_logs
 
 Pooling = Literal["mean", "cls"]
 
@@ -45,7 +46,8 @@ class DenseEncoder:
         self.dtype = resolve_dtype("auto", self.device)
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(name_or_path)
-            self.model = AutoModel.from_pretrained(name_or_path, dtype=self.dtype).to(self.device).eval()
+            with library_bars_quiet_in_logs():
+                self.model = AutoModel.from_pretrained(name_or_path, dtype=self.dtype).to(self.device).eval()
         except OSError as err:
             raise RalmInputError(
                 f"encoder: cannot load {name_or_path!r} ({str(err).splitlines()[0]})"
