@@ -198,7 +198,7 @@ def test_when_no_passage_beats_every_candidate_the_export_never_retrieves(
             val_every=1,
             save_every=1,
             wandb="off",
-            progress_bar=False,
+            progress_bar=True,  # piped here (pytest captures stderr): plain lines, not a bar
             keep_checkpoints=False,
         ),
         bm25_prior=True,
