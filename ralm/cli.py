@@ -15,6 +15,10 @@ from ralm.progress import is_terminal
 
 # command words -> (module, one-line description). Two-word commands ("eval ppl") are nested.
 COMMANDS: dict[str, tuple[str, str]] = {
+    "prepare wikitext103": (
+        "ralm.corpora.prepare_command",
+        "WikiText-103 (hub or a saved copy) as articles JSONL and eval_lm.py's test text.",
+    ),
     "passages": ("ralm.retrieval.passages_command", "Split raw documents into 100-word passages (JSONL)."),
     "index": ("ralm.retrieval.index_command", "Build a BM25 (bm25s, pyserini) or dense (faiss) index."),
     "retrieve": ("ralm.retrieval.retrieve_command", "Batch-search an index; write a TREC run and JSONL."),
@@ -45,9 +49,9 @@ def resolve(argv: list[str]) -> tuple[str, list[str]]:
         return f"{argv[0]} {argv[1]}", argv[2:]
     if argv and argv[0] in COMMANDS:
         return argv[0], argv[1:]
-    if argv and argv[0] == "eval":
-        subs = [c.split()[1] for c in COMMANDS if c.startswith("eval ")]
-        print(f"usage: ralm eval {{{','.join(subs)}}} ...", file=sys.stderr)
+    if argv and argv[0] in ("eval", "prepare"):
+        subs = [c.split()[1] for c in COMMANDS if c.startswith(f"{argv[0]} ")]
+        print(f"usage: ralm {argv[0]} {{{','.join(subs)}}} ...", file=sys.stderr)
         raise SystemExit(2)
     print(_usage(), file=sys.stderr if argv and argv[0] not in ("-h", "--help") else sys.stdout)
     raise SystemExit(0 if argv and argv[0] in ("-h", "--help") else 2)

@@ -1,0 +1,53 @@
+"""WikiText-103 as the paper uses it: articles for data-gen and the index, the test split for eval.
+
+On the hub (``Salesforce/wikitext``, config ``wikitext-103-raw-v1``) each split is a column ``text`` of
+lines: an article starts with a top-level heading row `` = Title = \\n`` (one ``=`` on each side;
+sections are `` = = Section = = \\n``), and blank rows ``""`` separate paragraphs. A saved split read
+row by row would make every line a "document", headings and blank lines included.
+
+``articles(rows)`` groups the rows into articles ``{"id", "title", "text"}``: the text of an article is its
+rows joined exactly as eval_lm.py joins a split (``"".join(x or " \\n")``), so the articles of a split,
+concatenated in order, are the very string eval_lm.py scores (tested).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+
+HUB_ID = "Salesforce/wikitext"
+HUB_CONFIG = "wikitext-103-raw-v1"
+SPLITS = ("train", "validation", "test")
+
+_TITLE = re.compile(r"^ = (?!=)(.*?) = \n?$")
+"""A top-level heading row: " = Title = " (a section heading starts " = = ")."""
+
+
+def eval_lm_join(rows: Iterable[str]) -> str:
+    """The authors' eval_lm.py string of a split: rows concatenated, an empty row read as " \\n"."""
+    return "".join(row if row else " \n" for row in rows)
+
+
+def article_title(row: str) -> str | None:
+    """The title when `row` is a top-level heading, else None."""
+    match = _TITLE.match(row)
+    return match.group(1).strip() if match else None
+
+
+def articles(rows: Iterable[str], split: str) -> Iterator[dict]:
+    """The split's articles in order; ids are ``{split}-{n:06d}`` (titles repeat across splits).
+
+    An article runs from its heading row to the row before the next heading; rows before the first
+    heading (the hub's one leading blank row) go with the first article.
+    """
+    title, body, n = None, [], 0
+    for row in rows:
+        heading = article_title(row) if row else None
+        if heading is not None:
+            if title is not None:
+                yield {"id": f"{split}-{n:06d}", "title": title, "text": eval_lm_join(body)}
+                n, body = n + 1, []
+            title = heading
+        body.append(row)
+    if body:
+        yield {"id": f"{split}-{n:06d}", "title": title or "", "text": eval_lm_join(body)}

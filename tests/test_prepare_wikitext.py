@@ -1,0 +1,73 @@
+"""`ralm prepare wikitext103` offline, on a locally built dataset with the hub's schema and WikiText's
+structure (a leading blank row, " = Title = " headings, " = = Section = = " headings, blank rows)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ralm.corpora.prepare_command import prepare_wikitext103
+from ralm.errors import RalmInputError
+from ralm.eval.eval_text import read_eval_text
+from ralm.retrieval.passages import read_documents
+
+
+def wikitext_rows(docs: list[dict]) -> list[str]:
+    """WikiText-103-raw's layout: each article a heading, blank rows between paragraphs, one section."""
+    rows = []
+    for doc in docs:
+        paragraphs = [p.strip() for p in doc["text"].split("\n\n") if p.strip()][:4]
+        rows += ["", f" = {doc['title']} = \n", ""]
+        for i, paragraph in enumerate(paragraphs):
+            if i == 2:
+                rows += [" = = History = = \n", ""]
+            rows += [f" {' '.join(paragraph.split())} \n", ""]
+    return rows
+
+
+@pytest.fixture()
+def hub_copy(tmp_path, real_documents):
+    from datasets import Dataset, DatasetDict, Features, Value
+
+    features = Features({"text": Value("string")})  # the hub's schema
+    parts = {"train": real_documents[:6], "validation": real_documents[6:8], "test": real_documents[8:11]}
+    rows = {split: wikitext_rows(docs) for split, docs in parts.items()}
+    data = DatasetDict({s: Dataset.from_dict({"text": r}, features=features) for s, r in rows.items()})
+    data.save_to_disk(str(tmp_path / "saved"))
+    for split in rows:  # and the hub's own parquet layout
+        (tmp_path / "parquet" / "wikitext-103-raw-v1").mkdir(parents=True, exist_ok=True)
+        data[split].to_parquet(
+            str(tmp_path / "parquet" / "wikitext-103-raw-v1" / f"{split}-00000-of-00001.parquet")
+        )
+    return tmp_path, parts, rows
+
+
+@pytest.mark.parametrize("layout", ["saved", "parquet"])
+def test_articles_for_data_gen_and_eval_lms_string_for_eval(hub_copy, layout):
+    tmp_path, parts, rows = hub_copy
+    out = tmp_path / f"out-{layout}"
+    info = prepare_wikitext103(out, source=str(tmp_path / layout))
+    train = [json.loads(line) for line in (out / "train.jsonl").read_text().splitlines()]
+    assert [a["title"] for a in train] == [d["title"] for d in parts["train"]]  # one document per article
+    assert all(" = = History = = \n" in a["text"] for a in train)  # sections stay inside their article
+    # The articles, concatenated, are eval_lm.py's string of the split: "".join(x or " \n").
+    expected = "".join(x if x else " \n" for x in rows["train"])
+    assert "".join(a["text"] for a in train) == expected
+    assert len(list(read_documents(out / "train.jsonl"))) == len(parts["train"])  # what data-gen reads
+    # eval ppl --text OUT/test scores exactly eval_lm.py's test string.
+    assert read_eval_text(out / "test") == "".join(x if x else " \n" for x in rows["test"])
+    titles = (out / "eval_titles.txt").read_text().splitlines()
+    assert titles == [d["title"] for d in parts["validation"] + parts["test"]]
+    assert info["splits"]["test"] == {"rows": len(rows["test"]), "articles": len(parts["test"])}
+
+
+def test_no_network_and_a_partial_copy_are_refused_before_anything_is_written(hub_copy, monkeypatch):
+    tmp_path, _, _ = hub_copy
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(RalmInputError, match=r"--source hub: the hub is switched off.*--source DIR"):
+        prepare_wikitext103(tmp_path / "a", source="hub")
+    (tmp_path / "parquet" / "wikitext-103-raw-v1" / "validation-00000-of-00001.parquet").unlink()
+    with pytest.raises(RalmInputError, match=r"parquet files for split\(s\) \['validation'\]"):
+        prepare_wikitext103(tmp_path / "b", source=str(tmp_path / "parquet"))
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
