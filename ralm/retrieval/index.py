@@ -123,6 +123,14 @@ def open_index(
     """
     index_dir = Path(index_dir)
     meta = read_meta(index_dir)
+    if meta.get("backend") == "pyserini-prebuilt":  # no passages file: hits come from the Lucene index
+        from ralm.retrieval.prebuilt import PrebuiltRetriever
+
+        if options:
+            raise RalmInputError(
+                f"{index_dir}: a prebuilt index takes no open options ({', '.join(options)})"
+            )
+        return PrebuiltRetriever(index_dir, meta)
     path = check_passages(meta, index_dir, passages_path)
     store = PassageStore(index_dir, path)
     if len(store) != meta["num_passages"]:

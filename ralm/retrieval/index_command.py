@@ -4,6 +4,7 @@ ralm index --passages passages.jsonl --index-dir idx/                      # bm2
 ralm index --documents docs.jsonl --index-dir idx/ --exclude '[test-doc]'  # runs `ralm passages` first
 ralm index --passages passages.jsonl --index-dir idx-lucene/ --backend pyserini --threads 4
 ralm index --config configs/index/faiss_minilm.yaml --passages passages.jsonl --index-dir idx-dense/
+ralm index --prebuilt wikipedia-dpr-100w --index-dir idx-wiki/ --exclude-file data/wikitext103/eval_titles.txt
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ def make_index(
     overwrite: bool = False,
     bm25: Bm25Settings = _DEFAULT_BM25,
     dense: DenseSettings = _DEFAULT_DENSE,
+    prebuilt: str | None = None,
 ) -> dict:
     """Build a retrieval index folder (engine files + ralm_index.json).
 
@@ -77,7 +79,12 @@ def make_index(
         exclude_file: File with one title or doc id per line to leave out.
         threads: Indexing threads (pyserini).
         overwrite: Replace an existing index folder built from something else.
+        prebuilt: A Pyserini prebuilt index name (wikipedia-dpr-100w: the paper's Dec 2018 Wikipedia) or a
+            local Lucene index folder, used as is; `exclude`/`exclude_file` then name titles whose passages
+            are never returned (the evaluation articles). No passages file is written.
     """
+    if prebuilt is not None:
+        return _link_prebuilt(prebuilt, index_dir, passages, documents, exclude, exclude_file, bm25)
     if documents is not None:
         passages = passages or Path(f"{index_dir}.passages.jsonl")
         make_passages(
@@ -95,6 +102,21 @@ def make_index(
     print(
         f"index: {meta['backend']} index of {meta['num_passages']} passages from {passages} in {index_dir} "
         f"({meta.get('build_seconds', 0):.1f} s)",
+        file=sys.stderr,
+    )
+    return meta
+
+
+def _link_prebuilt(prebuilt, index_dir, passages, documents, exclude, exclude_file, bm25) -> dict:
+    from ralm.retrieval.prebuilt import link_prebuilt, read_titles
+
+    if passages is not None or documents is not None:
+        raise RalmInputError("--prebuilt: the index brings its own passages; drop --passages/--documents")
+    titles = list(exclude or []) + (read_titles(exclude_file) if exclude_file else [])
+    meta = link_prebuilt(prebuilt, index_dir, titles, k1=bm25.k1, b=bm25.b)
+    print(
+        f"index: prebuilt {meta['prebuilt']} ({meta['num_passages']:,} passages) in {index_dir}, "
+        f"{len(meta['excluded_titles'])} title(s) excluded at search time",
         file=sys.stderr,
     )
     return meta
