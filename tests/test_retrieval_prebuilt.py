@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from ralm.errors import RalmInputError
 from ralm.retrieval.index import open_index
 from ralm.retrieval.index_command import make_index
 
