@@ -58,10 +58,13 @@ def reference_total_nll(
     max_passage_tokens: int = 256,
     rank_tokens: int = 16,
     pick=None,
+    passage_special_tokens: bool = False,
 ) -> tuple[float, int]:
     """(total NLL, scored tokens) the slow way. strategy: none | first | oracle | zero-shot | given.
 
     ``given`` asks ``pick(begin, prev_end, hits)`` for the chosen hit's index (or None: no passage).
+    ``passage_special_tokens``: encode passages as eval_lm.py does, ``tokenizer.encode(text)`` (BOS first
+    for a tokenizer that adds one).
     """
     ce = torch.nn.CrossEntropyLoss(reduction="none")
     x = torch.tensor(tokens)
@@ -76,7 +79,9 @@ def reference_total_nll(
                 query = tokenizer.decode(tokens[:prev_end][-query_tokens:])
                 hits = retriever.search([query], k)[0]
                 docs = [
-                    tokenizer(h.contents, add_special_tokens=False)["input_ids"][:max_passage_tokens]
+                    tokenizer(h.contents, add_special_tokens=passage_special_tokens)["input_ids"][
+                        :max_passage_tokens
+                    ]
                     for h in hits
                 ]
                 docs = docs[:1] if strategy == "first" else docs

@@ -37,6 +37,22 @@ def test_dtype_override(tiny_lm_dir):
     assert lm.dtype == torch.bfloat16 and next(lm.model.parameters()).dtype == torch.bfloat16
 
 
+def test_dtype_config_loads_what_the_model_config_names_as_eval_lm_does(tiny_lm_dir, tmp_path):
+    """eval_lm.py loads with config.torch_dtype (fp16 for OPT); none named (GPT-2) is fp32."""
+    import json
+    import shutil
+
+    folder = tmp_path / "fp16-config"
+    shutil.copytree(tiny_lm_dir, folder)
+    config = json.loads((folder / "config.json").read_text())
+    config.pop("dtype", None), config.pop("torch_dtype", None)
+    (folder / "config.json").write_text(json.dumps(config))
+    assert load_lm(folder, device="cpu", dtype="config").dtype == torch.float32
+    (folder / "config.json").write_text(json.dumps({**config, "torch_dtype": "float16"}))
+    assert load_lm(folder, device="cpu", dtype="config").dtype == torch.float16
+    assert load_lm(folder, device="cpu").dtype == torch.float32  # auto keeps ralm's rule
+
+
 def test_resolve_auto_on_cpu_is_fp32():
     assert resolve_dtype("auto", torch.device("cpu")) == torch.float32
     assert resolve_device("cpu").type == "cpu"

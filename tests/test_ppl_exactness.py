@@ -107,3 +107,48 @@ def test_stride_equal_to_max_length_is_plain_chunked_perplexity(ppl_setup, tmp_p
             out = lm.model(chunk, labels=chunk)  # HF's own shifted mean loss over len - 1 tokens
             total += float(out.loss) * (chunk.shape[1] - 1)
     assert results["metrics"]["total_nll"] == pytest.approx(total, rel=1e-5)
+
+
+def bos_adding_copy(lm_dir, out):
+    """The tiny LM with a tokenizer that puts a BOS first, as OPT's and LLaMA's do (OPT's BOS is its EOS)."""
+    import shutil
+
+    from tokenizers import processors
+    from transformers import AutoTokenizer
+
+    shutil.copytree(lm_dir, out)
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    bos = tokenizer.eos_token
+    tokenizer.bos_token = bos
+    tokenizer.backend_tokenizer.post_processor = processors.TemplateProcessing(
+        single=f"{bos} $A", pair=f"{bos} $A $B", special_tokens=[(bos, tokenizer.convert_tokens_to_ids(bos))]
+    )
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def test_a_bos_adding_tokenizer_is_scored_as_eval_lm_scores_it(ppl_setup, tmp_path):
+    """eval_lm.py encodes the text and each passage with special tokens: BOS first in both."""
+    from ralm.lm.loading import load_lm
+
+    lm_dir = bos_adding_copy(ppl_setup["lm_dir"], tmp_path / "bos-lm")
+    lm = load_lm(lm_dir, device="cpu", dtype="float32")
+    assert lm.bos_id is not None and lm.tokenizer("x")["input_ids"][0] == lm.bos_id
+    n = 300
+    got = eval_ppl(
+        text=str(ppl_setup["text"]), lm=str(lm_dir), output=str(tmp_path / "out"), index=str(ppl_setup["index"]),
+        max_tokens=n, retrieval_cache=str(tmp_path / "cache.jsonl"), progress=False, runtime=_cpu(),
+        window=Windowing(stride=4, query_tokens=32, max_length=128, max_passage_tokens=64),
+    )["metrics"]  # fmt: skip
+    tokens = lm.tokenizer(ppl_setup["text"].read_text())["input_ids"][:n]  # eval_lm.py: BOS at position 0
+    want, scored = reference_total_nll(
+        lm.model, lm.tokenizer, tokens, max_length=128, stride=4, strategy="first",
+        retriever=open_index(ppl_setup["index"]), k=1, max_passage_tokens=64, passage_special_tokens=True,
+    )  # fmt: skip
+    assert got["scored_tokens"] == scored
+    assert abs(got["total_nll"] - want) <= 1e-7 * abs(want), got["total_nll"] - want
+    plain, _ = reference_total_nll(
+        lm.model, lm.tokenizer, tokens, max_length=128, stride=4, strategy="first",
+        retriever=open_index(ppl_setup["index"]), k=1, max_passage_tokens=64,
+    )  # fmt: skip
+    assert abs(plain - want) > 1e-6 * abs(want)  # without the passages' BOS it differs (a tiny random LM: a little)

@@ -50,6 +50,7 @@ def test_articles_for_data_gen_and_eval_lms_string_for_eval(hub_copy, layout):
     info = prepare_wikitext103(out, source=str(tmp_path / layout))
     train = [json.loads(line) for line in (out / "train.jsonl").read_text().splitlines()]
     assert [a["title"] for a in train] == [d["title"] for d in parts["train"]]  # one document per article
+    assert [a["id"] for a in train] == [a["title"] for a in train]  # the id wikipedia-dpr passages carry
     assert all(" = = History = = \n" in a["text"] for a in train)  # sections stay inside their article
     # The articles, concatenated, are eval_lm.py's string of the split: "".join(x or " \n").
     expected = "".join(x if x else " \n" for x in rows["train"])
@@ -71,3 +72,10 @@ def test_no_network_and_a_partial_copy_are_refused_before_anything_is_written(hu
     with pytest.raises(RalmInputError, match=r"parquet files for split\(s\) \['validation'\]"):
         prepare_wikitext103(tmp_path / "b", source=str(tmp_path / "parquet"))
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_a_repeated_title_gets_its_own_id():
+    from ralm.corpora.wikitext import articles
+
+    rows = ["", " = A = \n", "", " x \n", " = B = \n", " y \n", " = A = \n", " z \n"]
+    assert [a["id"] for a in articles(rows, "train")] == ["A", "B", "A (2)"]

@@ -77,6 +77,8 @@ def test_excluded_titles_are_never_returned_and_contents_reach_the_lm_as_stored(
 
 
 def test_an_unknown_prebuilt_name_names_the_closest_ones(tmp_path):
-    with pytest.raises(RalmInputError, match=r"not a Pyserini prebuilt index \(did you mean wikipedia-dpr-100w"):
+    with pytest.raises(
+        RalmInputError, match=r"not a Pyserini prebuilt index \(did you mean wikipedia-dpr-100w"
+    ):
         make_index(tmp_path / "x", prebuilt="wikipedia-dpr-100x")
     assert not (tmp_path / "x").exists()

@@ -35,19 +35,28 @@ def article_title(row: str) -> str | None:
 
 
 def articles(rows: Iterable[str], split: str) -> Iterator[dict]:
-    """The split's articles in order; ids are ``{split}-{n:06d}`` (titles repeat across splits).
+    """The split's articles in order. The id is the title (Wikipedia's own document identity, which the
+    wikipedia-dpr passages carry too, so data-gen's own-document rule keeps an article's Wikipedia passages
+    out of its candidates); a repeated title gets `` (2)``, `` (3)``...; no title: ``{split}-{n}``.
 
     An article runs from its heading row to the row before the next heading; rows before the first
     heading (the hub's one leading blank row) go with the first article.
     """
-    title, body, n = None, [], 0
+    title, body, n, seen = None, [], 0, {}
+
+    def article() -> dict:
+        name = title or f"{split}-{n}"
+        seen[name] = seen.get(name, 0) + 1
+        doc_id = name if seen[name] == 1 else f"{name} ({seen[name]})"
+        return {"id": doc_id, "title": title or "", "text": eval_lm_join(body)}
+
     for row in rows:
         heading = article_title(row) if row else None
         if heading is not None:
             if title is not None:
-                yield {"id": f"{split}-{n:06d}", "title": title, "text": eval_lm_join(body)}
+                yield article()
                 n, body = n + 1, []
             title = heading
         body.append(row)
     if body:
-        yield {"id": f"{split}-{n:06d}", "title": title or "", "text": eval_lm_join(body)}
+        yield article()

@@ -30,7 +30,7 @@ class PassageTokens:
         missing = [h for h in dict.fromkeys(h.id for h in hits) if h not in self._cache]
         if missing:
             by_id = {h.id: h.contents for h in hits}
-            for pid, ids in zip(missing, self.lm.encode_batch([by_id[p] for p in missing]), strict=True):
+            for pid, ids in zip(missing, self.lm.encode_passages([by_id[p] for p in missing]), strict=True):
                 self._cache[pid] = ids[: self.max_passage_tokens]
         out = []
         for h in hits:

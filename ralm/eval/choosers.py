@@ -95,7 +95,7 @@ def zero_shot_other_lm(
     contexts = rerank_lm.encode_batch(context_texts(lm, tokens, todo, max_length))
     passage_ids: dict[str, tuple[int, ...]] = {}
     unique = {c.id: c.text for w in todo for c in candidates[w.index]}
-    for pid, ids in zip(unique, rerank_lm.encode_batch(list(unique.values())), strict=True):
+    for pid, ids in zip(unique, rerank_lm.encode_passages(list(unique.values())), strict=True):
         passage_ids[pid] = tuple(ids[:max_passage_tokens])
     requests, owners = [], []
     for w, ctx in zip(todo, contexts, strict=True):

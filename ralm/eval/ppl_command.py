@@ -54,7 +54,8 @@ class Runtime:
     device: str = "auto"
     """auto: cuda when available, else cpu."""
     dtype: str = "auto"
-    """auto: bf16 on a GPU that supports it, else fp32."""
+    """auto: bf16 on a GPU that computes it natively, else fp32; config: the model config's dtype, as the
+    authors' eval_lm.py loads it (fp16 for OPT); or fp32, bf16, fp16."""
     batch_size: int | None = None
     """Most scoring inputs per LM forward (default: 2 on CPU, 32 on GPU)."""
     max_batch_tokens: int | None = None

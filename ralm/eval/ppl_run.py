@@ -66,7 +66,7 @@ def build_candidates(
     """Each window's top-k passages with their LM tokens (each distinct passage tokenized once)."""
     hits = [hits_by_query[q][:k] if q is not None else [] for q in queries]
     unique = {h.id: h.contents for hs in hits for h in hs}
-    encoded = lm.encode_batch(list(unique.values()))
+    encoded = lm.encode_passages(list(unique.values()))
     by_id = {
         pid: Candidate(pid, text, tuple(ids[:max_passage_tokens]))
         for (pid, text), ids in zip(unique.items(), encoded, strict=True)
@@ -217,7 +217,7 @@ def evaluate(
     and the paired bootstrap.
     """
     started = time.perf_counter() if started is None else started
-    tokens = tuple(model.encode(raw_text))
+    tokens = tuple(model.encode_text(raw_text))  # BOS first where the tokenizer adds one (eval_lm.py)
     text_tokens = len(tokens)
     if options.max_tokens is not None:
         tokens = tokens[: options.max_tokens]

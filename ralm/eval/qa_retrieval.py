@@ -91,7 +91,10 @@ class PassageSource:
             target = self.lm.encode(" " + query.strip())[-(self.max_length // 4) :]
             room = min(self.max_passage_tokens, self.max_length - len(target))
             requests += [
-                ScoreRequest(passage=self.lm.encode(h.contents)[:room], prefix=[], target=target) for h in row
+                ScoreRequest(
+                    passage=self.lm.encode_passages([h.contents])[0][:room], prefix=[], target=target
+                )
+                for h in row
             ]
             shape.append(len(row))
         logprobs = score_continuations(

@@ -23,6 +23,28 @@ from ralm.fingerprints import file_sha256
 from ralm.progress import library_bars_quiet_in_logs
 
 
+def default_bos(tokenizer) -> int | None:
+    """The BOS id the tokenizer puts first when encoding with special tokens (None when it adds none)."""
+    bos = getattr(tokenizer, "bos_token_id", None)
+    if bos is None:
+        return None
+    with_specials = tokenizer("a", verbose=False)["input_ids"]
+    plain = tokenizer("a", add_special_tokens=False, verbose=False)["input_ids"]
+    return bos if with_specials[:1] == [bos] and plain[:1] != [bos] else None
+
+
+def config_dtype(folder: str) -> torch.dtype:
+    """The dtype the model's config names (``dtype``, formerly ``torch_dtype``), as eval_lm.py loads a model;
+    fp32 when the config names none (GPT-2)."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(folder)
+    named = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None)
+    if named is None:
+        return torch.float32
+    return named if isinstance(named, torch.dtype) else getattr(torch, str(named).removeprefix("torch."))
+
+
 def _context_length(config: Any) -> int | None:
     """The model's positional limit from its config, under whichever name the architecture uses."""
     for name in ("max_position_embeddings", "n_positions", "n_ctx", "seq_length", "max_sequence_length"):
@@ -38,7 +60,9 @@ class FrozenLM:
 
     ``max_length`` is the model's own context (callers cap it, e.g. at 1024 as the paper did).
     ``encode`` never adds special tokens: In-Context RALM concatenates passage and prefix token lists
-    itself, and a BOS in the middle of an input would change what is scored.
+    itself, and a BOS in the middle of an input would change what is scored. ``bos_id`` is the BOS a
+    tokenizer adds by default (OPT, LLaMA; None for GPT-2), placed where the authors' eval_lm.py has it:
+    first in every passage (``encode_passages``) and at the start of the evaluated text (``encode_text``).
     """
 
     model: Any
@@ -48,6 +72,7 @@ class FrozenLM:
     name: str
     max_length: int
     extra: dict = field(default_factory=dict)
+    bos_id: int | None = None
 
     def encode(self, text: str) -> list[int]:
         """Token ids of `text` with no special tokens."""
@@ -59,6 +84,15 @@ class FrozenLM:
             return []
         out = self.tokenizer(list(texts), add_special_tokens=False, verbose=False)["input_ids"]
         return [list(ids) for ids in out]
+
+    def encode_passages(self, texts: list[str]) -> list[list[int]]:
+        """Passages as eval_lm.py encodes them: with the tokenizer's BOS first when it adds one."""
+        lead = [] if self.bos_id is None else [self.bos_id]
+        return [lead + ids for ids in self.encode_batch(texts)]
+
+    def encode_text(self, text: str) -> list[int]:
+        """The evaluated text as eval_lm.py encodes it: the tokenizer's BOS (if any) first."""
+        return ([] if self.bos_id is None else [self.bos_id]) + self.encode(text)
 
     def decode(self, ids: list[int]) -> str:
         """Text of `ids` as the tokenizer decodes it (the form queries are made from)."""
@@ -147,7 +181,7 @@ def load_lm(
         raise RalmInputError(f"{folder}: not a Hugging Face model folder (no config.json)")
 
     torch_device = resolve_device(device)
-    torch_dtype = resolve_dtype(dtype, torch_device)
+    torch_dtype = config_dtype(folder) if dtype == "config" else resolve_dtype(dtype, torch_device)
     tokenizer = AutoTokenizer.from_pretrained(folder)
     with library_bars_quiet_in_logs():
         try:
@@ -172,4 +206,5 @@ def load_lm(
         name=name_or_path,
         max_length=context,
         extra={"folder": folder, "gguf_file": gguf_path},
+        bos_id=default_bos(tokenizer),
     )
