@@ -63,6 +63,23 @@ def gpt2_small(folder: Path) -> Path:
     return folder
 
 
+def bench_prefixes(lm, n: int, k: int, max_length: int, stride: int, passage_words: int = 100, seed: int = 0):
+    """`n` (PrefixTokens, k candidate passages) from stdlib prose: a long prefix, its target, its query."""
+    texts = prose()
+    docs = [lm.encode(t) for t in texts]
+    words = [w for t in texts for w in t.split()]
+    step = passage_words
+    passages = [lm.encode(" ".join(words[i : i + step])) for i in range(0, len(words) - step, step)]
+    rng = random.Random(seed)
+    prefixes = []
+    for _ in range(n):
+        ids = rng.choice([d for d in docs if len(d) > max_length + stride])
+        pos = rng.randrange(max_length, len(ids) - stride)
+        prefix = PrefixTokens(ids[:pos][-max_length:], ids[pos : pos + stride], ids[pos - 32 : pos])
+        prefixes.append((prefix, rng.sample(passages, k)))
+    return prefixes
+
+
 def naive_logprobs(model, passage, prefix, target, max_length, max_passage_tokens) -> list[float]:
     ids = compose(passage, prefix, target, max_length, max_passage_tokens)
     with torch.inference_mode():
@@ -107,17 +124,7 @@ def main() -> None:
         lm = load_lm(args.lm or gpt2_small(tmp), device="auto", dtype=args.dtype)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    texts = prose()
-    docs = [lm.encode(t) for t in texts]
-    words = [w for t in texts for w in t.split()]
-    passages = [lm.encode(" ".join(words[i : i + 100])) for i in range(0, len(words) - 100, 100)]
-    rng = random.Random(0)
-    prefixes = []
-    for _ in range(args.prefixes):
-        ids = rng.choice([d for d in docs if len(d) > args.max_length + args.stride])
-        pos = rng.randrange(args.max_length, len(ids) - args.stride)
-        prefixes.append((PrefixTokens(ids[:pos][-args.max_length :], ids[pos : pos + args.stride], ids[pos - 32 : pos]),
-                         rng.sample(passages, args.k)))  # fmt: skip
+    prefixes = bench_prefixes(lm, args.prefixes, args.k, args.max_length, args.stride)
     opts = {"max_length": args.max_length, "max_passage_tokens": args.max_passage_tokens}
     print(f"LM {lm.name} ({lm.dtype}, {lm.device}), {args.prefixes} prefixes x ({args.k} candidates + no retrieval), "
           f"max_length {args.max_length}, passages <= {args.max_passage_tokens} tokens, threads {torch.get_num_threads()}")  # fmt: skip

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import sys
 import time
 from pathlib import Path
@@ -22,9 +21,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from data_gen import prose  # noqa: E402 - bench scripts sit beside each other, not in a package
+from data_gen import bench_prefixes  # noqa: E402 - bench scripts sit beside each other, not in a package
 
-from ralm.data_gen.prefixes import PrefixTokens  # noqa: E402
 from ralm.data_gen.scoring import score_prefix  # noqa: E402
 from ralm.lm.loading import load_lm  # noqa: E402
 
@@ -37,26 +35,15 @@ def main() -> None:
     parser.add_argument("--stride", type=int, default=32)
     parser.add_argument("--max-length", type=int, default=192)
     parser.add_argument("--max-passage-tokens", type=int, default=96)
+    parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
     if args.lm is None:
         from ralm.demo.assets import default_lm
 
         args.lm = default_lm()
-    lms = {dtype: load_lm(args.lm, device="cpu", dtype=dtype) for dtype in ("float32", "bfloat16")}
+    lms = {dtype: load_lm(args.lm, device=args.device, dtype=dtype) for dtype in ("float32", "bfloat16")}
     lm = lms["float32"]
-    texts = prose()
-    docs = [lm.encode(t) for t in texts]
-    words = [w for t in texts for w in t.split()]
-    passages = [lm.encode(" ".join(words[i : i + 64])) for i in range(0, len(words) - 64, 64)]
-    rng = random.Random(0)
-    prefixes = []
-    for _ in range(args.prefixes):
-        ids = rng.choice([d for d in docs if len(d) > args.max_length + args.stride])
-        pos = rng.randrange(args.max_length, len(ids) - args.stride)
-        prefix = PrefixTokens(
-            ids[:pos][-args.max_length :], ids[pos : pos + args.stride], ids[pos - 32 : pos]
-        )
-        prefixes.append((prefix, rng.sample(passages, args.k)))
+    prefixes = bench_prefixes(lm, args.prefixes, args.k, args.max_length, args.stride, passage_words=64)
     opts = {"max_length": args.max_length, "max_passage_tokens": args.max_passage_tokens}
     print(
         f"LM {lm.name}, {args.prefixes} prefixes x ({args.k} candidates + no retrieval), max_length "

@@ -245,7 +245,7 @@ def test_a_malformed_eval_line_stops_the_run_before_any_work(texts, tiny_lm_dir,
     lines = texts["eval"].read_text().splitlines()
     bad.write_text("\n".join([lines[0], '{"id": "broken", "text": ', *lines[1:]]) + "\n")
     run_dir = tmp_path / "run"
-    with pytest.raises(RalmInputError, match=rf"{bad}:2: not valid JSON"):
+    with pytest.raises(RalmInputError, match=rf"{bad}:2:\d+: not valid JSON"):
         demo(
             quick=True, run_dir=str(run_dir), corpus=str(texts["corpus"]), eval_text=str(bad),
             lm=str(tiny_lm_dir), encoder=str(tiny_encoder_dir), scale=TINY,

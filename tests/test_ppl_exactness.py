@@ -151,4 +151,6 @@ def test_a_bos_adding_tokenizer_is_scored_as_eval_lm_scores_it(ppl_setup, tmp_pa
         lm.model, lm.tokenizer, tokens, max_length=128, stride=4, strategy="first",
         retriever=open_index(ppl_setup["index"]), k=1, max_passage_tokens=64,
     )  # fmt: skip
-    assert abs(plain - want) > 1e-6 * abs(want)  # without the passages' BOS it differs (a tiny random LM: a little)
+    assert abs(plain - want) > 1e-6 * abs(
+        want
+    )  # without the passages' BOS it differs (a tiny random LM: a little)

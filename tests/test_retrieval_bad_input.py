@@ -24,7 +24,7 @@ def _passages_from(path):
     ("content", "message"),
     [
         (b"", r"docs\.jsonl: empty input"),
-        (b'{"id": "a", "text": "x"}\n{"id": "b", "text": "y"\n', r"docs\.jsonl:2: malformed JSON"),
+        (b'{"id": "a", "text": "x"}\n{"id": "b", "text": "y"\n', r"docs\.jsonl:2:\d+: not valid JSON"),
         (b'{"id": "a", "text": "x"}\n\n{"id": "b", "title": "t"}\n', r"docs\.jsonl:3: missing field 'text'"),
         (
             b'{"id": "a", "text": "x"}\n{"id": "a", "text": "y"}\n',
@@ -128,7 +128,7 @@ def test_gpu_index_without_gpu_is_refused(tmp_path, tiny_encoder_dir, real_docum
         ("q.tsv", "q1\tfine\nq2 no tab\n", r"q\.tsv:2: expected 'qid<TAB>query'"),
         ("q.tsv", "q1\ta\nq1\tb\n", r"q\.tsv:2: duplicate qid 'q1' \(first on line 1\)"),
         ("q.jsonl", '{"qid": "1", "query": "a"}\n{"qid": "2"}\n', r"q\.jsonl:2: missing field 'query'"),
-        ("q.jsonl", '{"qid": "1", "query": "a"\n', r"q\.jsonl:1: malformed JSON"),
+        ("q.jsonl", '{"qid": "1", "query": "a"\n', r"q\.jsonl:1:\d+: not valid JSON"),
         ("q.tsv", "", r"q\.tsv: empty input"),
     ],
 )
@@ -155,7 +155,7 @@ def test_cli_prints_one_line_and_exits_2(tmp_path):
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [
-        f"error: {docs}:2: malformed JSON (Expecting property name enclosed in double quotes, column 2)"
+        f"error: {docs}:2:2: not valid JSON (Expecting property name enclosed in double quotes)"
     ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["docs.jsonl"]
 
@@ -179,3 +179,35 @@ def test_trec_fields_with_whitespace_are_refused_by_name(qid, doc_id, tag, field
     assert trec_lines("q1", [Hit(id="d-0", score=1.5, contents="", title="", doc_id="d")], "ralm") == [
         "q1 Q0 d-0 1 1.500000 ralm"
     ]
+
+
+def test_every_reader_words_a_bad_json_line_the_same(tmp_path):
+    """Documents, evaluation text and questions go through one reader (ralm.records): one wording."""
+    from ralm.eval.eval_text import read_eval_text
+    from ralm.eval.qa_data import load_examples
+
+    bad = '{"id": "a", "text": "fine", "question": "q", "answers": ["x"]}\n{"id": "b", "text": "y"\n'
+    messages = []
+    for name, read in (
+        ("docs.jsonl", lambda p: list(read_documents(p))),
+        ("eval.jsonl", read_eval_text),
+        ("qa.jsonl", load_examples),
+    ):
+        path = tmp_path / name
+        path.write_text(bad)
+        with pytest.raises(RalmInputError) as err:
+            read(path)
+        messages.append(str(err.value).removeprefix(str(path)))
+    assert messages == [":2:24: not valid JSON (Expecting ',' delimiter)"] * 3
+
+
+def test_a_json_eval_file_is_read_as_documents_not_as_raw_text(tmp_path):
+    """The format follows the content: a .json file of one object per line is JSONL, braces never scored."""
+    from ralm.eval.eval_text import read_eval_text
+
+    path = tmp_path / "held_out.json"
+    path.write_text('{"id": "a", "text": "First document."}\n{"id": "b", "text": "Second one."}\n')
+    assert read_eval_text(path) == "First document.\n\nSecond one."
+    plain = tmp_path / "notes.json"
+    plain.write_text("Plain prose that mentions {braces} inside.\n")
+    assert read_eval_text(plain) == "Plain prose that mentions {braces} inside.\n"

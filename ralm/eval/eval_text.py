@@ -2,17 +2,19 @@
 
 - a ``datasets`` folder (``save_to_disk``): rows of the text field joined as eval_lm.py joins WikiText,
   ``"".join(x or " \\n")`` (WikiText rows carry their own newlines; empty rows become " \\n");
-- ``.jsonl``: one document per line with a text field; documents joined by a blank line (they usually
-  carry no trailing newline, and gluing two documents' words together would invent tokens);
+- JSONL (``.jsonl``, or any file whose lines start with ``{``, ``.json`` included): one document per line with
+  a text field; documents joined by a blank line (they usually carry no trailing newline, and gluing two
+  documents' words together would invent tokens); bad lines are worded as every ralm reader words them
+  (``ralm.records``);
 - anything else: a UTF-8 text file, read as is.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ralm.errors import RalmInputError
+from ralm.records import looks_like_jsonl, read_jsonl
 
 
 def _from_dataset(path: Path, field: str) -> str:
@@ -33,17 +35,10 @@ def _from_dataset(path: Path, field: str) -> str:
 
 def _from_jsonl(path: Path, field: str) -> str:
     texts = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise RalmInputError(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
-            if not isinstance(row, dict) or not isinstance(row.get(field), str):
-                raise RalmInputError(f"{path}:{lineno}: missing string field {field!r}")
-            texts.append(row[field])
+    for lineno, row in read_jsonl(path):
+        if not isinstance(row.get(field), str):
+            raise RalmInputError(f"{path}:{lineno}: missing string field {field!r}")
+        texts.append(row[field])
     return "\n\n".join(texts)
 
 
@@ -54,7 +49,7 @@ def read_eval_text(path: str | Path, field: str = "text") -> str:
         raise RalmInputError(f"{path}: evaluation text not found")
     if path.is_dir():
         text = _from_dataset(path, field)
-    elif path.suffix == ".jsonl":
+    elif looks_like_jsonl(path):  # by content: a .json file of one object per line is JSONL too
         text = _from_jsonl(path, field)
     else:
         try:

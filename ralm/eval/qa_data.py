@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ralm.errors import RalmInputError
+from ralm.records import read_jsonl
 
 FORMATS = ("auto", "jsonl", "2wiki", "strategyqa", "asqa", "dpr")
 
@@ -71,17 +72,9 @@ def _answers_field(record: dict, key: str, where: str) -> list[str]:
 
 
 def _read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
-    with open(path, encoding="utf-8") as f:
-        for i, line in enumerate(f):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise RalmInputError(f"{path}:{i + 1}: not valid JSON ({err.msg})") from None
-            if not isinstance(record, dict):
-                raise RalmInputError(f"{path}:{i + 1}: expected a JSON object")
-            yield i, record
+    """(zero-based line index, record), through the one JSONL reader (ralm.records)."""
+    for lineno, record in read_jsonl(path):
+        yield lineno - 1, record
 
 
 def _read_json(path: Path) -> Any:

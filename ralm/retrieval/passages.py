@@ -15,30 +15,8 @@ from pathlib import Path
 
 from ralm.atomic_files import atomic_path
 from ralm.errors import RalmInputError
+from ralm.records import read_jsonl
 from ralm.retrieval.types import Passage
-
-
-def _jsonl_records(path: Path) -> Iterator[tuple[int, dict]]:
-    """(line number, object) for each non-blank line; bad bytes or JSON name the line."""
-    with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                raise RalmInputError(
-                    f"{path}:{lineno}: not UTF-8 ({err.reason} at byte {err.start})"
-                ) from None
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise RalmInputError(
-                    f"{path}:{lineno}: malformed JSON ({err.msg}, column {err.colno})"
-                ) from None
-            if not isinstance(obj, dict):
-                raise RalmInputError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
-            yield lineno, obj
 
 
 def _document(obj: dict, where: str) -> dict:
@@ -58,7 +36,7 @@ def _document(obj: dict, where: str) -> dict:
 
 
 def _from_jsonl(path: Path) -> Iterator[tuple[dict, str]]:
-    for lineno, obj in _jsonl_records(path):
+    for lineno, obj in read_jsonl(path):
         yield _document(obj, f"{path}:{lineno}"), f"{path}:{lineno}"
 
 
@@ -228,7 +206,7 @@ def iter_passages(path: str | os.PathLike) -> Iterator[Passage]:
     if not path.is_file():
         raise RalmInputError(f"{path}: no such passages file")
     seen: set[str] = set()
-    for lineno, obj in _jsonl_records(path):
+    for lineno, obj in read_jsonl(path):
         where = f"{path}:{lineno}"
         if "id" not in obj:
             raise RalmInputError(f"{where}: missing field 'id'")

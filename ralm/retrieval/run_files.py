@@ -30,11 +30,11 @@ def _decoded_lines(path: Path):
 
 def _query_from_json(line: str, where: str) -> tuple[str, str]:
     try:
-        obj = json.loads(line)
+        obj = json.loads(line.rstrip("\r\n"))
     except json.JSONDecodeError as err:
-        raise RalmInputError(f"{where}: malformed JSON ({err.msg}, column {err.colno})") from None
+        raise RalmInputError(f"{where}:{err.colno}: not valid JSON ({err.msg})") from None  # as ralm.records
     if not isinstance(obj, dict):
-        raise RalmInputError(f"{where}: expected a JSON object")
+        raise RalmInputError(f"{where}: expected a JSON object, got {type(obj).__name__}")
     qid = obj.get("qid", obj.get("id"))
     text = obj.get("query", obj.get("text"))
     if qid is None:
