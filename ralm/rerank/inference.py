@@ -165,16 +165,21 @@ class PredictiveReranker:
 
     def rank(
         self,
-        prefixes: Sequence[str],
-        candidates: Sequence[Sequence[str]],
-        bm25_scores: Sequence[Sequence[float]] | None = None,
-    ) -> list[int | None]:
+        prefixes: Sequence[str] | str,
+        candidates: Sequence[Sequence[str]] | Sequence[str],
+        bm25_scores: Sequence[Sequence[float]] | Sequence[float] | None = None,
+    ) -> list[int | None] | int | None:
         """The chosen candidate per prefix (index into its passages), or None for no passage.
+
+        One prefix (a string) with its passages and scores gives one answer; lists of them give a list.
 
         Abstention and the BM25 prior are handled here: a reranker trained with ``--abstain`` also scores
         the empty passage and declines when it wins; one whose export decision is ``no-retrieval`` always
         declines. Ties go to the earlier candidate (higher in BM25 order), the empty passage coming last.
         """
+        if isinstance(prefixes, str):
+            scores = None if bm25_scores is None else [bm25_scores]
+            return self.rank([prefixes], [candidates], scores)[0]
         if self.decision == "no-retrieval":
             return [None] * len(prefixes)
         groups = [list(c) + ([""] if self.abstain else []) for c in candidates]
