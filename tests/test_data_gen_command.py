@@ -59,6 +59,8 @@ def test_dataset_schema_rows_and_metadata(reference, corpus, tiny_lm_dir, real_d
     assert meta["documents_skipped_too_short"] == len(SHORT_DOCS)
     assert meta["index"]["backend"] == "bm25s" and len(meta["index_hash"]) == 64
     assert not (reference / "shards").exists()  # merged and cleaned up
+    frame = load_from_disk(str(reference)).to_pandas()  # docs/formats.md §7: a user's pandas frame
+    assert len(frame) == 40 and frame["lm_logprobs"].map(len).equals(frame["candidate_ids"].map(len))
     texts = {d["id"]: d["text"] for d in real_documents}
     for row in ds:
         assert len(row["candidate_ids"]) <= 4 and row["doc_id"] not in row["candidate_doc_ids"]

@@ -123,6 +123,24 @@ def test_the_conditions_really_differ(runs):
     assert m["oracle"] <= min(m["bm25"], m["zero-shot"], m["trained"])
 
 
+def test_eval_outputs_load_with_pandas_and_datasets_as_documented(runs):
+    """docs/formats.md §6 read as a user would, with nothing from ralm."""
+    import datasets
+    import pandas as pd
+
+    root = runs["root"] / "compare"
+    compare = json.loads((root / "compare.json").read_text())
+    windows = pd.read_json(root / "bm25" / "windows.jsonl", lines=True)
+    assert {"window", "nll", "num_targets", "passage_id", "copies_target"} <= set(windows.columns)
+    assert windows["nll"].sum() == pytest.approx(compare["results"]["bm25"]["total_nll"], rel=1e-9)
+    table = datasets.load_dataset("json", data_files=str(root / "candidates.jsonl"), split="train")
+    assert len(table) == compare["table"]["windows"]
+    per_candidate = table.to_pandas().explode("candidates").dropna(subset=["candidates"])
+    assert len(per_candidate) == compare["table"]["candidates"]
+    stats = pd.DataFrame({name: s["vs_bm25"] for name, s in compare["statistics"].items()}).T
+    assert {"change", "low", "high", "significant"} <= set(stats.columns)
+
+
 def test_table_has_k_candidates_per_retrieving_window_and_k_plus_one_lm_rows(runs):
     root = runs["root"] / "compare"
     table = [json.loads(x) for x in (root / "candidates.jsonl").read_text().splitlines()]

@@ -31,6 +31,10 @@ def test_open_and_closed_book_write_predictions_and_results(tmp_path, corpus, ti
     results = json.loads((open_dir / "results.json").read_text())
     records = read_predictions(open_dir)
     assert results["done"] == results["examples"] == len(records) == 6
+    import pandas as pd
+
+    frame = pd.read_json(open_dir / "predictions.jsonl", lines=True)  # docs/formats.md §7
+    assert frame["em"].mean() == pytest.approx(results["metrics"]["em"])
     passages = {
         json.loads(line)["id"]: json.loads(line) for line in corpus["passages"].read_text().splitlines()
     }

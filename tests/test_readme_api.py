@@ -67,8 +67,6 @@ def test_the_readme_examples_run_and_agree_with_the_cli(tmp_path, monkeypatch, r
           "--compare", "no-retrieval,bm25,trained=runs/reranker/reranker", "--progress", "false"])  # fmt: skip
     cli = json.loads(Path("cli-ppl/compare.json").read_text())
     for name, results in namespace["table"].items():
-        assert cli["results"][name]["total_nll"] == pytest.approx(
-            results["metrics"]["total_nll"], rel=1e-9
-        )
+        assert cli["results"][name]["total_nll"] == pytest.approx(results["metrics"]["total_nll"], rel=1e-9)
     assert 0.0 <= namespace["flare"]["metrics"]["retrieval_rate"] <= 1.0
     assert namespace["qa"]["done"] == namespace["flare"]["done"] == 3

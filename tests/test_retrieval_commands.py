@@ -46,6 +46,16 @@ def test_passages_index_retrieve_end_to_end(tmp_path, real_documents, capsys):
     first = records[0]["hits"][0]
     assert first == {"id": expected[0][0].id, "score": expected[0][0].score, "title": expected[0][0].title,
                      "doc_id": expected[0][0].doc_id, "contents": expected[0][0].contents}  # fmt: skip
+    # As docs/formats.md says a user reads them: pandas, no ralm.
+    import pandas as pd
+
+    trec = pd.read_csv(
+        tmp_path / "run.trec", sep=" ", header=None, names=["qid", "Q0", "docid", "rank", "score", "tag"]
+    )
+    assert len(trec) == sum(len(h) for h in expected) and trec["rank"].max() == 5
+    assert trec.groupby("qid")["score"].apply(lambda s: s.is_monotonic_decreasing).all()
+    hits = pd.read_json(tmp_path / "run.jsonl", lines=True).explode("hits")
+    assert len(hits) == len(trec)
 
 
 def test_index_from_raw_documents_and_tsv_queries(tmp_path, real_documents, capsys):
