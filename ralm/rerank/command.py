@@ -27,6 +27,7 @@ def train(
     bm25_prior: bool = False,
     ckpt_path: str | None = None,
     seed: int = 0,
+    push_to_hub: str | None = None,
 ) -> dict:
     """Train the predictive reranker (In-Context RALM §6.2) and export the best checkpoint.
 
@@ -42,8 +43,15 @@ def train(
             so the untrained reranker ranks like BM25 and training learns corrections.
         ckpt_path: Resume from this checkpoint; `last` means OUT/checkpoints/last.ckpt.
         seed: Seed for the split, the batch order and initialisation.
+        push_to_hub: Upload the exported reranker (with its model card) to this hub repo (owner/name,
+            private; needs `huggingface-cli login`). The repo id is checked before training starts.
     """
     from ralm.rerank.fit import fit_reranker  # Lightning and torch load only when training runs
+
+    if push_to_hub is not None:
+        from ralm.rerank.hub import check_repo_id
+
+        check_repo_id(push_to_hub)  # before hours of training, not after
 
     summary = fit_reranker(
         data,
@@ -59,6 +67,11 @@ def train(
     )
     if summary:
         _print_summary(summary)
+        if push_to_hub is not None:
+            from ralm.rerank.hub import push_reranker
+
+            summary["pushed_to"] = push_reranker(summary["reranker"], push_to_hub)
+            print(f"  pushed        {summary['pushed_to']}")
     return summary
 
 

@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import tempfile
+from pathlib import Path
 
 import torch
 
@@ -22,6 +23,7 @@ from ralm.progress import library_bars_quiet_in_logs
 from ralm.rerank.inference import RERANKER_FILE, RERANKER_FORMAT
 from ralm.rerank.inputs import INPUT_FORMAT, PRIOR_RULE
 from ralm.rerank.model import load_cross_encoder, load_tokenizer
+from ralm.rerank.model_card import write_model_card
 
 
 def read_checkpoint(path: str) -> dict:
@@ -141,6 +143,7 @@ def export_reranker(
     }
     with open(os.path.join(tmp, RERANKER_FILE), "w") as f:
         json.dump(info, f, indent=2)
+    write_model_card(Path(tmp))  # README.md with hub metadata, from the json just written
     old = f"{out_dir.rstrip(os.sep)}.old-{os.getpid()}"
     if os.path.exists(out_dir):
         os.replace(out_dir, old)

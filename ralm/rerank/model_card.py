@@ -1,0 +1,172 @@
+"""The exported reranker's model card (``README.md`` with Hugging Face hub metadata) and its checks.
+
+Written by the export from ``ralm_reranker.json`` alone, so it always says what the folder holds: the
+base encoder, the LM that labelled the data and how much data, the loss, the validation numbers and the
+export decision with its evidence, the BM25-prior formula and weight, and how to use it with and
+without ralm. ``check_model_card`` is what ``push_reranker`` runs before any upload.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ralm.errors import RalmInputError
+
+CARD = "README.md"
+REQUIRED_METADATA = ("library_name", "pipeline_tag", "base_model", "tags")
+
+
+def _fmt(value) -> str:
+    return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+
+def hub_base_model(base: str) -> str | None:
+    """The hub id of the encoder: `base` itself when it is one, else a local folder's recorded origin
+    (``_name_or_path`` in its config.json, when that is an ``owner/name`` id); None when unknown."""
+    if "/" in base and not Path(base).exists():
+        return base
+    config = Path(base) / "config.json"
+    if config.is_file():
+        origin = str(json.loads(config.read_text()).get("_name_or_path", ""))
+        if origin.count("/") == 1 and not Path(origin).exists() and not origin.startswith((".", "/")):
+            return origin
+    return None
+
+
+def _metadata(info: dict) -> dict:
+    return {
+        "library_name": "transformers",
+        "pipeline_tag": "text-ranking",
+        "base_model": hub_base_model(str(info.get("base_model", ""))),
+        "tags": ["ralm", "in-context-ralm", "reranker", "cross-encoder", "text-ranking"],
+    }
+
+
+def _front_matter(meta: dict) -> str:
+    lines = ["---"]
+    for key, value in meta.items():
+        if isinstance(value, list):
+            lines.append(f"{key}:")
+            lines += [f"- {v}" for v in value]
+        elif value is not None:
+            lines.append(f"{key}: {value}")
+    return "\n".join([*lines, "---"])
+
+
+def _prior_text(prior: dict | None) -> str:
+    if not prior:
+        return "None: the score is the model's logit alone."
+    text = (
+        f"score = logit + w * z, w = {prior['weight']:.4f}, z = the passage's BM25 score standardised within "
+        "its candidate group ((s - mean) / std, 0 when all are equal); pass the BM25 scores to `rank`."
+    )
+    if "abstain_bias" in prior:
+        text += (
+            f" The empty passage (no retrieval) scores logit + b + c * t, b = {prior['abstain_bias']:.4f}, "
+            f"c = {prior['abstain_weight']:.4f}, t = (best BM25 score of the group - {prior['bm25_top_mean']:.3f}) "
+            f"/ {prior['bm25_top_std']:.3f}."
+        )
+    return text
+
+
+def render_model_card(info: dict) -> str:
+    """The card's text from a ``ralm_reranker.json`` dict."""
+    data = info.get("trained_on", {})
+    metrics = info.get("metrics", {})
+    at_best = metrics.get("validation_at_best") or {}
+    evidence = info.get("decision_evidence") or {}
+    validation = ", ".join(f"{k.removeprefix('val/')} {_fmt(v)}" for k, v in sorted(at_best.items())) or "n/a"
+    comparisons = [
+        f"- {name}: {d['difference']:+.3f} nats per prefix [{d['low']:+.3f}, {d['high']:+.3f}], "
+        f"{'better' if d['better'] else 'tie or worse'}"
+        for name, d in evidence.items()
+        if isinstance(d, dict)
+    ]
+    return "\n".join([
+        _front_matter(_metadata(info)),
+        "",
+        "# ralm predictive reranker",
+        "",
+        "A cross-encoder that picks, among BM25's candidates, the passage a frozen causal LM should read before "
+        "a prefix (In-Context RALM, Ram et al. 2023, §6.2), trained by [ralm](https://github.com/) on the LM's "
+        "own log-probabilities.",
+        "",
+        f"- **Base model**: {info.get('base_model')}",
+        f"- **LM that labelled the data**: {data.get('lm')}",
+        f"- **Data**: {data.get('train_prefixes')} training prefixes, {data.get('val_prefixes')} validation "
+        f"prefixes ({data.get('format')})",
+        f"- **Loss**: {info.get('loss')}",
+        f"- **Input**: `{info.get('input_format')}`: the prefix cut to its last {info.get('max_prefix_tokens')} "
+        f"tokens, the passage cut from its end to fit {info.get('max_length')} tokens",
+        f"- **Abstention**: {'the empty passage is a candidate (no retrieval)' if info.get('abstain') else 'no'}",
+        f"- **BM25 prior**: {_prior_text(info.get('bm25_prior'))}",
+        f"- **Validation at the exported step**: {validation}",
+        f"- **Export decision**: `{info.get('decision')}` over {evidence.get('val_prefixes', 'n/a')} "
+        "validation prefixes (a rule replaces a simpler one only when its 95% CI is above 0)",
+        *comparisons,
+        "",
+        "## With ralm",
+        "",
+        "```python",
+        "import ralm",
+        "reranker = ralm.Reranker.from_pretrained(PATH)",
+        "choice = reranker.rank(prefix, passages, bm25_scores=scores)  # index into passages, or None",
+        "```",
+        "",
+        "## Without ralm",
+        "",
+        "```python",
+        "from transformers import AutoModelForSequenceClassification, AutoTokenizer",
+        "from ralm.rerank.inputs import prefix_tails  # or cut the prefix to its last max_prefix_tokens tokens",
+        "tokenizer = AutoTokenizer.from_pretrained(PATH)",
+        "model = AutoModelForSequenceClassification.from_pretrained(PATH)",
+        f"tail = prefix_tails(tokenizer, [prefix], {info.get('max_prefix_tokens')})[0]",
+        f"inputs = tokenizer([tail] * len(passages), passages, truncation='only_second', max_length={info.get('max_length')}, "
+        "padding=True, return_tensors='pt')",
+        "logits = model(**inputs).logits.squeeze(-1)  # add the BM25 prior above when it is not None",
+        "```",
+        "",
+        "sentence-transformers' `CrossEncoder(PATH).predict([(tail, passage)])` gives the same logits for a "
+        "prefix already cut to its tail (it truncates pairs its own way, so pass the tail, not the whole "
+        "prefix), without the BM25 prior or the abstention rule.",
+        "",
+        f"Written by ralm {info.get('ralm_version')}; all fields: `ralm_reranker.json`.",
+        "",
+    ])  # fmt: skip
+
+
+def read_card_metadata(folder: Path) -> dict:
+    """The YAML front matter of ``folder/README.md`` as a flat dict (lists for ``- item`` lines)."""
+    path = Path(folder) / CARD
+    if not path.is_file():
+        raise RalmInputError(f"{folder}: no {CARD} model card (re-export it with `ralm train` or write one)")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    if not lines or lines[0] != "---" or "---" not in lines[1:]:
+        raise RalmInputError(f"{path}: no metadata block (a '---' ... '---' front matter) at the top")
+    meta, key = {}, None
+    for line in lines[1 : lines.index("---", 1)]:
+        if line.startswith("- ") and key:
+            meta.setdefault(key, []).append(line[2:].strip())
+        elif ":" in line:
+            key, value = (part.strip() for part in line.split(":", 1))
+            meta[key] = value or []
+    return meta
+
+
+def check_model_card(folder: Path) -> dict:
+    """The card's metadata; a missing required field is a RalmInputError naming it and the fix."""
+    meta = read_card_metadata(folder)
+    missing = [k for k in REQUIRED_METADATA if not meta.get(k)]
+    if missing:
+        raise RalmInputError(
+            f"{Path(folder) / CARD}: metadata field(s) {', '.join(missing)} missing; add them to the front "
+            "matter (base_model: the hub id the encoder came from)"
+        )
+    return meta
+
+
+def write_model_card(folder: Path) -> None:
+    """``folder/README.md`` from ``folder/ralm_reranker.json`` (called by the export, before the rename)."""
+    info = json.loads((Path(folder) / "ralm_reranker.json").read_text())
+    (Path(folder) / CARD).write_text(render_model_card(info), encoding="utf-8")

@@ -1,0 +1,119 @@
+"""The export in the tools people use: its model card, sentence-transformers, and the hub upload (offline)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from ralm.errors import RalmInputError
+from ralm.rerank.export import export_reranker
+from ralm.rerank.hub import push_reranker
+from ralm.rerank.inputs import encode_pairs, prefix_tails
+from ralm.rerank.lit_module import RerankerModule
+from ralm.rerank.model_card import CARD, check_model_card, read_card_metadata
+
+
+@pytest.fixture()
+def export(tmp_path, tiny_encoder_dir) -> Path:
+    """A real export (prior and abstention) from a checkpoint whose head and scalars were moved; its
+    encoder folder records a hub origin, as a folder saved from a hub model does."""
+    import shutil
+
+    encoder = tmp_path / "encoder"
+    shutil.copytree(tiny_encoder_dir, encoder)
+    config = json.loads((encoder / "config.json").read_text())
+    (encoder / "config.json").write_text(
+        json.dumps({**config, "_name_or_path": "google/bert_uncased_L-2_H-128_A-2"})
+    )
+    torch.manual_seed(5)
+    module = RerankerModule(str(encoder), max_length=48, max_prefix_tokens=16, bm25_prior=True, abstain=True)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    hparams = {**dict(module.hparams), "bm25_top_mean": 3.0, "bm25_top_std": 2.0}
+    torch.save({"state_dict": module.state_dict(), "hyper_parameters": hparams}, tmp_path / "best.ckpt")
+    evidence = {"val_prefixes": 40, "bm25 - no-retrieval": {"difference": 0.4, "low": 0.1, "high": 0.7,
+                                                           "better": True, "items": 40}}  # fmt: skip
+    return Path(export_reranker(
+        str(tmp_path / "best.ckpt"), str(tmp_path / "reranker"), hyper_parameters=hparams,
+        trained_on={"lm": "SmolLM2-135M", "train_prefixes": 160, "val_prefixes": 40, "format": "ralm-rerank-data/1"},
+        metrics={"validation_at_best": {"val/gain_recovered": 0.25}}, decision="bm25", decision_evidence=evidence,
+    ))  # fmt: skip
+
+
+def test_the_model_card_says_what_the_folder_holds(export):
+    info = json.loads((export / "ralm_reranker.json").read_text())
+    meta = check_model_card(export)
+    assert meta["library_name"] == "transformers" and meta["pipeline_tag"] == "text-ranking"
+    assert meta["base_model"] == "google/bert_uncased_L-2_H-128_A-2"  # the encoder folder's recorded origin
+    card = (export / CARD).read_text()
+    assert (
+        f"w = {info['bm25_prior']['weight']:.4f}" in card
+        and f"b = {info['bm25_prior']['abstain_bias']:.4f}" in card
+    )
+    assert "SmolLM2-135M" in card and "160 training prefixes, 40 validation prefixes" in card
+    assert "`bm25` over 40 validation prefixes" in card and "bm25 - no-retrieval: +0.400" in card
+    assert "gain_recovered 0.2500" in card
+
+
+def test_sentence_transformers_scores_a_cut_prefix_as_ralm_does(export, real_documents):
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(export)
+    model = AutoModelForSequenceClassification.from_pretrained(export).eval()
+    prefixes = [d["text"][:600] for d in real_documents[:4]]
+    passages = [d["text"][:300] for d in real_documents[4:8]]
+    tails = prefix_tails(tokenizer, prefixes, 16)
+    with torch.no_grad():
+        ours = model(
+            **encode_pairs(tokenizer, tails, passages, max_length=48, max_prefix_tokens=16, tails_done=True)
+        ).logits
+    cross = sentence_transformers.CrossEncoder(str(export), max_length=48, device="cpu")
+    theirs = cross.predict(list(zip(tails, passages, strict=True)), activation_fn=torch.nn.Identity())
+    assert torch.allclose(ours.squeeze(-1), torch.as_tensor(theirs, dtype=torch.float32), atol=1e-5)
+
+
+def test_push_checks_everything_before_uploading(export, tmp_path, monkeypatch):
+    from huggingface_hub import HfApi
+
+    calls = []
+    monkeypatch.setattr(
+        HfApi, "create_repo", lambda self, repo_id, **kw: calls.append(("create", repo_id, kw))
+    )
+    monkeypatch.setattr(
+        HfApi, "upload_folder", lambda self, **kw: calls.append(("upload", kw)) or "https://hf.co/x/commit/1"
+    )
+    with pytest.raises(RalmInputError, match="not a valid hub repo id"):
+        push_reranker(export, "owner/bad name!")
+    with pytest.raises(RalmInputError, match="not a ralm reranker export"):
+        push_reranker(tmp_path, "owner/reranker")
+    card = export / CARD
+    card.write_text(card.read_text().replace("pipeline_tag: text-ranking\n", ""))
+    with pytest.raises(RalmInputError, match="metadata field\\(s\\) pipeline_tag missing"):
+        push_reranker(export, "owner/reranker")
+    assert calls == []  # nothing reached the hub
+    card.write_text(
+        card.read_text().replace(
+            "library_name: transformers\n", "library_name: transformers\npipeline_tag: text-ranking\n"
+        )
+    )
+    assert read_card_metadata(export)["pipeline_tag"] == "text-ranking"
+    assert push_reranker(export, "owner/reranker") == "https://hf.co/x/commit/1"
+    assert calls[0] == ("create", "owner/reranker", {"repo_type": "model", "private": True, "exist_ok": True})
+    assert calls[1][1]["folder_path"] == str(export) and calls[1][1]["repo_id"] == "owner/reranker"
+
+
+def test_a_card_without_a_hub_base_model_names_the_missing_field(tmp_path, tiny_encoder_dir):
+    from ralm.rerank.model_card import render_model_card
+
+    (tmp_path / CARD).write_text(
+        render_model_card({"base_model": str(tiny_encoder_dir), "decision": "trained"})
+    )
+    with pytest.raises(
+        RalmInputError, match=r"metadata field\(s\) base_model missing.*base_model: the hub id"
+    ):
+        check_model_card(tmp_path)
