@@ -253,6 +253,21 @@ def test_a_malformed_eval_line_stops_the_run_before_any_work(texts, tiny_lm_dir,
     assert not run_dir.exists()  # nothing written: no run folder, no index, no commands.sh
 
 
+def test_an_eval_text_too_short_for_one_retrieving_window_stops_before_any_work(
+    texts, tiny_lm_dir, tiny_encoder_dir, tmp_path
+):
+    short = tmp_path / "short.jsonl"
+    short.write_text('{"id": "s", "text": "Only a handful of words here."}\n')
+    run_dir = tmp_path / "run"
+    need = TINY.query_tokens + TINY.stride
+    with pytest.raises(RalmInputError, match=rf"{short}: 6 words; at least {need} are needed"):
+        demo(
+            quick=True, run_dir=str(run_dir), corpus=str(texts["corpus"]), eval_text=str(short),
+            lm=str(tiny_lm_dir), encoder=str(tiny_encoder_dir), scale=TINY,
+        )  # fmt: skip
+    assert not run_dir.exists()
+
+
 def test_ralm_run_is_the_pipeline_for_own_data(texts, tiny_lm_dir, tiny_encoder_dir, tmp_path):
     """`ralm run` runs the demo's stages on the user's files; its report equals the demo's on the same data."""
     from ralm.cli import main as ralm_main

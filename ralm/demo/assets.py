@@ -164,16 +164,24 @@ def _same_jsonl(path: Path, rows: list[dict]) -> bool:
     return path.read_text(encoding="utf-8") == expected
 
 
-def check_user_texts(texts: DemoTexts) -> None:
+def check_user_texts(texts: DemoTexts, min_eval_words: int = 0) -> int:
     """Read every document of the corpus and training text and the whole eval text (RalmInputError names
-    the file and line of the first bad one), so nothing fails hours into a run."""
+    the file and line of the first bad one), so nothing fails hours into a run. The eval text must hold at
+    least `min_eval_words` words (one window with retrieval needs a query and a target after the first
+    window); returns its word count."""
     from ralm.eval.eval_text import read_eval_text
     from ralm.retrieval.passages import read_documents
 
     for path in dict.fromkeys((texts.corpus, texts.train)):
         for _ in read_documents(path):
             pass
-    read_eval_text(texts.eval)
+    words = len(read_eval_text(texts.eval).split())
+    if words < min_eval_words:
+        raise RalmInputError(
+            f"--eval-text {texts.eval}: {words} words; at least {min_eval_words} are needed for one window "
+            "with retrieval (a query and a target after the first window)"
+        )
+    return words
 
 
 def user_texts(corpus: str, train: str | None, eval_text: str, exclude: tuple[str, ...] = ()) -> DemoTexts:

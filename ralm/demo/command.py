@@ -166,7 +166,9 @@ def demo(
         # Every input is read once before any work, so a bad line fails in seconds, not after the index,
         # data-gen and training; and a failed start leaves no run folder behind.
         texts = user_texts(corpus, train_text, eval_text, tuple(exclude or ()))
-        check_user_texts(texts)
+        # Words, not tokens (the LM is not loaded yet): BPE gives about 1.3 tokens a word, so this is the
+        # generous side of query_tokens + stride tokens.
+        check_user_texts(texts, min_eval_words=settings.query_tokens + settings.stride)
     elif domain == "bible":
         check_bible_books(settings)
     lm_path = lm or default_lm()

@@ -80,10 +80,32 @@ def read_gain_curve(train_dir: Path) -> list[tuple[int, float]]:
     return sorted(set(points))
 
 
+def _summary(train_dir: Path) -> dict:
+    path = train_dir / "summary.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
 def _decision(train_dir: Path) -> str:
     """What validation chose at export (ralm.rerank.selection), from the run's summary.json."""
-    path = train_dir / "summary.json"
-    return json.loads(path.read_text()).get("decision", "trained") if path.is_file() else "?"
+    return _summary(train_dir).get("decision", "trained") if (train_dir / "summary.json").is_file() else "?"
+
+
+def decision_lines(train_dirs: dict[str, Path]) -> list[str]:
+    """Per seed: the export decision, on how many validation prefixes, and the comparisons behind it."""
+    lines = []
+    for name, folder in train_dirs.items():
+        summary = _summary(folder)
+        evidence = summary.get("decision_evidence") or {}
+        parts = [
+            f"{rule} {d['difference']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]"
+            for rule, d in evidence.items()
+            if isinstance(d, dict)
+        ]
+        lines.append(
+            f"{name}: exported {summary.get('decision', '?')} on {evidence.get('val_prefixes', '?')} validation "
+            f"prefixes (nats per prefix, 95% CI: {'; '.join(parts) or 'n/a'})"
+        )
+    return lines
 
 
 def seed_spread(metrics: dict[str, dict]) -> dict | None:
@@ -199,6 +221,7 @@ def build_report(
     table = format_table(metrics, times, "\n".join([title, *data]), total_seconds)
     checks = orderings(metrics)
     table += "\n" + "  ".join(f"{name}: {'yes' if ok else 'no'}" for name, ok in checks.items())
+    table += "".join(f"\n{line}" for line in decision_lines(train_dirs))
     curves = {f"{name}: exported {_decision(d)}": read_gain_curve(d) for name, d in train_dirs.items()}
     plot(metrics, curves, title, run_dir / "report.png")
     report = {
