@@ -2,7 +2,8 @@
 
 - **Device** ``auto``: under a launcher that starts one process per GPU (torchrun, ``deepspeed``,
   SLURM's ``srun``), each process takes ``cuda:LOCAL_RANK`` (``SLURM_LOCALID`` under plain srun) and makes
-  it the current device; otherwise the first CUDA device when one is visible, else the CPU. ``cuda``
+  it the current device (``cuda:0`` when the launcher binds one GPU to each process, so it sees only
+  that one); otherwise the first CUDA device when one is visible, else the CPU. ``cuda``
   without an index follows the same local rank; ``cuda:N`` and ``cpu`` are taken as given.
 - **dtype** ``auto``: bf16 on a GPU that computes it natively (compute capability 8.0 and up: A100, H100,
   RTX 30xx and later); fp32 everywhere else. ``torch.cuda.is_bf16_supported()`` also counts emulation,
@@ -67,7 +68,9 @@ def resolve_device(device: str | torch.device = "auto", env: Mapping[str, str] |
     if rank is None:
         return torch.device("cuda")
     count = torch.cuda.device_count()
-    if rank >= count:
+    if count == 1:  # per-task binding (srun --gpus-per-task=1, CUDA_VISIBLE_DEVICES per rank): its one GPU
+        rank = 0
+    elif rank >= count:
         raise RalmInputError(
             f"LOCAL_RANK={rank} but this node shows {count} CUDA device(s): start at most {count} processes "
             "per node (torchrun --nproc-per-node), or check CUDA_VISIBLE_DEVICES"

@@ -38,6 +38,15 @@ def test_each_torchrun_rank_takes_its_own_gpu(monkeypatch):
     assert devices.resolve_device("auto", {}) == torch.device("cuda")
 
 
+def test_a_process_bound_to_one_gpu_takes_it_whatever_its_local_rank(monkeypatch):
+    cuda = FakeCuda(1, (9, 0))  # srun --gpus-per-task=1: each rank sees only its own GPU, as cuda:0
+    cuda.install(monkeypatch)
+    assert (
+        devices.resolve_device("auto", {"SLURM_LOCALID": "5"}) == torch.device("cuda", 0)
+        and cuda.current == 0
+    )
+
+
 def test_a_rank_beyond_the_node_gpus_is_refused_with_the_fix(monkeypatch):
     FakeCuda(2, (8, 0)).install(monkeypatch)
     with pytest.raises(RalmInputError, match=r"LOCAL_RANK=3 .*2 CUDA device.*--nproc-per-node"):

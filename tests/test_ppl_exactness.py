@@ -128,7 +128,7 @@ def bos_adding_copy(lm_dir, out):
 
 
 def test_a_bos_adding_tokenizer_is_scored_as_eval_lm_scores_it(ppl_setup, tmp_path):
-    """eval_lm.py encodes the text and each passage with special tokens: BOS first in both."""
+    """eval_lm.py encodes each passage with special tokens (BOS first) and the text without them."""
     from ralm.lm.loading import load_lm
 
     lm_dir = bos_adding_copy(ppl_setup["lm_dir"], tmp_path / "bos-lm")
@@ -140,13 +140,15 @@ def test_a_bos_adding_tokenizer_is_scored_as_eval_lm_scores_it(ppl_setup, tmp_pa
         max_tokens=n, retrieval_cache=str(tmp_path / "cache.jsonl"), progress=False, runtime=_cpu(),
         window=Windowing(stride=4, query_tokens=32, max_length=128, max_passage_tokens=64),
     )["metrics"]  # fmt: skip
-    tokens = lm.tokenizer(ppl_setup["text"].read_text())["input_ids"][:n]  # eval_lm.py: BOS at position 0
+    tokens = lm.tokenizer(ppl_setup["text"].read_text(), add_special_tokens=False)["input_ids"][:n]
     want, scored = reference_total_nll(
         lm.model, lm.tokenizer, tokens, max_length=128, stride=4, strategy="first",
         retriever=open_index(ppl_setup["index"]), k=1, max_passage_tokens=64, passage_special_tokens=True,
     )  # fmt: skip
     assert got["scored_tokens"] == scored
     assert abs(got["total_nll"] - want) <= 1e-7 * abs(want), got["total_nll"] - want
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert results["config"]["passage_bos"] == lm.bos_id  # recorded: a resumed run cannot mix the two
     plain, _ = reference_total_nll(
         lm.model, lm.tokenizer, tokens, max_length=128, stride=4, strategy="first",
         retriever=open_index(ppl_setup["index"]), k=1, max_passage_tokens=64,

@@ -79,3 +79,15 @@ def test_a_repeated_title_gets_its_own_id():
 
     rows = ["", " = A = \n", "", " x \n", " = B = \n", " y \n", " = A = \n", " z \n"]
     assert [a["id"] for a in articles(rows, "train")] == ["A", "B", "A (2)"]
+
+
+def test_titles_are_spelled_as_wikipedia_and_the_dpr_passages_spell_them():
+    """WikiText splits punctuation off its headings; the evaluation titles must match DPR's to be excluded
+    (examples from the authors' list of WikiText-103 evaluation titles)."""
+    from ralm.corpora.wikitext import article_title
+
+    assert article_title(" = M @-@ 82 ( Michigan highway ) = \n") == "M-82 (Michigan highway)"
+    assert article_title(" = Meridian , Mississippi = \n") == "Meridian, Mississippi"
+    assert article_title(" = Edson 's Ridge = \n") == "Edson's Ridge"
+    assert article_title(" = 2 @,@ 000 Guineas Stakes = \n") == "2,000 Guineas Stakes"
+    assert article_title(" = = History = = \n") is None

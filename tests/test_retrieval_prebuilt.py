@@ -76,6 +76,16 @@ def test_excluded_titles_are_never_returned_and_contents_reach_the_lm_as_stored(
     assert clean.excluded_hits == allowed[-1] - 4 > 0
 
 
+def test_linking_over_another_index_needs_overwrite(dpr_layout_index, tmp_path):
+    lucene, other = dpr_layout_index[0] / "lucene", tmp_path / "other"
+    other.mkdir()
+    (other / "engine.bin").write_text("another index's files")
+    with pytest.raises(RalmInputError, match="is not a link to a prebuilt index; pass --overwrite"):
+        make_index(other, prebuilt=str(lucene))
+    make_index(other, prebuilt=str(lucene), overwrite=True)
+    assert sorted(p.name for p in other.iterdir()) == ["ralm_index.json"]
+
+
 def test_an_unknown_prebuilt_name_names_the_closest_ones(tmp_path):
     with pytest.raises(
         RalmInputError, match=r"not a Pyserini prebuilt index \(did you mean wikipedia-dpr-100w"

@@ -28,10 +28,22 @@ def eval_lm_join(rows: Iterable[str]) -> str:
     return "".join(row if row else " \n" for row in rows)
 
 
+def detokenize_title(title: str) -> str:
+    """A WikiText heading in Wikipedia's spelling: WikiText splits punctuation off (``M @-@ 82 ( Michigan
+    highway )``, ``Edson 's Ridge``), Wikipedia (and so the DPR passages' titles) does not
+    (``M-82 (Michigan highway)``, ``Edson's Ridge``)."""
+    for token, char in ((" @-@ ", "-"), (" @,@ ", ","), (" @.@ ", ".")):
+        title = title.replace(token, char)
+    title = re.sub(r"\( ", "(", title)
+    title = re.sub(r" \)", ")", title)
+    title = re.sub(r" ('s|'|n't)(?=\s|$|\))", r"\1", title)
+    return re.sub(r" ([,.;:!?])(?=\s|$)", r"\1", title)
+
+
 def article_title(row: str) -> str | None:
-    """The title when `row` is a top-level heading, else None."""
+    """The title when `row` is a top-level heading (in Wikipedia's spelling), else None."""
     match = _TITLE.match(row)
-    return match.group(1).strip() if match else None
+    return detokenize_title(match.group(1).strip()) if match else None
 
 
 def articles(rows: Iterable[str], split: str) -> Iterator[dict]:

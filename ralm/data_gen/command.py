@@ -191,6 +191,8 @@ def data_gen(
         num_shards=num_shards,
         exclude_same_doc=not candidates.allow_same_doc,
     )
+    if model.bos_id is not None:  # passages start with the tokenizer's BOS (eval_lm.py): part of the rows
+        config["passage_bos"] = model.bos_id
     meta = {
         "format": FORMAT,
         "config": config,

@@ -217,7 +217,7 @@ def evaluate(
     and the paired bootstrap.
     """
     started = time.perf_counter() if started is None else started
-    tokens = tuple(model.encode_text(raw_text))  # BOS first where the tokenizer adds one (eval_lm.py)
+    tokens = tuple(model.encode(raw_text))  # no special tokens, as eval_lm.py encodes the text
     text_tokens = len(tokens)
     if options.max_tokens is not None:
         tokens = tokens[: options.max_tokens]
@@ -276,6 +276,8 @@ def evaluate(
             "index": None if retriever is None else {"dir": str(index_dir), "key": index_key(retriever.meta)},
             "retrieval_cache": None if cache_path is None else str(cache_path), "ralm_version": ralm.__version__,
         }  # fmt: skip
+        if model.bos_id is not None:  # a BOS-adding tokenizer's passages start with it (recorded, keyed)
+            config["passage_bos"] = model.bos_id
         point_dir = out / sweep.folder(stride if sweep.field == "stride" else query_tokens) if sweep else out
         timings = {
             "retrieval_s": retrieval_s,

@@ -62,7 +62,8 @@ class FrozenLM:
     ``encode`` never adds special tokens: In-Context RALM concatenates passage and prefix token lists
     itself, and a BOS in the middle of an input would change what is scored. ``bos_id`` is the BOS a
     tokenizer adds by default (OPT, LLaMA; None for GPT-2), placed where the authors' eval_lm.py has it:
-    first in every passage (``encode_passages``) and at the start of the evaluated text (``encode_text``).
+    first in every passage (``encode_passages``, their ``tokenizer.encode(doc)``); the evaluated text is
+    encoded without special tokens, as theirs is (``add_special_tokens=False``).
     """
 
     model: Any
@@ -89,10 +90,6 @@ class FrozenLM:
         """Passages as eval_lm.py encodes them: with the tokenizer's BOS first when it adds one."""
         lead = [] if self.bos_id is None else [self.bos_id]
         return [lead + ids for ids in self.encode_batch(texts)]
-
-    def encode_text(self, text: str) -> list[int]:
-        """The evaluated text as eval_lm.py encodes it: the tokenizer's BOS (if any) first."""
-        return ([] if self.bos_id is None else [self.bos_id]) + self.encode(text)
 
     def decode(self, ids: list[int]) -> str:
         """Text of `ids` as the tokenizer decodes it (the form queries are made from)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 from jsonargparse import ArgumentParser
 
 from ralm.command_args import call_with_args, parser_for
+from ralm.errors import RalmInputError
 from ralm.rerank.settings import EncoderArgs, LoaderArgs, OptimArgs, RunArgs
 
 
@@ -50,8 +51,14 @@ def train(
 
     if push_to_hub is not None:
         from ralm.rerank.hub import check_repo_id
+        from ralm.rerank.model_card import hub_base_model
 
         check_repo_id(push_to_hub)  # before hours of training, not after
+        if hub_base_model(encoder.name) is None:
+            raise RalmInputError(
+                f"--push-to-hub: encoder {encoder.name} has no hub id for the model card's base_model; "
+                "use a hub encoder or a folder whose config.json records `_name_or_path`"
+            )
 
     summary = fit_reranker(
         data,

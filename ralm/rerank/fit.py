@@ -60,7 +60,7 @@ def check_settings(encoder: EncoderArgs, loader: LoaderArgs, optim: OptimArgs, r
         "run.log_every": run.log_every,
         "optim.lr": optim.lr,
         "optim.temperature": optim.temperature,
-        "loader.global_batch_size": loader.global_batch_size or 1,
+        "loader.global_batch_size": 1 if loader.global_batch_size is None else loader.global_batch_size,
     }
     for name, value in positive.items():
         if value <= 0:

@@ -187,9 +187,15 @@ class RerankerModule(pl.LightningModule):
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self._pending_rng = checkpoint.get("ralm_rng")
         state = checkpoint.get("state_dict", {})
-        for name in SCALAR_PARAMETERS:
-            if name in state and state[name].dim() == 0:  # saved before the scalars became shape (1,)
-                state[name] = state[name].reshape(1)
+        old = [name for name in SCALAR_PARAMETERS if name in state and state[name].dim() == 0]
+        for name in old:  # saved before the scalars became shape (1,)
+            state[name] = state[name].reshape(1)
+        if old:  # their AdamW moments too (the only 0-dim moments: every other parameter has dims)
+            for optimizer in checkpoint.get("optimizer_states", []):
+                for moments in optimizer.get("state", {}).values():
+                    for key in ("exp_avg", "exp_avg_sq"):
+                        if key in moments and moments[key].dim() == 0:
+                            moments[key] = moments[key].reshape(1)
 
     def on_train_start(self) -> None:
         if self._pending_rng is not None:

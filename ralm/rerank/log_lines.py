@@ -24,6 +24,8 @@ class TrainLogLines(Callback):
         self.bar: LineProgress | None = None
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if not trainer.is_global_zero:
+            return  # one process speaks for all under DDP
         self.bar = LineProgress(
             trainer.max_steps, desc="train", unit="step", initial=trainer.global_step, every=self.every
         )
@@ -37,7 +39,7 @@ class TrainLogLines(Callback):
         self.bar.update(trainer.global_step - self.bar.n)
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if trainer.sanity_checking:
+        if trainer.sanity_checking or not trainer.is_global_zero:
             return
         shown = [
             f"{key[4:]} {float(trainer.callback_metrics[key]):.3f}"

@@ -24,8 +24,14 @@ def _fmt(value) -> str:
 def hub_base_model(base: str) -> str | None:
     """The hub id of the encoder: `base` itself when it is one, else a local folder's recorded origin
     (``_name_or_path`` in its config.json, when that is an ``owner/name`` id); None when unknown."""
-    if "/" in base and not Path(base).exists():
-        return base
+    if base and not Path(base).exists() and not base.startswith((".", "/")):
+        from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+        try:
+            validate_repo_id(base)  # "roberta-base" and "owner/name" alike
+            return base
+        except HFValidationError:
+            return None
     config = Path(base) / "config.json"
     if config.is_file():
         origin = str(json.loads(config.read_text()).get("_name_or_path", ""))
@@ -101,7 +107,7 @@ def render_model_card(info: dict) -> str:
         f"tokens, the passage cut from its end to fit {info.get('max_length')} tokens",
         f"- **Abstention**: {'the empty passage is a candidate (no retrieval)' if info.get('abstain') else 'no'}",
         f"- **BM25 prior**: {_prior_text(info.get('bm25_prior'))}",
-        f"- **Validation at the exported step**: {validation}",
+        f"- **Validation of the best trained step**: {validation}",
         f"- **Export decision**: `{info.get('decision')}` over {evidence.get('val_prefixes', 'n/a')} "
         "validation prefixes (a rule replaces a simpler one only when its 95% CI is above 0)",
         *comparisons,

@@ -70,6 +70,19 @@ class ValidationHistory(Callback):
         if rows is not None:
             self.per_prefix[trainer.global_step] = rows
 
+    # Kept in every checkpoint (Lightning saves a callback's state): after a resume, the decision still
+    # has the per-prefix rows of steps validated before the kill.
+    def state_dict(self) -> dict:
+        return {
+            "steps": self.steps,
+            "per_prefix": {step: rows.tolist() for step, rows in self.per_prefix.items()},
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.steps = [(int(step), dict(metrics)) for step, metrics in state.get("steps", [])]
+        rows = state.get("per_prefix", {})
+        self.per_prefix = {int(step): torch.tensor(r, dtype=torch.float64) for step, r in rows.items()}
+
     def last(self, key: str) -> float | None:
         """The latest logged value of `key` (validation baselines are the same at every step)."""
         for _, metrics in reversed(self.steps):

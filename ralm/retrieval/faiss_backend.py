@@ -60,9 +60,10 @@ def flat_index(dim: int, *, on_gpu: bool):
     return faiss.GpuIndexFlatIP(faiss.StandardGpuResources(), dim, config)
 
 
-def to_gpu(index):
-    """The CPU index copied to this process's GPU."""
-    return faiss.index_cpu_to_gpu(faiss.StandardGpuResources(), torch.cuda.current_device(), index)
+def to_gpu(index, gpu: int | None = None):
+    """The CPU index copied to GPU `gpu` (default: this process's current one)."""
+    gpu = torch.cuda.current_device() if gpu is None else gpu
+    return faiss.index_cpu_to_gpu(faiss.StandardGpuResources(), gpu, index)
 
 
 def _save_shard(path: Path, vectors: np.ndarray) -> None:
@@ -150,7 +151,7 @@ class FaissRetriever:
         if device.startswith("cuda"):
             require_gpu_faiss(f"{index_dir}")
         if device != "cpu" and gpu_faiss_available():
-            index = to_gpu(index)
+            index = to_gpu(index, self.encoder.device.index)  # beside the query encoder
         self.index = index
 
     def search(self, queries: Sequence[str], k: int, threads: int = 1) -> list[list[Hit]]:

@@ -84,7 +84,9 @@ def make_index(
             are never returned (the evaluation articles). No passages file is written.
     """
     if prebuilt is not None:
-        return _link_prebuilt(prebuilt, index_dir, passages, documents, exclude, exclude_file, bm25)
+        return _link_prebuilt(
+            prebuilt, index_dir, passages, documents, exclude, exclude_file, bm25, overwrite
+        )
     if documents is not None:
         passages = passages or Path(f"{index_dir}.passages.jsonl")
         make_passages(
@@ -107,13 +109,13 @@ def make_index(
     return meta
 
 
-def _link_prebuilt(prebuilt, index_dir, passages, documents, exclude, exclude_file, bm25) -> dict:
+def _link_prebuilt(prebuilt, index_dir, passages, documents, exclude, exclude_file, bm25, overwrite) -> dict:
     from ralm.retrieval.prebuilt import link_prebuilt, read_titles
 
     if passages is not None or documents is not None:
         raise RalmInputError("--prebuilt: the index brings its own passages; drop --passages/--documents")
     titles = list(exclude or []) + (read_titles(exclude_file) if exclude_file else [])
-    meta = link_prebuilt(prebuilt, index_dir, titles, k1=bm25.k1, b=bm25.b)
+    meta = link_prebuilt(prebuilt, Path(index_dir), titles, k1=bm25.k1, b=bm25.b, overwrite=overwrite)
     print(
         f"index: prebuilt {meta['prebuilt']} ({meta['num_passages']:,} passages) in {index_dir}, "
         f"{len(meta['excluded_titles'])} title(s) excluded at search time",

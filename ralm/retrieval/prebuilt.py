@@ -40,7 +40,13 @@ def dpr_title(contents: str) -> str:
 def stored_raw(result) -> str:
     """A hit's stored raw JSON: ``.raw`` in older Pyserini, the Lucene document's ``raw`` field in 1.x."""
     raw = getattr(result, "raw", None)
-    return raw if isinstance(raw, str) else result.lucene_document.get("raw")
+    raw = raw if isinstance(raw, str) else result.lucene_document.get("raw")
+    if raw is None:
+        raise RalmInputError(
+            f"hit {result.docid}: the Lucene index stores no 'raw' field (index it with Anserini's -storeRaw, "
+            "as Pyserini's prebuilt indexes are)"
+        )
+    return raw
 
 
 def known_prebuilt_names() -> dict:
@@ -86,11 +92,31 @@ def open_searcher(name: str):
         ) from None
 
 
+def check_target(index_dir: Path, name: str, overwrite: bool) -> None:
+    """An existing folder is replaced only when it is this link already or `overwrite` says so."""
+    if not index_dir.exists() or not any(index_dir.iterdir()):
+        return
+    meta_path = index_dir / "ralm_index.json"
+    same = meta_path.is_file() and json.loads(meta_path.read_text()).get("backend") == BACKEND
+    if not same and not overwrite:
+        raise RalmInputError(f"{index_dir}: exists and is not a link to a prebuilt index; pass --overwrite")
+    if not same:
+        import shutil
+
+        shutil.rmtree(index_dir)  # another index's engine files must not stay beside the new metadata
+
+
 def link_prebuilt(
-    name: str, index_dir: Path, exclude_titles: Iterable[str] = (), k1: float = 0.9, b: float = 0.4
+    name: str,
+    index_dir: Path,
+    exclude_titles: Iterable[str] = (),
+    k1: float = 0.9,
+    b: float = 0.4,
+    overwrite: bool = False,
 ) -> dict:
     """Write ``index_dir/ralm_index.json`` for a prebuilt (or local) Lucene index; returns the metadata."""
     check_prebuilt_name(name)  # before any download
+    check_target(Path(index_dir), name, overwrite)
     searcher = open_searcher(name)
     excluded = sorted({t.strip() for t in exclude_titles if t.strip()})
     meta = {
