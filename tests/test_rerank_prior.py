@@ -241,3 +241,44 @@ def test_the_bm25_threshold_rule_maximises_the_summed_gain_over_every_cut():
         if t != math.inf:
             assert totals[t] > 0
     assert bm25_threshold([1.0, 2.0], [-1.0, -2.0]) == math.inf  # retrieval never helps: never retrieve
+
+
+def test_the_validation_history_survives_a_checkpoint_round_trip():
+    """Resumed runs decide on the rows of steps validated before the kill (Lightning saves callback state)."""
+    from ralm.rerank.selection import ValidationHistory
+
+    history = ValidationHistory()
+    history.steps = [(4, {"val/gain_recovered": 0.5})]
+    history.per_prefix = {
+        4: torch.tensor([[-1.0, -2.0, float("nan")], [-3.0, -2.5, float("nan")]], dtype=torch.float64)
+    }
+    restored = ValidationHistory()
+    restored.load_state_dict(torch.load(_saved(history.state_dict()), weights_only=False))
+    assert restored.step_at_score("val/gain_recovered", 0.5) == 4
+    got = restored.decision_values(4, trained=True, bm25=True, none=False)
+    assert got == {"trained": [-1.0, -3.0], "bm25": [-2.0, -2.5], "no-retrieval": None}
+
+
+def _saved(obj):
+    import io
+
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    buffer.seek(0)
+    return buffer
+
+
+def test_a_checkpoint_with_old_0_dim_scalars_and_their_moments_loads(tiny_encoder_dir):
+    module = RerankerModule(
+        str(tiny_encoder_dir), max_length=40, max_prefix_tokens=12, bm25_prior=True, abstain=True
+    )
+    state = {k: (v.reshape(()) if k in ("prior_weight", "abstain_bias", "abstain_weight") else v)
+             for k, v in module.state_dict().items()}  # fmt: skip
+    checkpoint = {"state_dict": state, "optimizer_states": [{"state": {0: {"exp_avg": torch.zeros(()),
+                  "exp_avg_sq": torch.zeros(()), "step": torch.tensor(3.0)}}}]}  # fmt: skip
+    module.on_load_checkpoint(checkpoint)
+    module.load_state_dict(checkpoint["state_dict"])
+    moments = checkpoint["optimizer_states"][0]["state"][0]
+    assert (
+        module.prior_weight.shape == (1,) and moments["exp_avg"].shape == (1,) and moments["step"].dim() == 0
+    )
