@@ -149,10 +149,32 @@ def test_stop_pattern_and_token_budget_end_the_answer():
         ({"theta": 1.5}, "--theta must be in [0, 1]"),
         ({"beta": -0.1}, "--beta must be in [0, 1]"),
         ({"method": "magic"}, "--method must be one of"),
-        ({"query": "explicit"}, "not implemented"),
+        ({"query": "questions"}, "--query must be one of masked, full, explicit"),
         ({"docs": 0}, "--docs must be at least 1"),
     ],
 )
 def test_bad_settings_are_input_errors(settings, message):
     with pytest.raises(RalmInputError, match=message.replace("[", r"\[").replace("]", r"\]")):
         FlareConfig(**settings).check()
+
+
+def test_low_confidence_spans_are_the_maximal_runs_below_beta():
+    from ralm.eval.flare import low_confidence_spans
+
+    probs = [0.9, 0.3, 0.2, 0.8, 0.1, 0.95]
+    assert low_confidence_spans([1, 2, 3, 4, 5, 6], probs, beta=0.4) == [[2, 3], [5]]
+    assert low_confidence_spans([1, 2], [0.9, 0.9], beta=0.4) == []
+
+
+def test_explicit_queries_ask_one_question_per_unsure_span_and_retrieve_with_them():
+    """FLARE §3.2.2 with the bigram LM: after any prompt ending in ':' it writes the chain, so the question
+    it 'asks' is the chain's text; two unsure words make two questions, each sent to the retriever."""
+    chain = [("the", 0.3), ("capital", 0.9), ("is", 0.2), ("paris", 0.9), (".", 0.99)]
+    out, retriever, _ = run(chain, theta=0.8, beta=0.4, query="explicit", docs=2)
+    [step] = [s for s in out["trace"] if "text" in s]
+    assert step["spans"] == ["the", "is"] and step["retrieved"] is True
+    assert step["questions"] == ["the capital is paris ."] * 2
+    assert retriever.queries == ["where is the capital ?", "the capital is paris .", "the capital is paris ."]
+    # Look-ahead, two questions, the regenerated sentence: four LM generations.
+    assert out["lm_calls"] == 4 and out["generation"] == "the capital is paris ."
+    assert step["passages"] == ["q1-0", "q2-0"]  # round-robin: each question's best passage

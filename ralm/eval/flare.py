@@ -8,8 +8,9 @@ Methods (``FlareConfig.method``):
 - ``flare``: retrieve with the question; then repeatedly generate a look-ahead of up to ``lookahead_tokens``
   with the current passages, cut it at its first sentence end; if every token's probability is >= theta the
   sentence is kept as it is (greedy decoding would regenerate it unchanged); otherwise retrieve with the
-  sentence (``masked``: tokens with probability < beta removed; ``full``: all of it), replace the passages
-  and regenerate the sentence with them.
+  sentence (``masked``: tokens with probability < beta removed; ``full``: all of it; ``explicit``: the LM
+  asks one question per span of tokens below beta, §3.2, and each question retrieves), replace the
+  passages and regenerate the sentence with them.
 
 As in the authors' code (``look_ahead_pre_retrieval="first"``, ``ctx_increase="replace"``) the look-ahead
 sees the passages retrieved last; new passages replace the old ones. The answer is generated as token
@@ -34,7 +35,15 @@ from ralm.eval.qa_prompts import PassageFitter, PromptPassage, flare_prompt
 from ralm.lm.generation import Generation, Generator, generate_batch
 
 METHODS = ("flare", "no-retrieval", "single", "window", "sentence")
-QUERY_MODES = ("masked", "full")
+QUERY_MODES = ("masked", "full", "explicit")
+QUESTION_PROMPT = (
+    '{text}\n\nGiven the above passage, ask a question to which the answer is the term/entity/phrase "{span}".\n'
+    "Question:"
+)
+"""Explicit queries (FLARE §3.2.2): a zero-shot prompt asking the LM for a question about one low-confidence
+span, after the paper's "Given the above passage, ask a question to which the answer is ..." prompt; the text
+is the user input and the answer so far with the look-ahead sentence."""
+QUESTION_TOKENS = 32
 _SENTENCE_END = re.compile(r"[.!?][\"')\]]*(?=\s)|\n")
 
 
@@ -49,7 +58,8 @@ class FlareConfig:
     beta: float = 0.4
     """Masked queries drop the look-ahead tokens whose probability is below this."""
     query: str = "masked"
-    """How FLARE forms its query from an unsure sentence: masked or full."""
+    """How FLARE forms its query from an unsure sentence: masked (implicit, low-confidence tokens removed),
+    full (the whole sentence) or explicit (the LM asks one question per low-confidence span, §3.2)."""
     docs: int = 2
     """Passages shown to the LM (earlier ones are replaced, not accumulated)."""
     lookahead_tokens: int = 64
@@ -70,8 +80,7 @@ class FlareConfig:
         if self.method not in METHODS:
             raise RalmInputError(f"--method must be one of {', '.join(METHODS)}, got '{self.method}'")
         if self.query not in QUERY_MODES:
-            hint = " (explicit question queries are not implemented)" if self.query == "explicit" else ""
-            raise RalmInputError(f"--query must be masked or full, got '{self.query}'{hint}")
+            raise RalmInputError(f"--query must be one of {', '.join(QUERY_MODES)}, got '{self.query}'")
         for name in ("theta", "beta"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
@@ -106,6 +115,19 @@ def first_sentence_length(decode: Callable[[list[int]], str], tokens: list[int])
 def masked_query(tokens: Sequence[int], probs: Sequence[float], beta: float) -> list[int]:
     """The implicit query: the sentence's tokens without those whose probability is below beta."""
     return [t for t, p in zip(tokens, probs, strict=True) if p >= beta]
+
+
+def low_confidence_spans(tokens: Sequence[int], probs: Sequence[float], beta: float) -> list[list[int]]:
+    """The maximal runs of consecutive tokens whose probability is below beta (what explicit queries ask about)."""
+    spans: list[list[int]] = []
+    run: list[int] = []
+    for token, p in zip(tokens, probs, strict=True):
+        if p < beta:
+            run.append(token)
+        elif run:
+            spans.append(run)
+            run = []
+    return spans + ([run] if run else [])
 
 
 class FlareRunner:
@@ -256,18 +278,45 @@ class FlareRunner:
         step["min_prob"] = min(probs)
         step["retrieved"] = False
         if min(probs) < cfg.theta:
-            kept = masked_query(piece, probs, cfg.beta) if cfg.query == "masked" else piece
-            query = self.query_for(self.lm.decode(kept))
-            step["query"] = query
-            # Every token masked leaves no query: as in the authors' code, nothing is retrieved then.
-            if query:
-                context = f"{state.question} {self.lm.decode(state.answer)}"
-                state.passages = self._retrieve(query, context)  # replaces the earlier passages
-                step["retrieved"] = True
+            context = f"{state.question} {self.lm.decode(state.answer)}"
+            if cfg.query == "explicit":
+                self._explicit_retrieval(state, piece, probs, context, step)
+            else:
+                kept = masked_query(piece, probs, cfg.beta) if cfg.query == "masked" else piece
+                query = self.query_for(self.lm.decode(kept))
+                step["query"] = query
+                # Every token masked leaves no query: as in the authors' code, nothing is retrieved then.
+                if query:
+                    state.passages = self._retrieve(query, context)  # replaces the earlier passages
+                    step["retrieved"] = True
         if step["retrieved"] or not cfg.keep_confident:
             step["lookahead"] = self.lm.decode(piece)
             gen, piece = self._sentence(state, step)
         self._accept(state, gen, piece, step)
+
+    def ask(self, text: str, span: str) -> str:
+        """The LM's question whose answer is `span`, given the text so far (greedy, first line)."""
+        prompt = self.lm.encode(QUESTION_PROMPT.format(text=text.strip(), span=span.strip()))
+        prompt = prompt[-(self.max_length - QUESTION_TOKENS) :]
+        gen = self.generator.generate(prompt, QUESTION_TOKENS, lambda toks: "\n" in self.lm.decode(toks))
+        return self.lm.decode(gen.token_ids).split("\n", 1)[0].strip()
+
+    def _explicit_retrieval(self, state: _State, piece: list[int], probs, context: str, step: dict) -> None:
+        """One question per low-confidence span; their passages, interleaved, replace the old ones."""
+        spans = [self.lm.decode(s).strip() for s in low_confidence_spans(piece, probs, self.cfg.beta)]
+        text = f"{context} {self.lm.decode(piece)}"
+        questions = [q for q in (self.query_for(self.ask(text, span)) for span in spans if span) if q]
+        step.update(spans=spans, questions=questions, query=" | ".join(questions))
+        if not questions:  # no span below beta (or no question came back): nothing to retrieve with
+            return
+        found = self.source.search(questions, [context] * len(questions), self.cfg.docs)
+        merged: dict[str, PromptPassage] = {}
+        for rank in range(self.cfg.docs):  # round-robin over the questions, best passages first
+            for passages in found:
+                if rank < len(passages):
+                    merged.setdefault(passages[rank].id, passages[rank])
+        state.passages = list(merged.values())[: self.cfg.docs]
+        step["retrieved"] = True
 
 
 @dataclass
