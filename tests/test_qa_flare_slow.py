@@ -66,3 +66,19 @@ def test_flare_is_at_least_no_retrieval(setup):
           f"retrieval rate {rate:.2f}, LM calls/example {sum(o['lm_calls'] for o in flare) / len(flare):.2f}")  # fmt: skip
     assert 0.0 <= rate <= 1.0
     assert em(flare) >= em(none)
+
+
+def test_explicit_queries_on_real_weights_ask_questions_about_unsure_spans(setup):
+    """FLARE §3.2.2 with SmolLM2: every retrieving step sent the LM's own questions, one per unsure span."""
+    lm, source, examples = setup
+    config = FlareConfig(method="flare", query="explicit", max_new_tokens=16, lookahead_tokens=16, stop="\n")
+    runner = FlareRunner(lm, config, source, SHOTS)
+    outs = [runner.answer(ex) for ex in examples[:6]]
+    steps = [s for o in outs for s in o["trace"] if "spans" in s]
+    assert steps, "no sentence was unsure: the explicit path never ran"
+    for step in steps:
+        assert len(step["questions"]) <= len(step["spans"])
+        assert step["retrieved"] == bool(step["questions"])
+    asked = [q for s in steps for q in s["questions"]]
+    print(f"{len(steps)} unsure steps, {len(asked)} questions, e.g. {asked[:3]}")
+    assert asked and all(q.strip() for q in asked)
