@@ -298,8 +298,11 @@ class FlareRunner:
         """The LM's question whose answer is `span`, given the text so far (greedy, first line)."""
         prompt = self.lm.encode(QUESTION_PROMPT.format(text=text.strip(), span=span.strip()))
         prompt = prompt[-(self.max_length - QUESTION_TOKENS) :]
-        gen = self.generator.generate(prompt, QUESTION_TOKENS, lambda toks: "\n" in self.lm.decode(toks))
-        return self.lm.decode(gen.token_ids).split("\n", 1)[0].strip()
+        # Stop at the end of the first non-empty line (a chat model may open with a newline).
+        gen = self.generator.generate(
+            prompt, QUESTION_TOKENS, lambda toks: "\n" in self.lm.decode(toks).lstrip()
+        )
+        return self.lm.decode(gen.token_ids).strip().split("\n", 1)[0].strip()
 
     def _explicit_retrieval(self, state: _State, piece: list[int], probs, context: str, step: dict) -> None:
         """One question per low-confidence span; their passages, interleaved, replace the old ones."""
@@ -307,7 +310,12 @@ class FlareRunner:
         text = f"{context} {self.lm.decode(piece)}"
         questions = [q for q in (self.query_for(self.ask(text, span)) for span in spans if span) if q]
         step.update(spans=spans, questions=questions, query=" | ".join(questions))
-        if not questions:  # no span below beta (or no question came back): nothing to retrieve with
+        if not questions:  # no token below beta (only theta was crossed) or no question came back:
+            query = self.query_for(self.lm.decode(masked_query(piece, probs, self.cfg.beta)))
+            step.update(query=query, fallback="masked")  # the implicit query instead, as with --query masked
+            if query:
+                state.passages = self._retrieve(query, context)
+                step["retrieved"] = True
             return
         found = self.source.search(questions, [context] * len(questions), self.cfg.docs)
         merged: dict[str, PromptPassage] = {}
