@@ -89,13 +89,21 @@ def naive_logprobs(model, passage, prefix, target, max_length, max_passage_token
     return [float(logp[start - 1 + t, target[t]]) for t in range(len(target))]
 
 
-def matmul_flops_per_second(seconds: float = 2.0, n: int = 1024) -> float:
-    a, b = torch.randn(n, n), torch.randn(n, n)
+def matmul_flops_per_second(
+    seconds: float = 2.0,
+    n: int = 1024,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float32,
+) -> float:
+    """The n x n matmul rate of `device` in `dtype` (the peak a FLOP utilisation is measured against)."""
+    a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
     a @ b
     done, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
         a @ b
         done += 1
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
     return done * 2 * n**3 / (time.perf_counter() - start)
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from data_gen import bench_prefixes, forward_flops  # noqa: E402 - bench scripts sit beside each other
+from data_gen import bench_prefixes, forward_flops, matmul_flops_per_second  # noqa: E402 - bench scripts sit beside each other
 from ppl import gpt2_small, stdlib_documents  # noqa: E402
 from train import synthetic_dataset  # noqa: E402
 
@@ -34,18 +34,6 @@ from ralm.lm.loading import load_lm  # noqa: E402
 from ralm.lm.scoring import compose  # noqa: E402
 
 ROWS: list[tuple[str, str, str, str]] = []  # (stage, setting, speed, agreement with fp32)
-
-
-def matmul_peak(device: torch.device, dtype: torch.dtype, n: int, seconds: float = 2.0) -> float:
-    a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
-    a @ b
-    done, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        a @ b
-        done += 1
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    return done * 2 * n**3 / (time.perf_counter() - start)
 
 
 def _synced(device: torch.device) -> float:
@@ -76,7 +64,7 @@ def check_data_gen(args, lm_dir: Path) -> None:
     flops = sum(forward_flops(config, n, n, 4) for n in lengths)
     pairs = len(prefixes) * 17
     for dtype, peak_dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):
-        peak = matmul_peak(device, peak_dtype, args.matmul_n)
+        peak = matmul_flops_per_second(n=args.matmul_n, device=device, dtype=peak_dtype)
         mfu = flops / seconds[dtype] / peak
         ROWS.append(("data-gen", dtype, f"{pairs / seconds[dtype]:,.0f} pairs/s, {mfu:.0%} of {dtype} matmul peak",
                      "reference" if dtype == "float32" else

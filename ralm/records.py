@@ -29,13 +29,18 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
                 ) from None
             if not line.strip():
                 continue
-            try:
-                obj = json.loads(line.rstrip("\r\n"))  # so the column counts within this line
-            except json.JSONDecodeError as err:
-                raise RalmInputError(f"{path}:{lineno}:{err.colno}: not valid JSON ({err.msg})") from None
-            if not isinstance(obj, dict):
-                raise RalmInputError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
-            yield lineno, obj
+            yield lineno, parse_json_object(line, f"{path}:{lineno}")
+
+
+def parse_json_object(line: str, where: str) -> dict:
+    """One JSONL line as a dict; `where` (``file:line``) starts the error, the column is added."""
+    try:
+        obj = json.loads(line.rstrip("\r\n"))  # so the column counts within this line
+    except json.JSONDecodeError as err:
+        raise RalmInputError(f"{where}:{err.colno}: not valid JSON ({err.msg})") from None
+    if not isinstance(obj, dict):
+        raise RalmInputError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+    return obj
 
 
 def looks_like_jsonl(path: str | os.PathLike, probe_lines: int = 5) -> bool:

@@ -18,7 +18,7 @@ are not independent. Seeded, so a table is reproducible.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -69,6 +69,23 @@ def resampled_changes(
     return np.expm1(diff[indices].sum(axis=1) / n[indices].sum(axis=1))
 
 
+def percentile_interval(
+    statistic: Callable[[np.ndarray], np.ndarray], items: int, resamples: int, seed: int, level: float
+) -> tuple[float, float]:
+    """The percentile bootstrap interval of `statistic`, which maps a (draws, items) array of item indices
+    (each row one draw with replacement) to one value per draw; seeded, so a table is reproducible."""
+    rng = np.random.default_rng(seed)
+    values = np.empty(resamples)
+    # Draw in blocks so a long text (10^5 windows) never needs a resamples x items matrix at once.
+    block = max(1, 2_000_000 // items)
+    for lo in range(0, resamples, block):
+        hi = min(resamples, lo + block)
+        values[lo:hi] = statistic(rng.integers(0, items, size=(hi - lo, items)))
+    tail = (1.0 - level) / 2.0
+    low, high = np.quantile(values, [tail, 1.0 - tail])
+    return float(low), float(high)
+
+
 def paired_bootstrap(
     a: Sequence[float],
     b: Sequence[float],
@@ -87,21 +104,13 @@ def paired_bootstrap(
     differing = int(np.sum(np.asarray(a, dtype=np.float64) != np.asarray(b, dtype=np.float64)))
     if windows == 0:
         return PairedChange(math.nan, math.nan, math.nan, level, 0, 0, resamples, seed)
-    rng = np.random.default_rng(seed)
-    changes = np.empty(resamples)
-    # Draw in blocks so a long text (10^5 windows) never needs a resamples x windows matrix at once.
-    block = max(1, 2_000_000 // windows)
-    for lo in range(0, resamples, block):
-        hi = min(resamples, lo + block)
-        changes[lo:hi] = resampled_changes(
-            a, b, num_targets, rng.integers(0, windows, size=(hi - lo, windows))
-        )
-    tail = (1.0 - level) / 2.0
-    low, high = np.quantile(changes, [tail, 1.0 - tail])
+    low, high = percentile_interval(
+        lambda indices: resampled_changes(a, b, num_targets, indices), windows, resamples, seed, level
+    )
     return PairedChange(
         perplexity_change(a, b, num_targets),
-        float(low),
-        float(high),
+        low,
+        high,
         level,
         windows,
         differing,
@@ -155,12 +164,7 @@ def paired_mean_difference(
     diff = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
     if diff.size == 0:
         return MeanDifference(math.nan, math.nan, math.nan, level, 0, resamples, seed)
-    rng = np.random.default_rng(seed)
-    means = np.empty(resamples)
-    block = max(1, 2_000_000 // diff.size)
-    for lo in range(0, resamples, block):
-        hi = min(resamples, lo + block)
-        means[lo:hi] = diff[rng.integers(0, diff.size, size=(hi - lo, diff.size))].mean(axis=1)
-    tail = (1.0 - level) / 2.0
-    low, high = np.quantile(means, [tail, 1.0 - tail])
-    return MeanDifference(float(diff.mean()), float(low), float(high), level, int(diff.size), resamples, seed)
+    low, high = percentile_interval(
+        lambda indices: diff[indices].mean(axis=1), diff.size, resamples, seed, level
+    )
+    return MeanDifference(float(diff.mean()), low, high, level, int(diff.size), resamples, seed)

@@ -87,7 +87,8 @@ def _summary(train_dir: Path) -> dict:
 
 def _decision(train_dir: Path) -> str:
     """What validation chose at export (ralm.rerank.selection), from the run's summary.json."""
-    return _summary(train_dir).get("decision", "trained") if (train_dir / "summary.json").is_file() else "?"
+    summary = _summary(train_dir)
+    return summary.get("decision", "trained") if summary else "?"
 
 
 def decision_lines(train_dirs: dict[str, Path]) -> list[str]:

@@ -143,7 +143,7 @@ def export_reranker(
     }
     with open(os.path.join(tmp, RERANKER_FILE), "w") as f:
         json.dump(info, f, indent=2)
-    write_model_card(Path(tmp))  # README.md with hub metadata, from the json just written
+    write_model_card(Path(tmp), info)  # README.md with hub metadata, from the same fields
     old = f"{out_dir.rstrip(os.sep)}.old-{os.getpid()}"
     if os.path.exists(out_dir):
         os.replace(out_dir, old)

@@ -172,7 +172,6 @@ def check_model_card(folder: Path) -> dict:
     return meta
 
 
-def write_model_card(folder: Path) -> None:
-    """``folder/README.md`` from ``folder/ralm_reranker.json`` (called by the export, before the rename)."""
-    info = json.loads((Path(folder) / "ralm_reranker.json").read_text())
+def write_model_card(folder: Path, info: dict) -> None:
+    """``folder/README.md`` from the export's ``ralm_reranker.json`` fields (called before the rename)."""
     (Path(folder) / CARD).write_text(render_model_card(info), encoding="utf-8")

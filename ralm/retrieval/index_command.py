@@ -17,7 +17,7 @@ from typing import Literal
 from ralm.command_args import call_with_args, parser_for
 from ralm.errors import RalmInputError
 from ralm.retrieval.index import build_index
-from ralm.retrieval.passages_command import make_passages
+from ralm.retrieval.passages_command import make_passages, read_exclude_file
 
 
 @dataclass
@@ -110,11 +110,11 @@ def make_index(
 
 
 def _link_prebuilt(prebuilt, index_dir, passages, documents, exclude, exclude_file, bm25, overwrite) -> dict:
-    from ralm.retrieval.prebuilt import link_prebuilt, read_titles
+    from ralm.retrieval.prebuilt import link_prebuilt
 
     if passages is not None or documents is not None:
         raise RalmInputError("--prebuilt: the index brings its own passages; drop --passages/--documents")
-    titles = list(exclude or []) + (read_titles(exclude_file) if exclude_file else [])
+    titles = list(exclude or []) + (read_exclude_file(exclude_file) if exclude_file else [])
     meta = link_prebuilt(prebuilt, Path(index_dir), titles, k1=bm25.k1, b=bm25.b, overwrite=overwrite)
     print(
         f"index: prebuilt {meta['prebuilt']} ({meta['num_passages']:,} passages) in {index_dir}, "

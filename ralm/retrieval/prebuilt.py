@@ -182,11 +182,3 @@ class PrebuiltRetriever:
                     self.excluded_hits += skipped
             todo, depth = deeper, min(total, 2 * depth)
         return [hits or [] for hits in found]
-
-
-def read_titles(path: Path) -> list[str]:
-    """One title per line (``ralm prepare wikitext103``'s eval_titles.txt)."""
-    try:
-        return [line.strip() for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
-    except FileNotFoundError:
-        raise RalmInputError(f"{path}: no such titles file") from None

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ralm.errors import RalmInputError
+from ralm.records import parse_json_object
 from ralm.retrieval.types import Hit
 
 
@@ -29,12 +30,7 @@ def _decoded_lines(path: Path):
 
 
 def _query_from_json(line: str, where: str) -> tuple[str, str]:
-    try:
-        obj = json.loads(line.rstrip("\r\n"))
-    except json.JSONDecodeError as err:
-        raise RalmInputError(f"{where}:{err.colno}: not valid JSON ({err.msg})") from None  # as ralm.records
-    if not isinstance(obj, dict):
-        raise RalmInputError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+    obj = parse_json_object(line, where)
     qid = obj.get("qid", obj.get("id"))
     text = obj.get("query", obj.get("text"))
     if qid is None:
