@@ -28,6 +28,23 @@ def test_every_stage_has_an_example():
         assert name in code, name
 
 
+def export_logits(folder: str, hits) -> list[float]:
+    """The export's logits for the README's prefix by ralm's own encoding (no prior): CrossEncoder's target."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from ralm.rerank.inputs import encode_pairs
+
+    info = json.loads(Path(folder, "ralm_reranker.json").read_text())
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    passages = [h.contents for h in hits]
+    batch = encode_pairs(tokenizer, ["Open the file and"] * len(passages), passages,
+                         max_length=info["max_length"], max_prefix_tokens=info["max_prefix_tokens"])  # fmt: skip
+    with torch.no_grad():
+        return model(**batch).logits.squeeze(-1).tolist()
+
+
 @pytest.mark.slow  # the whole pipeline on tiny models, twice for eval ppl: ~2 minutes on 2 cores
 def test_the_readme_examples_run_and_agree_with_the_cli(tmp_path, monkeypatch, real_documents, tiny_lm_dir,
                                                          tiny_encoder_dir, capsys):  # fmt: skip
@@ -60,6 +77,7 @@ def test_the_readme_examples_run_and_agree_with_the_cli(tmp_path, monkeypatch, r
         ["Open the file and"], [[h.contents for h in hits]], [[h.score for h in hits]]
     )
     assert batch == [choice]  # one prefix or a list of them: the same rule
+    assert namespace["logits"] == pytest.approx(export_logits("runs/reranker/reranker", hits), abs=1e-5)
     # The API is the CLI: `ralm eval ppl` on the same inputs gives the same table.
     from ralm.cli import main
 

@@ -11,7 +11,7 @@ import torch
 from ralm.errors import RalmInputError
 from ralm.rerank.export import export_reranker
 from ralm.rerank.hub import push_reranker
-from ralm.rerank.inputs import encode_pairs, prefix_tails
+from ralm.rerank.inputs import encode_pairs
 from ralm.rerank.lit_module import RerankerModule
 from ralm.rerank.model_card import CARD, check_model_card, read_card_metadata
 
@@ -59,22 +59,35 @@ def test_the_model_card_says_what_the_folder_holds(export):
     assert "gain_recovered 0.2500" in card
 
 
-def test_sentence_transformers_scores_a_cut_prefix_as_ralm_does(export, real_documents):
+def test_sentence_transformers_scores_whole_prefixes_as_ralm_does(export, real_documents):
+    """CrossEncoder on the export cuts a whole prefix as ralm does (its start dropped, then the passage
+    cut from its end) and returns the model's logit: the same score as ralm's own encoding."""
     sentence_transformers = pytest.importorskip("sentence_transformers")
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(export)
     model = AutoModelForSequenceClassification.from_pretrained(export).eval()
-    prefixes = [d["text"][:600] for d in real_documents[:4]]
-    passages = [d["text"][:300] for d in real_documents[4:8]]
-    tails = prefix_tails(tokenizer, prefixes, 16)
+    texts = [d["text"] for d in real_documents[:4]]
+    # Whole prefixes far beyond the 16-token cut, one shorter than it, long passages and the empty one.
+    prefixes = [texts[0], texts[1][:2000], "In the beginning", texts[2]]
+    passages = [texts[3][:900], texts[2][:300], texts[1][:900], ""]
+    assert [len(tokenizer(p, add_special_tokens=False)["input_ids"]) > 16 for p in prefixes] == [
+        True, True, False, True
+    ]  # fmt: skip
     with torch.no_grad():
         ours = model(
-            **encode_pairs(tokenizer, tails, passages, max_length=48, max_prefix_tokens=16, tails_done=True)
+            **encode_pairs(tokenizer, prefixes, passages, max_length=48, max_prefix_tokens=16)
         ).logits
-    cross = sentence_transformers.CrossEncoder(str(export), max_length=48, device="cpu")
-    theirs = cross.predict(list(zip(tails, passages, strict=True)), activation_fn=torch.nn.Identity())
+    with pytest.raises(ValueError, match="trust_remote_code"):  # the input module is code: opt in
+        sentence_transformers.CrossEncoder(str(export), device="cpu")
+    cross = sentence_transformers.CrossEncoder(str(export), device="cpu", trust_remote_code=True)
+    theirs = cross.predict(list(zip(prefixes, passages, strict=True)))  # identity activation: logits
     assert torch.allclose(ours.squeeze(-1), torch.as_tensor(theirs, dtype=torch.float32), atol=1e-5)
+    # What it encoded: the pair as ralm builds it (prefix tail first, passage cut to fit 48 tokens).
+    features = cross[0].preprocess(list(zip(prefixes, passages, strict=True)))
+    expected = encode_pairs(tokenizer, prefixes, passages, max_length=48, max_prefix_tokens=16)
+    assert torch.equal(features["input_ids"], expected["input_ids"])
+    assert features["input_ids"].shape[1] == 48
 
 
 def test_push_checks_everything_before_uploading(export, tmp_path, monkeypatch):

@@ -20,6 +20,7 @@ import torch
 from ralm import __version__
 from ralm.errors import RalmInputError
 from ralm.progress import library_bars_quiet_in_logs
+from ralm.rerank.cross_encoder_files import write_cross_encoder_files
 from ralm.rerank.inference import RERANKER_FILE, RERANKER_FORMAT
 from ralm.rerank.inputs import INPUT_FORMAT, PRIOR_RULE
 from ralm.rerank.model import load_cross_encoder, load_tokenizer
@@ -144,6 +145,9 @@ def export_reranker(
     with open(os.path.join(tmp, RERANKER_FILE), "w") as f:
         json.dump(info, f, indent=2)
     write_model_card(Path(tmp), info)  # README.md with hub metadata, from the same fields
+    write_cross_encoder_files(
+        Path(tmp), max_length=hp["max_length"], max_prefix_tokens=hp["max_prefix_tokens"]
+    )
     old = f"{out_dir.rstrip(os.sep)}.old-{os.getpid()}"
     if os.path.exists(out_dir):
         os.replace(out_dir, old)

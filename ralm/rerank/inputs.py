@@ -4,8 +4,8 @@ Input format ``prefix-tail/passage`` (recorded as ``input_format`` in ``ralm_rer
 encoder's own pair template (``[CLS] prefix [SEP] passage [SEP]`` for BERT, ``<s> prefix </s></s>
 passage </s>`` for RoBERTa) with
 
-- the prefix cut to its last ``max_prefix_tokens`` reranker tokens: the next tokens depend most on the
-  end of the prefix, and the query BM25 used is that end too;
+- the prefix cut to its last ``max_prefix_tokens`` reranker tokens (``ralm.rerank.pair_rule``, which
+  every export carries for sentence-transformers);
 - the passage cut from its end so the whole pair fits ``max_length``.
 
 The empty passage (``--abstain``) is encoded like any other: the prefix and an empty second segment.
@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from transformers import BatchEncoding, PreTrainedTokenizerBase
+
+from ralm.rerank.pair_rule import prefix_tails  # standalone: the export carries a copy
 
 INPUT_FORMAT = "prefix-tail/passage"
 
@@ -50,23 +52,6 @@ def check_lengths(max_length: int, max_prefix_tokens: int, field: str = "max_pre
         raise ValueError(
             f"{field}={max_prefix_tokens} must be between 1 and max_length - {_PREFIX_SLACK + 4} ({max_length})"
         )
-
-
-def prefix_tails(
-    tokenizer: PreTrainedTokenizerBase, prefixes: Sequence[str], max_prefix_tokens: int
-) -> list[str]:
-    """Each prefix cut to the text of its last ``max_prefix_tokens`` tokens (cut at a token's start)."""
-    if not tokenizer.is_fast:
-        raise TypeError("the reranker needs a fast (Rust) tokenizer for character offsets")
-    # verbose=False: whole prefixes may exceed the encoder's length; only their tails are ever encoded.
-    encoded = tokenizer(list(prefixes), add_special_tokens=False, return_offsets_mapping=True, verbose=False)
-    tails = []
-    for text, offsets in zip(prefixes, encoded["offset_mapping"], strict=True):
-        if len(offsets) <= max_prefix_tokens:
-            tails.append(text)
-        else:
-            tails.append(text[offsets[-max_prefix_tokens][0] :])
-    return tails
 
 
 def encode_pairs(

@@ -120,11 +120,24 @@ def render_model_card(info: dict) -> str:
         "choice = reranker.rank(prefix, passages, bm25_scores=scores)  # index into passages, or None",
         "```",
         "",
-        "## Without ralm",
+        "## With sentence-transformers (>= 6)",
+        "",
+        "```python",
+        "from sentence_transformers import CrossEncoder",
+        "model = CrossEncoder(PATH, trust_remote_code=True)  # runs cross_encoder_input.py from this folder",
+        "logits = model.predict([(prefix, passage) for passage in passages])  # whole prefixes, ralm's cut",
+        "```",
+        "",
+        "The folder's input module (`cross_encoder_input.py`, `pair_rule.py`) cuts each prefix to its last "
+        f"{info.get('max_prefix_tokens')} tokens and then the passage to fit {info.get('max_length')} tokens, "
+        "as ralm does, so `predict` returns ralm's model score; add the BM25 prior above yourself when it is not "
+        "None (abstention: score the empty passage `\"\"` too).",
+        "",
+        "## With transformers only",
         "",
         "```python",
         "from transformers import AutoModelForSequenceClassification, AutoTokenizer",
-        "from ralm.rerank.inputs import prefix_tails  # or cut the prefix to its last max_prefix_tokens tokens",
+        "from pair_rule import prefix_tails  # this folder's file (also ralm.rerank.pair_rule)",
         "tokenizer = AutoTokenizer.from_pretrained(PATH)",
         "model = AutoModelForSequenceClassification.from_pretrained(PATH)",
         f"tail = prefix_tails(tokenizer, [prefix], {info.get('max_prefix_tokens')})[0]",
@@ -132,10 +145,6 @@ def render_model_card(info: dict) -> str:
         "padding=True, return_tensors='pt')",
         "logits = model(**inputs).logits.squeeze(-1)  # add the BM25 prior above when it is not None",
         "```",
-        "",
-        "sentence-transformers' `CrossEncoder(PATH).predict([(tail, passage)])` gives the same logits for a "
-        "prefix already cut to its tail (it truncates pairs its own way, so pass the tail, not the whole "
-        "prefix), without the BM25 prior or the abstention rule.",
         "",
         f"Written by ralm {info.get('ralm_version')}; all fields: `ralm_reranker.json`.",
         "",
