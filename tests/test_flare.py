@@ -178,3 +178,52 @@ def test_explicit_queries_ask_one_question_per_unsure_span_and_retrieve_with_the
     # Look-ahead, two questions, the regenerated sentence: four LM generations.
     assert out["lm_calls"] == 4 and out["generation"] == "the capital is paris ."
     assert step["passages"] == ["q1-0", "q2-0"]  # round-robin: each question's best passage
+
+
+CONFIDENT2 = [(w, 0.9) for w, _ in SENT2]
+
+
+def test_look_ahead_pre_retrieval_none_generates_the_first_look_ahead_without_passages():
+    """FlashRAG's variant: no retrieval with the input; the unsure first sentence retrieves by itself."""
+    out, retriever, _ = run(SENT1, theta=0.8, look_ahead_pre_retrieval="none")
+    assert retriever.queries == ["the capital is ."]  # only the masked look-ahead ("paris" < beta)
+    assert [s["step"] for s in out["trace"] if "step" in s] == []  # no input retrieval step
+    [step] = [s for s in out["trace"] if "text" in s]
+    assert step["retrieved"] is True and step["passages"] == ["q0-0", "q0-1"]
+
+
+def test_reinit_ctx_generates_each_later_look_ahead_without_the_previous_passages():
+    kept, _, _ = run(SENT1 + CONFIDENT2, theta=0.8)
+    fresh, _, _ = run(SENT1 + CONFIDENT2, theta=0.8, reinit_ctx=True)
+    passages = [[s["passages"] for s in out["trace"] if "text" in s] for out in (kept, fresh)]
+    # Sentence 2 is confident, so it is kept as generated: with the unsure sentence's passages, or none.
+    assert passages == [[["q1-0", "q1-1"], ["q1-0", "q1-1"]], [["q1-0", "q1-1"], []]]
+    assert kept["generation"] == fresh["generation"] == "the capital is paris . france has wine !"
+
+
+def test_use_full_input_as_query_sends_the_whole_question_first():
+    _, full, _ = run(SENT1, theta=0.0, max_query_tokens=2)
+    _, cut, _ = run(SENT1, theta=0.0, max_query_tokens=2, use_full_input_as_query=False)
+    assert full.queries == ["where is the capital ?"] and cut.queries == ["capital ?"]
+
+
+def test_use_ctx_for_examplars_shows_each_exemplar_its_own_passages():
+    shots = [("where is the capital ?", "paris")]
+    texts = ["alpha", "bravo"]  # turn 0 (the exemplar's query) shows alpha, turn 1 (the input's) bravo
+    lm = chain_lm(SENT1, extra_words=[*EXAMPLE.question.split(), *texts])
+    retriever = RecordingRetriever(texts)
+    config = FlareConfig(theta=0.0, use_ctx_for_examplars=True, docs=1)
+    runner = FlareRunner(lm, config, PassageSource(retriever), shots, reuse_cache=False)
+    runner.answer(EXAMPLE)
+    assert retriever.queries == ["where is the capital ?", "where is the capital ?"]  # exemplar, then input
+    prompt = lm.decode(lm.model.prompts[0])
+    # The exemplar's passage before the exemplar's answer, the input's after it (before the input).
+    assert prompt.index("alpha") < prompt.index("paris") < prompt.index("bravo")
+
+
+def test_an_explicit_query_prompt_that_cannot_fit_is_an_error_before_generating():
+    lm = chain_lm(SENT1, extra_words=EXAMPLE.question.split(), max_length=40)
+    runner = FlareRunner(lm, FlareConfig(query="explicit"), PassageSource(RecordingRetriever()))
+    with pytest.raises(RalmInputError, match="--query explicit: its question prompt"):
+        runner.check([EXAMPLE])
+    assert lm.model.prompts == []  # nothing was generated

@@ -95,3 +95,32 @@ def test_bad_options_fail_before_loading(tmp_path, corpus, capsys):
             ralm_main(base + extra)
         assert message in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_theta_sweep_runs_each_point_and_both_references(tmp_path, corpus, tiny_lm_dir):
+    """theta=0 never retrieves after the input and theta=1 retrieves at every sentence (full queries, and a
+    random LM's tokens are never certain); each row is its own run's results; the plot is written."""
+    config = FlareConfig(max_new_tokens=16, lookahead_tokens=8, query="full")
+    out = tmp_path / "sweep"
+    summary = eval_flare(data=str(corpus["questions"]), output=str(out), lm=str(tiny_lm_dir),
+                         index=str(corpus["index"]), flare=config, device="cpu", limit=3,
+                         sweep="theta=0,1")  # fmt: skip
+    rates = [p["retrieval_rate"] for p in summary["points"]]
+    assert [p["run"] for p in summary["points"]] == ["theta=0", "theta=1"] and rates == [0.0, 1.0]
+    for row in summary["points"] + summary["references"]:
+        results = json.loads((out / row["run"] / "results.json").read_text())
+        assert row["em"] == results["metrics"]["em"] and row["examples"] == 3
+    assert [r["run"] for r in summary["references"]] == ["single", "no-retrieval"]
+    assert json.loads((out / "sweep.json").read_text()) == summary and (out / "sweep.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize(
+    ("sweep", "message"),
+    [("theta=0.2,high", "'high' is not a number"), ("theta=0.5,1.5", r"theta must be in \[0, 1\], got 1.5"),
+     ("stride=4", "expected theta or beta"), ("theta=0.2,0.2", "distinct")],
+)  # fmt: skip
+def test_bad_sweeps_fail_before_loading(tmp_path, corpus, sweep, message):
+    with pytest.raises(RalmInputError, match=message):
+        eval_flare(data=str(corpus["questions"]), output=str(tmp_path / "x"), lm="/nonexistent/lm",
+                   index=str(corpus["index"]), sweep=sweep)  # fmt: skip
+    assert not (tmp_path / "x").exists()

@@ -46,7 +46,7 @@ def test_zero_shot_orders_by_lm_logprob_of_the_query(tiny_lm_dir):
     lm = load_lm(tiny_lm_dir, device="cpu", dtype="float32")
     source = PassageSource(FixedRetriever(), lm=lm, rerank="zero-shot", candidates=5)
     query = "decode JSON documents"
-    [top] = source.search([query], ["ignored"], 3)
+    [top] = source.search([query], 3)
     scores = {f"p{i}": plain_logprob(lm, f"title{i}\n{b}", query) for i, b in enumerate(BODIES)}
     expected = sorted(scores, key=lambda pid: -scores[pid])[:3]
     assert [p.id for p in top] == expected
@@ -76,10 +76,10 @@ def test_trained_reranker_orders_candidates_by_its_scores(tmp_path, tiny_encoder
 
     folder = export_tiny_reranker(tmp_path / "reranker", tiny_encoder_dir, abstain=abstain)
     source = PassageSource(FixedRetriever(), rerank=str(folder), candidates=5)
-    context = "Which module decodes JSON? The answer is"
-    [top] = source.search(["json"], [context], 3)
+    query = "Which module decodes JSON? The answer is"
+    [top] = source.search([query], 3)
     candidates = [f"title{i}\n{b}" for i, b in enumerate(BODIES)] + ([""] if abstain else [])
-    scores = PredictiveReranker.from_pretrained(folder, device="cpu").score([context], [candidates])[0]
+    scores = PredictiveReranker.from_pretrained(folder, device="cpu").score([query], [candidates])[0]
     order = sorted(range(len(candidates)), key=lambda i: -scores[i])[:3]
     # The empty passage (abstain) is offered but never shown: it only leaves a slot empty.
     assert [p.id for p in top] == [f"p{i}" for i in order if i < len(BODIES)]
@@ -91,9 +91,9 @@ def test_bm25_prior_reranker_gets_the_hits_bm25_scores(tmp_path, tiny_encoder_di
     from ralm.rerank.inference import PredictiveReranker
 
     plain = export_tiny_reranker(tmp_path / "plain", tiny_encoder_dir)
-    context = "Which module decodes JSON? The answer is"
+    query = "Which module decodes JSON? The answer is"
     candidates = [f"title{i}\n{b}" for i, b in enumerate(BODIES)]
-    head = PredictiveReranker.from_pretrained(plain, device="cpu").score([context], [candidates])[0]
+    head = PredictiveReranker.from_pretrained(plain, device="cpu").score([query], [candidates])[0]
     assert sorted(range(5), key=lambda i: -head[i])[:3] != [0, 1, 2], (
         "the head alone must not agree with BM25"
     )
@@ -101,5 +101,27 @@ def test_bm25_prior_reranker_gets_the_hits_bm25_scores(tmp_path, tiny_encoder_di
     folder = export_tiny_reranker(
         tmp_path / "prior", tiny_encoder_dir, bm25_prior={"rule": "bm25-zscore", "weight": 1e4}
     )
-    [top] = PassageSource(FixedRetriever(), rerank=str(folder), candidates=5).search(["json"], [context], 3)
+    [top] = PassageSource(FixedRetriever(), rerank=str(folder), candidates=5).search([query], 3)
     assert [p.id for p in top] == ["p0", "p1", "p2"]
+
+
+def test_flare_reranks_against_the_query_it_issues(tmp_path, tiny_encoder_dir):
+    """Inside FLARE the trained reranker judges the candidates against each issued query (the input,
+    then the masked look-ahead), the text BM25 searched with, not the question plus the answer so far."""
+    from flare_fixtures import RecordingRetriever, chain_lm
+
+    from ralm.eval.flare import FlareConfig, FlareRunner
+    from ralm.eval.qa_data import QAExample
+
+    example = QAExample("x", "where is the capital ?", ["paris"])
+    chain = [("the", 0.95), ("capital", 0.9), ("is", 0.85), ("paris", 0.3), (".", 0.99)]
+    lm = chain_lm(chain, extra_words=example.question.split())
+    source = PassageSource(
+        RecordingRetriever(), rerank=str(export_tiny_reranker(tmp_path / "r", tiny_encoder_dir))
+    )
+    judged: list[str] = []
+    score = source._reranker.score  # a spy on the real reranker: it still scores every candidate
+    source._reranker.score = lambda prefixes, *rest: judged.extend(prefixes) or score(prefixes, *rest)
+    out = FlareRunner(lm, FlareConfig(theta=0.8, docs=2), source).answer(example)
+    issued = [step["query"] for step in out["trace"] if "query" in step]
+    assert issued == ["where is the capital ?", "the capital is ."] and judged == issued

@@ -142,5 +142,5 @@ def test_zero_shot_rerank_through_the_command(tmp_path, corpus, tiny_lm_dir):
     source = PassageSource(
         open_index(corpus["index"]), lm=load_lm(tiny_lm_dir, device="cpu"), rerank="zero-shot", candidates=4
     )
-    expected = source.search([r["question"] for r in records], [r["question"] for r in records], 2)
+    expected = source.search([r["question"] for r in records], 2)
     assert [[p["id"] for p in r["passages"]] for r in records] == [[p.id for p in ps] for ps in expected]

@@ -12,8 +12,13 @@ Methods (``FlareConfig.method``):
   asks one question per span of tokens below beta, §3.2, and each question retrieves), replace the
   passages and regenerate the sentence with them.
 
-As in the authors' code (``look_ahead_pre_retrieval="first"``, ``ctx_increase="replace"``) the look-ahead
-sees the passages retrieved last; new passages replace the old ones. The answer is generated as token
+The authors' options (their config keys, ``configs/2wikihop_flare_config.json``) are options here:
+``use_full_input_as_query`` (the first query is the whole input, not its last ``max_query_tokens``),
+``use_ctx_for_examplars`` (each exemplar shows the passages its own question retrieves),
+``look_ahead_pre_retrieval`` (``first``: retrieve with the input before the first look-ahead; ``none``: the
+first look-ahead is generated without passages, as FlashRAG's FLARE does) and ``reinit_ctx`` (every
+look-ahead is generated without the previous passages). As in their code (``ctx_increase="replace"``)
+new passages replace the old ones. The answer is generated as token
 ids appended to the prompt's ids, so every step's prompt extends the previous one and the generator's KV
 cache serves it. A masked query left empty (every token below beta) retrieves nothing, as in the
 authors' code, so the look-ahead is kept. Sentences end at ``.``,
@@ -36,6 +41,7 @@ from ralm.lm.generation import Generation, Generator, generate_batch
 
 METHODS = ("flare", "no-retrieval", "single", "window", "sentence")
 QUERY_MODES = ("masked", "full", "explicit")
+PRE_RETRIEVAL = ("first", "none")
 QUESTION_PROMPT = (
     '{text}\n\nGiven the above passage, ask a question to which the answer is the term/entity/phrase "{span}".\n'
     "Question:"
@@ -74,6 +80,15 @@ class FlareConfig:
     """End-of-answer pattern: generation stops when the answer contains it (it is cut off)."""
     keep_confident: bool = True
     """Keep a confident look-ahead instead of regenerating it (identical under greedy decoding)."""
+    use_full_input_as_query: bool = True
+    """The first query is the whole input (the authors' setting); false: its last max_query_tokens."""
+    use_ctx_for_examplars: bool = False
+    """Each exemplar shows the passages its question retrieves (the authors' "ret"); off by default: two
+    passages per exemplar take ~300 tokens of a small LM's context from the question's own passages."""
+    look_ahead_pre_retrieval: str = "first"
+    """flare: first (retrieve with the input before the first look-ahead, the authors') or none."""
+    reinit_ctx: bool = False
+    """flare: generate every look-ahead without the previous passages (the authors' default: false)."""
 
     def check(self) -> None:
         """Bad settings are input errors, raised before any model is loaded."""
@@ -92,6 +107,11 @@ class FlareConfig:
                 )
         if not self.stop:
             raise RalmInputError("--stop must be a non-empty end-of-answer pattern")
+        if self.look_ahead_pre_retrieval not in PRE_RETRIEVAL:
+            raise RalmInputError(
+                f"--look-ahead-pre-retrieval must be one of {', '.join(PRE_RETRIEVAL)}, got "
+                f"'{self.look_ahead_pre_retrieval}'"
+            )
 
 
 def sentence_end(text: str) -> int | None:
@@ -148,22 +168,42 @@ class FlareRunner:
         self.max_length = min(max_length, lm.max_length)
         self.generator = Generator(lm, reuse_cache=reuse_cache)
         self.fitter = PassageFitter(lm, self.max_length)
+        if config.use_ctx_for_examplars and source is not None:
+            self.exemplars = self._exemplars_with_passages(self.exemplars)
+
+    def _exemplars_with_passages(self, exemplars: list) -> list[tuple[str, str, list[PromptPassage]]]:
+        """Each exemplar with the passages its question retrieves (retrieved once, shown in every prompt)."""
+        questions = [shot[0] for shot in exemplars]
+        found = self.source.search([self.first_query(q) for q in questions], self.cfg.docs)
+        return [(shot[0], shot[1], passages) for shot, passages in zip(exemplars, found, strict=True)]
 
     # ------------------------------------------------------------------ helpers
     def prompt_for(self, question: str) -> Callable[[Sequence[PromptPassage]], str]:
         return lambda passages: flare_prompt(question, passages, self.exemplars)
 
     def check(self, examples: Sequence[QAExample]) -> None:
-        """Every question must fit the context without passages (checked before generating anything)."""
+        """Every question must fit the context without passages, and an explicit query's prompt with room
+        for its question (checked before generating anything)."""
         for ex in examples:
             self.fitter.check_question_fits(self.prompt_for(ex.question), 1, f"example '{ex.id}'")
+        if self.cfg.method == "flare" and self.cfg.query == "explicit":
+            n = len(self.lm.encode(QUESTION_PROMPT.format(text="", span="")))
+            if n + QUESTION_TOKENS > self.max_length:
+                raise RalmInputError(
+                    f"--query explicit: its question prompt ({n} tokens) plus {QUESTION_TOKENS} for the "
+                    f"question does not fit the LM's context ({self.max_length}); raise --max-length"
+                )
 
     def query_for(self, text: str) -> str:
         ids = self.lm.encode(text.strip())
         return self.lm.decode(ids[-self.cfg.max_query_tokens :]).strip()
 
-    def _retrieve(self, query: str, context: str) -> list[PromptPassage]:
-        return self.source.search([query], [context], self.cfg.docs)[0]
+    def first_query(self, question: str) -> str:
+        """The query for the input: all of it (use_full_input_as_query) or its last max_query_tokens."""
+        return question.strip() if self.cfg.use_full_input_as_query else self.query_for(question)
+
+    def _retrieve(self, query: str) -> list[PromptPassage]:
+        return self.source.search([query], self.cfg.docs)[0]
 
     def _answer_stop(self, answer: list[int]) -> Callable[[list[int]], bool]:
         tail = self.lm.decode(answer)[-len(self.cfg.stop) :] if answer else ""
@@ -180,9 +220,11 @@ class FlareRunner:
         before = asdict(self.generator.counters)
         searches_before = self.source.searches if self.source is not None else 0
         state = _State(ex.question, self.prompt_for(ex.question))
-        if cfg.method != "no-retrieval":
-            query = self.query_for(ex.question)
-            state.passages = self._retrieve(query, ex.question)
+        if cfg.method != "no-retrieval" and not (
+            cfg.method == "flare" and cfg.look_ahead_pre_retrieval == "none"
+        ):
+            query = self.first_query(ex.question)
+            state.passages = self._retrieve(query)
             state.trace.append({"step": "input", "query": query, "passages": [p.id for p in state.passages]})
         step_fn = {
             "no-retrieval": self._step_whole,
@@ -264,12 +306,14 @@ class FlareRunner:
             return
         query = self.query_for(step["text"])
         if query:
-            state.passages = self._retrieve(query, f"{state.question} {self.lm.decode(state.answer)}")
+            state.passages = self._retrieve(query)
             step["next_query"] = query
 
     def _step_flare(self, state: _State) -> None:
         cfg = self.cfg
         step: dict = {}
+        if cfg.reinit_ctx and state.answer:  # (the input's passages still serve the first look-ahead)
+            state.passages = []
         gen, piece = self._sentence(state, step)
         if not piece:
             self._accept(state, gen, piece, step)
@@ -287,7 +331,7 @@ class FlareRunner:
                 step["query"] = query
                 # Every token masked leaves no query: as in the authors' code, nothing is retrieved then.
                 if query:
-                    state.passages = self._retrieve(query, context)  # replaces the earlier passages
+                    state.passages = self._retrieve(query)  # replaces the earlier passages
                     step["retrieved"] = True
         if step["retrieved"] or not cfg.keep_confident:
             step["lookahead"] = self.lm.decode(piece)
@@ -314,10 +358,10 @@ class FlareRunner:
             query = self.query_for(self.lm.decode(masked_query(piece, probs, self.cfg.beta)))
             step.update(query=query, fallback="masked")  # the implicit query instead, as with --query masked
             if query:
-                state.passages = self._retrieve(query, context)
+                state.passages = self._retrieve(query)
                 step["retrieved"] = True
             return
-        found = self.source.search(questions, [context] * len(questions), self.cfg.docs)
+        found = self.source.search(questions, self.cfg.docs)
         merged: dict[str, PromptPassage] = {}
         for rank in range(self.cfg.docs):  # round-robin over the questions, best passages first
             for passages in found:
@@ -344,9 +388,9 @@ def run_batched(runner: FlareRunner, examples: Sequence[QAExample], batch_size: 
     cfg, lm = runner.cfg, runner.lm
     start = time.perf_counter()
     passages: list[list[PromptPassage]] = [[] for _ in examples]
-    queries = [runner.query_for(ex.question) for ex in examples]
+    queries = [runner.first_query(ex.question) for ex in examples]
     if cfg.method == "single":
-        passages = runner.source.search(queries, [ex.question for ex in examples], cfg.docs)
+        passages = runner.source.search(queries, cfg.docs)
     heads, shown = [], []
     for ex, ps in zip(examples, passages, strict=True):
         head, fitted = runner.fitter.fit(runner.prompt_for(ex.question), ps, reserve=cfg.max_new_tokens)

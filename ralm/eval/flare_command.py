@@ -18,6 +18,7 @@ from jsonargparse import ArgumentParser
 from ralm.command_args import call_with_args, parser_for
 from ralm.errors import RalmInputError
 from ralm.eval.flare import FlareConfig, FlareRunner, run_batched
+from ralm.eval.flare_sweep import parse_flare_sweep, run_flare_sweep
 from ralm.eval.metrics import score_answer
 from ralm.eval.qa_data import FORMATS, QAExample, load_examples, load_exemplars
 from ralm.eval.qa_predictions import RESULTS, PredictionWriter, mean_of, write_results
@@ -66,6 +67,7 @@ def eval_flare(
     dtype: str = "auto",
     gguf_file: str | None = None,
     overwrite: bool = False,
+    sweep: str | None = None,
 ) -> dict:
     """FLARE active retrieval and its baselines (no-retrieval, single, window, sentence) on QA data.
 
@@ -88,6 +90,9 @@ def eval_flare(
         dtype: auto (bf16 on cuda, fp32 on cpu), float32, bfloat16 or float16.
         gguf_file: GGUF file name inside the `lm` folder.
         overwrite: Discard predictions already in `output` instead of resuming.
+        sweep: FLARE over several values of one setting, e.g. theta=0.2,0.4,0.6,0.8,1.0: one run per value
+            in OUTPUT/theta=V plus single-time and no retrieval as references, then sweep.json and
+            sweep.png (EM and F1 against the share of sentences that retrieved).
     """
     if "\\" in flare.stop:
         # "\n\n" typed on a command line arrives as backslashes; YAML's "\n\n" is already a newline.
@@ -97,6 +102,7 @@ def eval_flare(
         raise RalmInputError(f"--format must be one of {', '.join(FORMATS)}, got '{format}'")
     if flare.method != "no-retrieval" and index is None:
         raise RalmInputError(f"--method {flare.method} needs --index")
+    plan = parse_flare_sweep(sweep, flare) if sweep is not None else None
     examples = load_examples(data, format, split, limit)
     shots = load_exemplars(exemplars)
     settings = {
@@ -104,18 +110,27 @@ def eval_flare(
         "format": format, "split": split, "exemplars": exemplars, "flare": vars(flare),
         "rerank": rerank, "candidates": candidates, "max_length": max_length,
     }  # fmt: skip
-    writer = PredictionWriter(output, settings, overwrite=overwrite)
-    todo = [ex for ex in examples if ex.id not in writer.done]
-
     from ralm.lm.loading import load_lm
 
     model = load_lm(lm, device=device, dtype=dtype, gguf_file=gguf_file)
-    source = (
-        open_source(index, model, rerank, candidates, max_length, passages)
-        if flare.method != "no-retrieval"
-        else None
-    )
-    runner = FlareRunner(model, flare, source, shots, max_length=max_length)
+    source = open_source(index, model, rerank, candidates, max_length, passages)
+    if plan is not None:
+        return run_flare_sweep(plan, output, lambda cfg, out: run_flare(
+            model, source, cfg, examples, shots, out, {**settings, "flare": vars(cfg)},
+            batch_size=batch_size, max_length=max_length, overwrite=overwrite,
+        ))  # fmt: skip
+    return run_flare(model, source, flare, examples, shots, output, settings,
+                     batch_size=batch_size, max_length=max_length, overwrite=overwrite)  # fmt: skip
+
+
+def run_flare(
+    model, source, flare: FlareConfig, examples: list[QAExample], shots: list, output: str, settings: dict, *,
+    batch_size: int, max_length: int, overwrite: bool,
+) -> dict:  # fmt: skip
+    """One method on `examples` into `output` (resumable), with its summary line; returns results.json."""
+    writer = PredictionWriter(output, settings, overwrite=overwrite)
+    todo = [ex for ex in examples if ex.id not in writer.done]
+    runner = FlareRunner(model, flare, source if flare.method != "no-retrieval" else None, shots, max_length)
     runner.check(examples)
     start = time.perf_counter()
     with (

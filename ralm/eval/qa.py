@@ -57,7 +57,7 @@ class QARunner:
                 to_search.append(i)
         if to_search:
             questions = [examples[i].question for i in to_search]
-            found = self.source.search(questions, questions, self.docs)
+            found = self.source.search(questions, self.docs)
             for i, ps in zip(to_search, found, strict=True):
                 out[i] = ps
         return [ps or [] for ps in out]

@@ -48,23 +48,29 @@ def ralm_qa_prompt(question: str, passages: Sequence[PromptPassage]) -> str:
     return f"{docs}\n\nBased on {which}, answer these questions:\nQ: {q}\nA:"
 
 
-def flare_prompt(
-    question: str, passages: Sequence[PromptPassage], exemplars: Sequence[tuple[str, str]]
-) -> str:
+def search_results(passages: Sequence[PromptPassage]) -> str:
+    """FLARE's passage block (empty without passages): numbered ``[i] title: text`` lines."""
+    if not passages:
+        return ""
+    return (
+        "Search results:\n"
+        + "".join(f"[{i + 1}] {p.title}: {p.text}\n" for i, p in enumerate(passages))
+        + "\n"
+    )
+
+
+def flare_prompt(question: str, passages: Sequence[PromptPassage], exemplars: Sequence[tuple]) -> str:
     """FLARE's layout: few-shot exemplars, then the passages prepended to the user input, then the input.
 
-    The exemplars come first so that their KV cache is shared by every step, whatever was retrieved.
-    The answer is generated right after ``Answer:``.
+    An exemplar is ``(question, answer)`` or ``(question, answer, passages)`` (``use_ctx_for_examplars``:
+    its passages shown before it, as for the input). The exemplars come first so that their KV cache is
+    shared by every step, whatever was retrieved. The answer is generated right after ``Answer:``.
     """
-    shots = "".join(f"Question: {q}\nAnswer: {a}\n\n" for q, a in exemplars)
-    docs = ""
-    if passages:
-        docs = (
-            "Search results:\n"
-            + "".join(f"[{i + 1}] {p.title}: {p.text}\n" for i, p in enumerate(passages))
-            + "\n"
-        )
-    return f"{shots}{docs}Question: {question.strip()}\nAnswer:"
+    shots = "".join(
+        f"{search_results(shot[2] if len(shot) > 2 else ())}Question: {shot[0]}\nAnswer: {shot[1]}\n\n"
+        for shot in exemplars
+    )
+    return f"{shots}{search_results(passages)}Question: {question.strip()}\nAnswer:"
 
 
 class PassageFitter:

@@ -18,7 +18,14 @@ from ralm.eval.qa_data import QAExample
 QUIZZES = {
     "elements": ("elements", "element", "number", "What is the atomic number of {}?"),
     "europe": ("europe", "European", "capital", "What is the capital of {}?"),
+    "africa": ("africa", "African", "capital", "What is the capital of {}?"),
+    "america": ("america", "American", "capital", "What is the capital of {}?"),
+    "asia": ("asia", "Asian", "capital", "What is the capital of {}?"),
+    "state": ("state", "state", "capital", "What is the capital of the state of {}?"),
 }
+
+SHOTS = (("What is the capital of France?", "Paris"), ("What is the atomic number of carbon?", "6"))
+"""The two exemplars of every quiz QA run; their questions are left out of the question set."""
 
 
 def quiz_examples(name: str, every: int = 1, offset: int = 0) -> list[QAExample]:
@@ -29,6 +36,24 @@ def quiz_examples(name: str, every: int = 1, offset: int = 0) -> list[QAExample]
     pairs = quiz_pairs(file, ask, answer)[offset::every]
     subject = (lambda s: s.lower()) if name == "elements" else (lambda s: s)
     return [QAExample(f"{name}-{s}", template.format(subject(s)), list(a)) for s, a in pairs]
+
+
+def quiz_qa_set(split: str) -> list[QAExample]:
+    """The quiz QA set (FLARE's offline benchmark): every question of the QUIZZES files but the exemplars',
+    de-duplicated by question, split by position: every third question is ``dev`` (for choosing settings,
+    e.g. theta), the rest ``test`` (for reporting); ``all`` is both."""
+    if split not in ("dev", "test", "all"):
+        raise ValueError(f"split must be dev, test or all, got {split!r}")
+    shots = {q for q, _ in SHOTS}
+    seen: dict[str, QAExample] = {}
+    for name in QUIZZES:
+        for ex in quiz_examples(name):
+            if ex.question not in shots:
+                seen.setdefault(ex.question, ex)
+    examples = list(seen.values())
+    if split == "all":
+        return examples
+    return [ex for i, ex in enumerate(examples) if (i % 3 == 0) == (split == "dev")]
 
 
 def write_examples(examples: list[QAExample], path: str | Path) -> Path:

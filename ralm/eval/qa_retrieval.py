@@ -6,8 +6,9 @@ Rerankers (``--rerank``):
   each passage (the RALM paper's §6.1 rule, with the retrieval query as the scored continuation), through
   ``ralm.lm.scoring.score_continuations``, the one scorer every stage uses.
 - a folder: a trained predictive reranker (``ralm.rerank.inference.PredictiveReranker``) scores each
-  candidate against the question plus the answer generated so far. If it was trained to abstain, the empty
-  passage is a candidate too and, when it ranks among the top ``docs``, fewer passages are shown.
+  candidate against the query actually issued (in FLARE: the masked look-ahead sentence or the LM's
+  question, so the reranker and BM25 judge the same text). If it was trained to abstain, the empty passage
+  is a candidate too and, when it ranks among the top ``docs``, fewer passages are shown.
 """
 
 from __future__ import annotations
@@ -62,8 +63,8 @@ class PassageSource:
 
             self._reranker = PredictiveReranker.from_pretrained(rerank)
 
-    def search(self, queries: Sequence[str], contexts: Sequence[str], k: int) -> list[list[PromptPassage]]:
-        """The top `k` passages per query; `contexts` (question + answer so far) feed a trained reranker."""
+    def search(self, queries: Sequence[str], k: int) -> list[list[PromptPassage]]:
+        """The top `k` passages per query, reranked (when asked) against the query itself."""
         self.searches += len(queries)
         if self._reranker is not None and self._reranker.decision == "no-retrieval":
             return [[] for _ in queries]  # validation preferred no passage to every pick
@@ -74,7 +75,7 @@ class PassageSource:
         if self.rerank == "zero-shot":
             scores = self._zero_shot_scores(queries, hits)
         else:
-            scores = self._trained_scores(contexts, hits)
+            scores = self._trained_scores(queries, hits)
         out = []
         for row, row_scores in zip(hits, scores, strict=True):
             # Stable sort: ties keep the retriever's order.
@@ -107,14 +108,14 @@ class PassageSource:
             start += n
         return out
 
-    def _trained_scores(self, contexts: Sequence[str], hits: list[list[Hit]]) -> list[list[float]]:
+    def _trained_scores(self, queries: Sequence[str], hits: list[list[Hit]]) -> list[list[float]]:
         candidates = [[h.contents for h in row] for row in hits]
         bm25 = [[h.score for h in row] for row in hits] if self._reranker.prior_weight is not None else None
         if self._reranker.abstain:
             # The empty passage sits at index len(row); the reranker gives it its abstention score.
             candidates = [c + [""] for c in candidates]
             bm25 = [s + [0.0] for s in bm25] if bm25 is not None else None
-        return self._reranker.score(list(contexts), candidates, bm25)
+        return self._reranker.score(list(queries), candidates, bm25)
 
 
 def open_source(
