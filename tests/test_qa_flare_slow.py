@@ -11,12 +11,13 @@ import pytest
 from ralm.eval.flare import FlareConfig, FlareRunner, run_batched
 from ralm.eval.metrics import score_answer
 from ralm.eval.qa import QARunner
-from ralm.eval.qa_quiz import quiz_examples, wordnet_noun_index
+from ralm.eval.qa_quiz import QUIZZES, quiz_examples, quiz_qa_set, wordnet_noun_index
+from ralm.eval.qa_quiz import SHOTS as QUIZ_SHOTS
 from ralm.eval.qa_retrieval import PassageSource
 
 pytestmark = pytest.mark.slow
 
-SHOTS = [("What is the capital of France?", "Paris"), ("What is the atomic number of carbon?", "6")]
+SHOTS = list(QUIZ_SHOTS)  # the set leaves their questions out
 
 
 @pytest.fixture(scope="module")
@@ -90,3 +91,14 @@ def test_explicit_queries_on_real_weights_ask_questions_about_unsure_spans(setup
     )
     assert with_spans and asked, "spans below beta but the LM asked no question about any of them"
     assert all(q.strip() for q in asked)
+
+
+def test_the_quiz_qa_set_splits_every_question_once_without_the_exemplars():
+    """bench/flare_qa.py's set: each quiz question once, in dev or test (every third one dev), the
+    exemplars' own questions in neither, any first N mixing every quiz file."""
+    dev, test, every = quiz_qa_set("dev"), quiz_qa_set("test"), quiz_qa_set("all")
+    questions = {ex.question for name in QUIZZES for ex in quiz_examples(name)} - {q for q, _ in QUIZ_SHOTS}
+    assert {ex.question for ex in every} == questions and len(every) == len(questions)
+    assert {ex.id for ex in dev}.isdisjoint(ex.id for ex in test) and len(dev) + len(test) == len(every)
+    assert [ex.id for ex in dev] == [ex.id for ex in every[::3]]
+    assert {ex.id.split("-")[0] for ex in test[: 2 * len(QUIZZES)]} == set(QUIZZES)

@@ -9,6 +9,7 @@ Used by the slow tests and ``bench/flare.py``.
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -40,15 +41,16 @@ def quiz_examples(name: str, every: int = 1, offset: int = 0) -> list[QAExample]
 
 def quiz_qa_set(split: str) -> list[QAExample]:
     """The quiz QA set (FLARE's offline benchmark): every question of the QUIZZES files but the exemplars',
-    de-duplicated by question, split by position: every third question is ``dev`` (for choosing settings,
-    e.g. theta), the rest ``test`` (for reporting); ``all`` is both."""
+    de-duplicated by question, the files interleaved (so any first N questions mix every kind), split by
+    position: every third question is ``dev`` (for choosing settings, e.g. theta), the rest ``test`` (for
+    reporting); ``all`` is both."""
     if split not in ("dev", "test", "all"):
         raise ValueError(f"split must be dev, test or all, got {split!r}")
     shots = {q for q, _ in SHOTS}
     seen: dict[str, QAExample] = {}
-    for name in QUIZZES:
-        for ex in quiz_examples(name):
-            if ex.question not in shots:
+    for row in itertools.zip_longest(*(quiz_examples(name) for name in QUIZZES)):
+        for ex in row:
+            if ex is not None and ex.question not in shots:
                 seen.setdefault(ex.question, ex)
     examples = list(seen.values())
     if split == "all":

@@ -1,4 +1,5 @@
-"""Set up and run reranker training: checks, Lightning Trainer, best-checkpoint export, summary.
+"""Set up and run reranker training: checks, then a Lightning Trainer whose callbacks do the rest
+(``ralm.rerank.training_callbacks``: BM25 fallback, last validation, the decided export and summary).
 
 Everything cheap is checked first (options, the dataset's columns and rows, a resumed checkpoint's
 model), so bad input fails in seconds with a one-line ``RalmInputError``, before any model loads.
@@ -7,10 +8,7 @@ model), so bad input fails in seconds with a one-line ``RalmInputError``, before
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
-import shutil
-import time
 from collections.abc import Sequence
 from dataclasses import asdict, replace
 
@@ -18,30 +16,28 @@ import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
-from ralm.atomic_files import write_text_atomic
 from ralm.devices import training_precision
 from ralm.errors import RalmInputError
 from ralm.progress import is_terminal
 from ralm.rerank.batching import planned_world_size, split_global_batch
 from ralm.rerank.datamodule import RerankDataModule
-from ralm.rerank.dataset import bm25_top_stats, describe, finite_or_none, load_rerank_data
-from ralm.rerank.export import check_compatible, export_reranker, read_checkpoint
+from ralm.rerank.dataset import bm25_top_stats, load_rerank_data
+from ralm.rerank.export import check_compatible, read_checkpoint
 from ralm.rerank.inputs import check_lengths
 from ralm.rerank.lit_module import RerankerModule
 from ralm.rerank.log_lines import TrainLogLines
-from ralm.rerank.loggers import build_loggers, log_final_summary
+from ralm.rerank.loggers import build_loggers
 from ralm.rerank.model import load_tokenizer
-from ralm.rerank.selection import ValidationHistory, export_decision
+from ralm.rerank.selection import ValidationHistory
 from ralm.rerank.settings import EncoderArgs, LoaderArgs, OptimArgs, RunArgs
-
-BEST_METRIC = "val/gain_recovered"
-STEP0_FILE = "step0-bm25.ckpt"
-"""The untrained ``--bm25-prior`` model (exactly BM25's ranking): exported when no step beats it."""
-
-
-def trainer_is_rank_zero() -> bool:
-    """Before the Trainer exists: rank 0 unless a launcher (torchrun, Lightning DDP) says otherwise."""
-    return int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0"))) == 0
+from ralm.rerank.training_callbacks import (
+    BEST_METRIC,
+    STEP0_FILE,
+    BM25Fallback,
+    ExportDecided,
+    ExportSettings,
+    ValidateAtEnd,
+)
 
 
 def check_settings(encoder: EncoderArgs, loader: LoaderArgs, optim: OptimArgs, run: RunArgs) -> None:
@@ -91,17 +87,6 @@ def resolve_hardware(run: RunArgs) -> tuple[str, str]:
     return accelerator, training_precision(on_gpu)
 
 
-class _ValidateAtEnd(Callback):
-    """Validate after the last step too when max_steps is not a multiple of val_every."""
-
-    def __init__(self, val_every: int):
-        self.val_every = val_every
-
-    def on_train_batch_end(self, trainer: pl.Trainer, *args) -> None:
-        if trainer.global_step >= trainer.max_steps and trainer.global_step % self.val_every:
-            trainer.should_stop = True  # Lightning validates once more when asked to stop
-
-
 def resolve_ckpt_path(ckpt_path: str | None, out_dir: str) -> str | None:
     """``last`` is ``OUT/checkpoints/last.ckpt`` (absent: start fresh); other paths must exist."""
     if ckpt_path is None:
@@ -115,6 +100,45 @@ def resolve_ckpt_path(ckpt_path: str | None, out_dir: str) -> str | None:
     if not os.path.exists(ckpt_path):
         raise RalmInputError(f"ckpt_path={ckpt_path}: no such checkpoint")
     return ckpt_path
+
+
+def module_hparams(encoder: EncoderArgs, optim: OptimArgs, abstain: bool, bm25_prior: bool) -> dict:
+    """``RerankerModule``'s keyword arguments from the settings (what its checkpoints record)."""
+    return {
+        "encoder_name": encoder.name, "loss": optim.loss, "temperature": optim.temperature, "lr": optim.lr,
+        "weight_decay": optim.weight_decay, "warmup_steps": optim.warmup_steps, "max_steps": optim.max_steps,
+        "gradient_checkpointing": encoder.gradient_checkpointing, "abstain": abstain,
+        "max_length": encoder.max_length, "max_prefix_tokens": encoder.max_prefix_tokens,
+        "bm25_prior": bm25_prior, "prior_lr": optim.prior_lr, "head_lr": optim.head_lr,
+    }  # fmt: skip
+
+
+def build_trainer(run: RunArgs, optim: OptimArgs, hardware: dict, out_dir: str, loggers: list,
+                  callbacks: list[Callback]) -> pl.Trainer:  # fmt: skip
+    """The Trainer for ralm's settings: steps, accumulation, validation cadence, no sampler of its own."""
+    val_every = min(run.val_every, optim.max_steps)
+    # Piped to a file, a bar becomes carriage-return fragments: plain lines instead (ralm.progress).
+    log_lines = [TrainLogLines()] if run.progress_bar and not is_terminal() else []
+    return pl.Trainer(
+        accelerator=hardware["accelerator"], devices=run.devices, num_nodes=run.num_nodes,
+        strategy=run.strategy, precision=hardware["precision"], max_steps=optim.max_steps, max_epochs=1,
+        accumulate_grad_batches=optim.accumulate, gradient_clip_val=optim.grad_clip or None,
+        val_check_interval=val_every * optim.accumulate, check_val_every_n_epoch=1, num_sanity_val_steps=0,
+        log_every_n_steps=run.log_every, logger=loggers,
+        callbacks=[ValidateAtEnd(val_every), *callbacks, *log_lines],
+        enable_progress_bar=run.progress_bar and is_terminal(), enable_model_summary=False,
+        use_distributed_sampler=False,  # our batch samplers shard by rank themselves
+        default_root_dir=out_dir,
+    )  # fmt: skip
+
+
+def checkpoint_callbacks(ckpt_dir: str, save_every: int) -> tuple[ModelCheckpoint, ModelCheckpoint]:
+    """The best checkpoint by gain recovered, and last.ckpt every `save_every` steps (for resuming)."""
+    best = ModelCheckpoint(dirpath=ckpt_dir, filename="best-step{step}", auto_insert_metric_name=False,
+                           monitor=BEST_METRIC, mode="max", save_top_k=1)  # fmt: skip
+    last = ModelCheckpoint(dirpath=ckpt_dir, every_n_train_steps=save_every, save_top_k=0, save_last=True,
+                           save_on_train_epoch_end=True)  # fmt: skip
+    return best, last
 
 
 def fit_reranker(
@@ -131,38 +155,19 @@ def fit_reranker(
     seed: int = 0,
     extra_callbacks: Sequence[Callback] = (),
 ) -> dict:
-    """Train, keep the best checkpoint by gain recovered, export it to ``OUT/reranker``; returns the summary."""
+    """Train, keep the best checkpoint by gain recovered, export the decided model to ``OUT/reranker``;
+    returns the summary (empty on ranks other than zero)."""
     check_settings(encoder, loader, optim, run)
     accelerator, precision = resolve_hardware(run)
+    hardware = {"accelerator": accelerator, "precision": precision, "strategy": run.strategy}
     if loader.global_batch_size is not None:
         micro, accumulate = split_global_batch(
             loader.global_batch_size, loader.batch_size, planned_world_size(run)
         )
         loader, optim = replace(loader, batch_size=micro), replace(optim, accumulate=accumulate)
-    rerank_data = load_rerank_data(
-        data,
-        abstain=abstain,
-        val_fraction=loader.val_fraction,
-        seed=seed,
-        max_val_prefixes=loader.max_val_prefixes,
-        bm25_prior=bm25_prior,
-    )
-    hparams = {
-        "encoder_name": encoder.name,
-        "loss": optim.loss,
-        "temperature": optim.temperature,
-        "lr": optim.lr,
-        "weight_decay": optim.weight_decay,
-        "warmup_steps": optim.warmup_steps,
-        "max_steps": optim.max_steps,
-        "gradient_checkpointing": encoder.gradient_checkpointing,
-        "abstain": abstain,
-        "max_length": encoder.max_length,
-        "max_prefix_tokens": encoder.max_prefix_tokens,
-        "bm25_prior": bm25_prior,
-        "prior_lr": optim.prior_lr,
-        "head_lr": optim.head_lr,
-    }
+    rerank_data = load_rerank_data(data, abstain=abstain, val_fraction=loader.val_fraction, seed=seed,
+                                   max_val_prefixes=loader.max_val_prefixes, bm25_prior=bm25_prior)  # fmt: skip
+    hparams = module_hparams(encoder, optim, abstain, bm25_prior)
     if abstain and bm25_prior:
         mean, std = bm25_top_stats(data, rerank_data.train_rows)
         hparams.update(bm25_top_mean=mean, bm25_top_std=std)
@@ -176,133 +181,24 @@ def fit_reranker(
     tokenizer = load_tokenizer(encoder.name)
     module = RerankerModule(**hparams)
     datamodule = RerankDataModule(
-        rerank_data,
-        tokenizer,
-        batch_size=loader.batch_size,
-        val_batch_size=loader.val_batch_size,
-        total_batches=optim.max_steps * optim.accumulate,
-        max_length=encoder.max_length,
-        max_prefix_tokens=encoder.max_prefix_tokens,
-        num_workers=loader.num_workers,
-        seed=seed,
-    )
-    ckpt_dir = os.path.join(out_dir, "checkpoints")
-    # Beside, not in, checkpoints/: ModelCheckpoint warns about (and may prune in) a non-empty folder.
-    step0 = os.path.join(out_dir, STEP0_FILE)
-    if bm25_prior and resume is None and trainer_is_rank_zero():
-        # The untrained prior model IS BM25's ranking (gain recovered exactly 0); keep it as the
-        # fallback so the export is never worse than BM25 on validation.
-        torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams)}, step0)
-    val_every = min(run.val_every, optim.max_steps)
+        rerank_data, tokenizer, batch_size=loader.batch_size, val_batch_size=loader.val_batch_size,
+        total_batches=optim.max_steps * optim.accumulate, max_length=encoder.max_length,
+        max_prefix_tokens=encoder.max_prefix_tokens, num_workers=loader.num_workers, seed=seed,
+    )  # fmt: skip
+    # The step-0 model sits beside, not in, checkpoints/: ModelCheckpoint warns about a non-empty folder.
+    best, last = checkpoint_callbacks(os.path.join(out_dir, "checkpoints"), run.save_every)
     history = ValidationHistory()
-    best = ModelCheckpoint(
-        dirpath=ckpt_dir,
-        filename="best-step{step}",
-        auto_insert_metric_name=False,
-        monitor=BEST_METRIC,
-        mode="max",
-        save_top_k=1,
+    config = {"encoder": asdict(encoder), "loader": asdict(loader), "optim": asdict(optim), "run": asdict(run),
+              "abstain": abstain, "bm25_prior": bm25_prior, "seed": seed, "data": data}  # fmt: skip
+    export = ExportDecided(
+        ExportSettings(out_dir, data, rerank_data, hparams, {"hardware": hardware, "settings": config}, seed,
+                       abstain, bm25_prior, run.keep_checkpoints, loggers),
+        best, last, history,
+    )  # fmt: skip
+    fallback = (
+        [BM25Fallback(os.path.join(out_dir, STEP0_FILE), resuming=resume is not None)] if bm25_prior else []
     )
-    last = ModelCheckpoint(
-        dirpath=ckpt_dir,
-        every_n_train_steps=run.save_every,
-        save_top_k=0,
-        save_last=True,
-        save_on_train_epoch_end=True,
-    )
-    # Piped to a file, a bar becomes carriage-return fragments: plain lines instead (ralm.progress).
-    log_lines = [TrainLogLines()] if run.progress_bar and not is_terminal() else []
-    trainer = pl.Trainer(
-        accelerator=accelerator,
-        devices=run.devices,
-        num_nodes=run.num_nodes,
-        strategy=run.strategy,
-        precision=precision,
-        max_steps=optim.max_steps,
-        max_epochs=1,
-        accumulate_grad_batches=optim.accumulate,
-        gradient_clip_val=optim.grad_clip or None,
-        val_check_interval=val_every * optim.accumulate,
-        check_val_every_n_epoch=1,
-        num_sanity_val_steps=0,
-        log_every_n_steps=run.log_every,
-        logger=loggers,
-        callbacks=[best, last, _ValidateAtEnd(val_every), history, *log_lines, *extra_callbacks],
-        enable_progress_bar=run.progress_bar and is_terminal(),
-        enable_model_summary=False,
-        use_distributed_sampler=False,  # our batch samplers shard by rank themselves
-        default_root_dir=out_dir,
-    )
-    started = time.perf_counter()
+    callbacks = [best, last, history, *fallback, *extra_callbacks, export]
+    trainer = build_trainer(run, optim, hardware, out_dir, loggers, callbacks)
     trainer.fit(module, datamodule=datamodule, ckpt_path=resume)
-    seconds = time.perf_counter() - started
-    if not trainer.is_global_zero:
-        return {}
-    chosen = best.best_model_path or last.last_model_path
-    best_score = finite_or_none(float(best.best_model_score)) if best.best_model_score is not None else None
-    # The best checkpoint competes with BM25 (the step-0 prior model) and no retrieval (--abstain) on the
-    # validation prefixes; at a tie the fixed rule wins (ralm.rerank.selection).
-    at_best = history.at_score(BEST_METRIC, best_score)
-    has_step0 = bm25_prior and os.path.exists(step0)
-    values = history.decision_values(
-        history.step_at_score(BEST_METRIC, best_score),
-        trained=bool(best.best_model_path),
-        bm25=has_step0,
-        none=abstain,
-    )
-    choice, comparisons = export_decision(values, seed=seed)
-    evidence = {"val_prefixes": len(next((v for v in values.values() if v is not None), [])), **comparisons}
-    if choice == "bm25" or (choice == "no-retrieval" and has_step0):
-        chosen, best_score = step0, 0.0
-    metrics = {
-        k: finite_or_none(float(v)) for k, v in trainer.callback_metrics.items() if k.startswith("val/")
-    }
-    trained_on = {
-        "path": os.path.abspath(data),
-        "format": rerank_data.meta.get("format"),
-        "lm": rerank_data.meta.get("lm"),
-        "train_prefixes": len(rerank_data.train_rows),
-        "val_prefixes": len(rerank_data.val_rows),
-    }
-    export_dir = export_reranker(
-        chosen,
-        os.path.join(out_dir, "reranker"),
-        hyper_parameters=hparams,
-        trained_on=trained_on,
-        metrics={"best_" + BEST_METRIC: best_score, "validation_at_best": at_best},
-        decision=choice,
-        decision_evidence=evidence,
-    )
-    if not run.keep_checkpoints:  # the export is complete: it needs none of these any more
-        shutil.rmtree(ckpt_dir, ignore_errors=True)
-        if os.path.exists(step0):
-            os.remove(step0)
-    summary = {
-        "data": describe(rerank_data),
-        "steps": trainer.global_step,
-        "seconds": round(seconds, 2),
-        "accelerator": accelerator,
-        "precision": precision,
-        "strategy": run.strategy,
-        "world_size": trainer.world_size,
-        "best_checkpoint": chosen,
-        "best_gain_recovered": best_score,
-        "decision": choice,
-        "decision_evidence": evidence,
-        "validation_at_best": at_best,
-        "last_validation": metrics,
-        "reranker": export_dir,
-        "config": {
-            "encoder": asdict(encoder),
-            "loader": asdict(loader),
-            "optim": asdict(optim),
-            "run": asdict(run),
-            "abstain": abstain,
-            "bm25_prior": bm25_prior,
-            "seed": seed,
-            "data": data,
-        },
-    }
-    write_text_atomic(os.path.join(out_dir, "summary.json"), json.dumps(summary, indent=2))
-    log_final_summary(loggers, summary)
-    return summary
+    return export.summary

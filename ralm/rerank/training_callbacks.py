@@ -1,0 +1,139 @@
+"""What `ralm train` adds to Lightning's loop, as Lightning callbacks: the BM25 fallback, the last
+validation, and the export of the decided model with its summary.
+
+Each is a ``Callback`` so the Trainer owns when it runs (rank, resume, the end of fit), and the setup in
+``ralm.rerank.fit`` only wires them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+
+import lightning.pytorch as pl
+import torch
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+
+from ralm.atomic_files import write_text_atomic
+from ralm.rerank.dataset import RerankData, describe, finite_or_none
+from ralm.rerank.export import export_reranker
+from ralm.rerank.loggers import log_final_summary
+from ralm.rerank.selection import ValidationHistory, export_decision
+
+BEST_METRIC = "val/gain_recovered"
+STEP0_FILE = "step0-bm25.ckpt"
+"""The untrained ``--bm25-prior`` model (exactly BM25's ranking): exported when no step beats it."""
+
+
+class ValidateAtEnd(Callback):
+    """Validate after the last step too when max_steps is not a multiple of val_every."""
+
+    def __init__(self, val_every: int):
+        self.val_every = val_every
+
+    def on_train_batch_end(self, trainer: pl.Trainer, *args) -> None:
+        if trainer.global_step >= trainer.max_steps and trainer.global_step % self.val_every:
+            trainer.should_stop = True  # Lightning validates once more when asked to stop
+
+
+class BM25Fallback(Callback):
+    """Saves the untrained prior model, which IS BM25's ranking (gain recovered exactly 0), before the
+    first step of a fresh run, so the export is never worse than BM25 on validation."""
+
+    def __init__(self, path: str, resuming: bool):
+        self.path, self.resuming = path, resuming
+
+    def on_fit_start(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
+        if trainer.is_global_zero and not self.resuming:
+            state = {k: v.detach().cpu() for k, v in module.state_dict().items()}
+            torch.save({"state_dict": state, "hyper_parameters": dict(module.hparams)}, self.path)
+
+
+@dataclass
+class ExportSettings:
+    """What the export needs besides the Trainer: the run's folder, data and settings."""
+
+    out_dir: str
+    data: str
+    rerank_data: RerankData
+    hparams: dict
+    config: dict
+    seed: int
+    abstain: bool
+    bm25_prior: bool
+    keep_checkpoints: bool
+    loggers: list = field(default_factory=list)
+
+
+class ExportDecided(Callback):
+    """At the end of fit (rank zero): the best checkpoint competes with BM25 (the step-0 model) and no
+    retrieval (--abstain) on the validation prefixes (``ralm.rerank.selection``; a tie goes to the simpler
+    rule); the winner is exported to ``OUT/reranker`` and ``OUT/summary.json`` written (``self.summary``)."""
+
+    def __init__(self, settings: ExportSettings, best: ModelCheckpoint, last: ModelCheckpoint,
+                 history: ValidationHistory):  # fmt: skip
+        self.settings, self.best, self.last, self.history = settings, best, last, history
+        self.summary: dict = {}
+        self._started = 0.0
+
+    def on_fit_start(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
+        self._started = time.perf_counter()
+
+    def on_fit_end(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
+        if trainer.is_global_zero:
+            self.summary = self._export(trainer, time.perf_counter() - self._started)
+
+    def _decide(self) -> tuple[str, float | None, str, dict, dict]:
+        """(checkpoint to export, its score, decision, evidence, validation at the best step)."""
+        s, best = self.settings, self.best
+        chosen = best.best_model_path or self.last.last_model_path
+        score = finite_or_none(float(best.best_model_score)) if best.best_model_score is not None else None
+        at_best = self.history.at_score(BEST_METRIC, score)
+        step0 = os.path.join(s.out_dir, STEP0_FILE)
+        has_step0 = s.bm25_prior and os.path.exists(step0)
+        values = self.history.decision_values(
+            self.history.step_at_score(BEST_METRIC, score),
+            trained=bool(best.best_model_path), bm25=has_step0, none=s.abstain,
+        )  # fmt: skip
+        choice, comparisons = export_decision(values, seed=s.seed)
+        evidence = {
+            "val_prefixes": len(next((v for v in values.values() if v is not None), [])),
+            **comparisons,
+        }
+        if choice == "bm25" or (choice == "no-retrieval" and has_step0):
+            chosen, score = step0, 0.0
+        return chosen, score, choice, evidence, at_best
+
+    def _export(self, trainer: pl.Trainer, seconds: float) -> dict:
+        s = self.settings
+        chosen, score, choice, evidence, at_best = self._decide()
+        trained_on = {
+            "path": os.path.abspath(s.data), "format": s.rerank_data.meta.get("format"),
+            "lm": s.rerank_data.meta.get("lm"), "train_prefixes": len(s.rerank_data.train_rows),
+            "val_prefixes": len(s.rerank_data.val_rows),
+        }  # fmt: skip
+        export_dir = export_reranker(
+            chosen, os.path.join(s.out_dir, "reranker"), hyper_parameters=s.hparams, trained_on=trained_on,
+            metrics={"best_" + BEST_METRIC: score, "validation_at_best": at_best},
+            decision=choice, decision_evidence=evidence,
+        )  # fmt: skip
+        if not s.keep_checkpoints:  # the export is complete: it needs none of these any more
+            shutil.rmtree(os.path.join(s.out_dir, "checkpoints"), ignore_errors=True)
+            if os.path.exists(os.path.join(s.out_dir, STEP0_FILE)):
+                os.remove(os.path.join(s.out_dir, STEP0_FILE))
+        metrics = {
+            k: finite_or_none(float(v)) for k, v in trainer.callback_metrics.items() if k.startswith("val/")
+        }
+        summary = {
+            "data": describe(s.rerank_data), "steps": trainer.global_step, "seconds": round(seconds, 2),
+            **s.config["hardware"], "world_size": trainer.world_size, "best_checkpoint": chosen,
+            "best_gain_recovered": score, "decision": choice, "decision_evidence": evidence,
+            "validation_at_best": at_best, "last_validation": metrics, "reranker": export_dir,
+            "config": s.config["settings"],
+        }  # fmt: skip
+        write_text_atomic(os.path.join(s.out_dir, "summary.json"), json.dumps(summary, indent=2))
+        log_final_summary(s.loggers, summary)
+        return summary
