@@ -18,7 +18,7 @@ import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
-from ralm.atomic_files import write_text_atomic
+from ralm.atomic_files import atomic_path, write_text_atomic
 from ralm.devices import training_precision
 from ralm.errors import RalmInputError
 from ralm.progress import is_terminal
@@ -192,7 +192,8 @@ def fit_reranker(
     if bm25_prior and resume is None and trainer_is_rank_zero():
         # The untrained prior model IS BM25's ranking (gain recovered exactly 0); keep it as the
         # fallback so the export is never worse than BM25 on validation.
-        torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams)}, step0)
+        with atomic_path(step0) as tmp:  # a kill mid-save must not leave a fallback that cannot load
+            torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams)}, tmp)
     val_every = min(run.val_every, optim.max_steps)
     history = ValidationHistory()
     best = ModelCheckpoint(
