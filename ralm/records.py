@@ -116,7 +116,8 @@ class JsonlLog(Generic[K]):
                     if not _is_header(raw, header):
                         return 0
                 elif raw.strip():
-                    record = parse_json_object(_decode(raw, f"{self.path}:{lineno}"), f"{self.path}:{lineno}")
+                    where = f"{self.path}:{lineno}"
+                    record = parse_json_object(_decode(raw, where), where)
                     if not accept(position, record):
                         break
                     self.records[self._key(record)] = record
