@@ -197,3 +197,33 @@ def test_jsonl_rows_are_written_whole_or_not_at_all(tmp_path):
         write_jsonl_atomic(path, failing())
     assert [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] == rows
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rows.jsonl"]
+
+
+def test_publish_first_keeps_the_first_finished_copy(tmp_path):
+    from ralm.atomic_files import publish_first
+
+    final = tmp_path / "shard"
+    mine = tmp_path / ".shard.tmp-a"
+    mine.mkdir()
+    (mine / "rows").write_text("mine")
+    assert publish_first(mine, final, lambda f: (f / "rows").exists()) is True
+    theirs = tmp_path / ".shard.tmp-b"
+    theirs.mkdir()
+    (theirs / "rows").write_text("theirs")
+    assert publish_first(theirs, final, lambda f: (f / "rows").exists()) is False
+    assert (final / "rows").read_text() == "mine" and _listing(tmp_path) == ["shard"]
+    late = tmp_path / ".shard.tmp-c"
+    late.mkdir()
+    (late / "rows").write_text("late")
+    with pytest.raises(OSError):  # a folder in the way that is not a finished copy
+        publish_first(late, final, lambda f: False)
+    assert late.exists()
+
+
+def test_publish_file_replaces_an_older_file(tmp_path):
+    from ralm.atomic_files import publish_file
+
+    (tmp_path / ".new").write_text("new")
+    (tmp_path / "out").write_text("old")
+    publish_file(tmp_path / ".new", tmp_path / "out")
+    assert _listing(tmp_path) == ["out"] and (tmp_path / "out").read_text() == "new"

@@ -27,7 +27,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from ralm.atomic_files import write_json_atomic
+from ralm.atomic_files import publish_dir, publish_file, write_json_atomic
 from ralm.errors import RalmInputError
 from ralm.fingerprints import file_sha256
 
@@ -154,7 +154,7 @@ def _download(package: str, debs: Path) -> tuple[dict, Path]:
                 "the mirror served a corrupt file, try again later"
             )
         deb = debs / record["filename"]
-        os.replace(files[0], deb)
+        publish_file(files[0], deb)
     write_json_atomic(debs / f"{package}.json", record, indent=1)
     return record, deb
 
@@ -171,11 +171,10 @@ def _extract(deb: Path, sha256: str, target: Path) -> None:
                     f"{target.parent}: no space left on the device while unpacking {deb.name}"
                 )
             raise PackageFetchError(f"{deb}: dpkg-deb -x failed: {proc.stderr.strip()[:200]}")
-        (unpacked / _STAMP).write_text(sha256 + "\n")
-        if target.exists():  # an outdated extraction (another version, or an interrupted one)
-            stale = Path(tmp) / "stale"
-            os.replace(target, stale)
-        os.replace(unpacked, target)
+        (unpacked / _STAMP).write_text(sha256 + "\n")  # inside the folder published whole below
+        publish_dir(
+            unpacked, target
+        )  # replaces an outdated extraction (another version, or an interrupted one)
 
 
 def fetch_package(package: str, cache: Path | str | None = None) -> Path:

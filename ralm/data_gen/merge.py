@@ -16,7 +16,7 @@ from pathlib import Path
 
 from datasets import concatenate_datasets, load_from_disk
 
-from ralm.atomic_files import write_json_atomic
+from ralm.atomic_files import publish_file, write_json_atomic
 from ralm.data_gen.metadata import read_json, refuse_if_different
 from ralm.data_gen.schema import METADATA_FILE
 from ralm.data_gen.shards import SHARD_META, ShardStore, pid_alive, plan_shards
@@ -102,7 +102,7 @@ def _merge_locked(output: Path, meta: dict, keep_shards: bool) -> dict:
             merged.save_to_disk(str(tmp))
             names = sorted(p.name for p in tmp.iterdir() if p.name != "state.json")
             for name in [*names, "state.json"]:
-                os.replace(tmp / name, output / name)
+                publish_file(tmp / name, output / name)
         except OSError as err:
             raise RalmInputError(
                 f"{output}: cannot write the merged dataset ({err.strerror or err})"

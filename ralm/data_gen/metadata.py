@@ -7,22 +7,12 @@ else in the metadata (paths, versions, device, counts, summary) is informational
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
 from ralm.errors import RalmInputError
-
-# Index metadata that names a place or a moment rather than content: left out of the index hash so the
-# same index copied to another machine (torchrun nodes) or rebuilt identically still matches.
-_INDEX_VOLATILE = {"created", "passages_path", "ralm_version", "index_dir", "build_seconds"}
-
-
-def index_hash(index_meta: dict) -> str:
-    """sha256 of the index metadata's content fields (backend, analyzer, passage count, passages hash)."""
-    stable = {k: v for k, v in index_meta.items() if k not in _INDEX_VOLATILE}
-    return hashlib.sha256(json.dumps(stable, sort_keys=True, default=str).encode()).hexdigest()
+from ralm.retrieval.index_meta import index_fingerprint
 
 
 def run_config(
@@ -50,7 +40,7 @@ def run_config(
         "tokenizer": tokenizer,
         "dtype": dtype,
         "documents_sha256": documents_sha256,
-        "index_hash": index_hash(index_meta),
+        "index_hash": index_fingerprint(index_meta),
         "s": stride,
         "l": query_tokens,
         "k": k,

@@ -5,14 +5,13 @@ Layout under the output folder::
     shards/shard-00003-of-00008/          a saved `datasets` dataset + ralm_shard.json (complete)
     shards/.shard-00003-of-00008.tmp-HOST-PID/   being written by process PID on HOST
 
-A shard directory appears under its final name only by ``os.rename`` of a fully written temporary
+A shard directory appears under its final name only by a rename (``atomic_files.publish_first``) of a fully written temporary
 directory, so a killed run leaves either a complete shard or a temporary one (removed on the next run
 once its process is gone), never a half shard under a final name.
 """
 
 from __future__ import annotations
 
-import errno
 import os
 import shutil
 import socket
@@ -22,7 +21,7 @@ from pathlib import Path
 
 from datasets import Dataset
 
-from ralm.atomic_files import write_json_atomic
+from ralm.atomic_files import publish_first, write_json_atomic
 from ralm.data_gen.metadata import read_json, refuse_if_different
 from ralm.data_gen.schema import FEATURES
 from ralm.errors import RalmInputError
@@ -144,13 +143,8 @@ class ShardStore:
                 sort_keys=True,
                 default=str,
             )
-            try:
-                os.rename(tmp, final)
-            except OSError as err:
-                # Another process finished the same shard first: its rows are identical; keep them.
-                if err.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not self.is_complete(shard):
-                    raise
-                shutil.rmtree(tmp, ignore_errors=True)
+            # Another process that finished the same shard first wrote identical rows: its copy is kept.
+            publish_first(tmp, final, lambda _final: self.is_complete(shard))
         except OSError as err:
             shutil.rmtree(tmp, ignore_errors=True)
             reason = err.strerror or str(err)

@@ -9,7 +9,6 @@ mistaken for a finished one because each stage is only marked done after its com
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shlex
@@ -21,10 +20,13 @@ from pathlib import Path
 
 from ralm.atomic_files import write_json_atomic, write_text_atomic
 from ralm.errors import RalmInputError
+from ralm.fingerprints import fingerprint
 
 
 def short_hash(parts: list[str]) -> str:
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:8]
+    """A stage folder's name suffix: 8 digits of the fingerprint of its inputs and options. Only a name:
+    whether a stage is done is decided by the whole command line recorded in ``stages.json``."""
+    return fingerprint(parts)[:8]
 
 
 @dataclass

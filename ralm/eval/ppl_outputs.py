@@ -8,14 +8,13 @@ and ``results.json`` is written under a temporary name and renamed: nothing half
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
-import os
 from collections.abc import Iterable
 from pathlib import Path
 
 from ralm.atomic_files import write_jsonl_atomic
+from ralm.fingerprints import fingerprint
+from ralm.records import JsonlLog
 
 RESULTS_FORMAT = "ralm-eval-ppl/1"
 WINDOWS_FILE = "windows.jsonl"
@@ -23,7 +22,8 @@ RESULTS_FILE = "results.json"
 
 
 def config_key(config: dict) -> str:
-    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    """The run's configuration as the first line of ``windows.jsonl.partial`` (a changed one starts over)."""
+    return fingerprint(config)
 
 
 class WindowLog:
@@ -33,43 +33,13 @@ class WindowLog:
         self.partial = out_dir / f"{name}.partial"
         self.final = out_dir / name
         self.key = key
-        self.done: dict[int, dict] = {}
-        if self.partial.is_file():
-            self._load()
-        if not self.done:
-            out_dir.mkdir(parents=True, exist_ok=True)
-            with open(self.partial, "w", encoding="utf-8") as f:
-                f.write(json.dumps({"config_key": key}) + "\n")
-
-    def _load(self) -> None:
-        with open(self.partial, encoding="utf-8") as f:
-            lines = f.read().split("\n")
-        try:
-            header = json.loads(lines[0])
-        except (json.JSONDecodeError, IndexError):
-            return
-        if header.get("config_key") != self.key:
-            return
-        # The last line may be cut short by a kill mid-write; every complete line is a finished window.
-        for line in lines[1:]:
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                break
-            self.done[row["window"]] = row
-        # Drop the torn tail so later appends start on a clean line.
-        with open(self.partial, "w", encoding="utf-8") as f:
-            f.write(json.dumps(header) + "\n")
-            for row in self.done.values():
-                f.write(json.dumps(row) + "\n")
+        self._log = JsonlLog(
+            self.partial, lambda row: row["window"], header={"config_key": key}, ensure_ascii=True
+        )
+        self.done: dict[int, dict] = self._log.records
 
     def append(self, rows: Iterable[dict]) -> None:
-        with open(self.partial, "a", encoding="utf-8") as f:
-            for row in rows:
-                self.done[row["window"]] = row
-                f.write(json.dumps(row) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        self._log.append(rows)
 
     def rows(self) -> list[dict]:
         """The finished rows in window order."""

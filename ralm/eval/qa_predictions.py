@@ -10,13 +10,13 @@ temporary name and renamed.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Iterable
 from pathlib import Path
 
 from ralm.atomic_files import write_json_atomic
 from ralm.errors import RalmInputError
+from ralm.records import JsonlLog
 
 PREDICTIONS = "predictions.jsonl"
 RUN = "run.json"
@@ -45,37 +45,15 @@ class PredictionWriter:
                     "use another --output or --overwrite true"
                 )
         write_json_atomic(run_path, settings, ensure_ascii=False)
-        self.done: dict[str, dict] = self._read_done()
-        self._file = open(self.path, "a", encoding="utf-8")
-
-    def _read_done(self) -> dict[str, dict]:
-        if not self.path.exists():
-            return {}
-        done, good_bytes = {}, 0
-        with open(self.path, "rb") as f:
-            for raw in f:
-                try:
-                    record = json.loads(raw)
-                except json.JSONDecodeError:
-                    break  # a torn last line from a killed run: drop it and everything after
-                if not raw.endswith(b"\n"):
-                    break
-                done[str(record["id"])] = record
-                good_bytes += len(raw)
-        if good_bytes != self.path.stat().st_size:
-            with open(self.path, "r+b") as f:
-                f.truncate(good_bytes)
-        return done
+        self._log = JsonlLog(self.path, lambda record: str(record["id"]))
+        self.done: dict[str, dict] = self._log.records
 
     def write(self, record: dict) -> None:
-        """Append and flush one finished example."""
-        self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
-        self._file.flush()
-        os.fsync(self._file.fileno())
-        self.done[str(record["id"])] = record
+        """Append one finished example, on disk before this returns."""
+        self._log.append([record])
 
     def close(self) -> None:
-        self._file.close()
+        """Nothing to release (each write opens and syncs the file); kept for the `with` form."""
 
     def records(self, ids: Iterable[str]) -> list[dict]:
         """The finished records for `ids`, in that order (examples not done are left out)."""

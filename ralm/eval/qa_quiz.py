@@ -10,9 +10,9 @@ Used by the slow tests and ``bench/flare.py``.
 from __future__ import annotations
 
 import itertools
-import json
 from pathlib import Path
 
+from ralm.atomic_files import write_jsonl_atomic
 from ralm.eval.qa_data import QAExample
 
 # (quiz file, field asked about, field answered, question template)
@@ -61,9 +61,9 @@ def quiz_qa_set(split: str) -> list[QAExample]:
 def write_examples(examples: list[QAExample], path: str | Path) -> Path:
     """The examples as ralm's QA JSONL ({id, question, answers})."""
     path = Path(path)
-    with open(path, "w", encoding="utf-8") as f:
-        for ex in examples:
-            f.write(json.dumps({"id": ex.id, "question": ex.question, "answers": ex.answers}) + "\n")
+    write_jsonl_atomic(
+        path, ({"id": ex.id, "question": ex.question, "answers": ex.answers} for ex in examples)
+    )
     return path
 
 

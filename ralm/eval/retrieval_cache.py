@@ -11,23 +11,16 @@ then one line per query: ``{"query": str, "hits": [{"id", "score", "contents", "
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
 
 from ralm.atomic_files import atomic_path
+from ralm.records import parse_json_object
+from ralm.retrieval.index_meta import index_fingerprint as index_key  # the name eval results import
 from ralm.retrieval.types import Hit, Retriever
 
 FORMAT = "ralm-eval-retrieval/1"
-# Fields of ralm_index.json that do not change what a search returns.
-_VOLATILE = {"created", "passages_path", "ralm_version"}
-
-
-def index_key(meta: dict) -> str:
-    """A short hash of what makes an index's answers what they are (backend, analyzer, passages hash)."""
-    stable = {k: v for k, v in meta.items() if k not in _VOLATILE}
-    return hashlib.sha256(json.dumps(stable, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def default_cache_path(meta: dict) -> Path:
@@ -62,10 +55,10 @@ def read_cache(path: Path, meta: dict, k: int) -> dict[str, list[Hit]]:
         ):
             return {}
         cached = {}
-        for line in f:
+        for lineno, line in enumerate(f, start=2):
             if not line.strip():
                 continue
-            row = json.loads(line)
+            row = parse_json_object(line, f"{path}:{lineno}")
             cached[row["query"]] = [Hit(**h) for h in row["hits"][:k]]
     return cached
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from ralm.atomic_files import publish_first
 from ralm.devices import resolve_device, resolve_dtype
 from ralm.errors import RalmInputError
 from ralm.fingerprints import file_sha256
@@ -132,11 +133,8 @@ def convert_gguf(gguf_path: Path) -> Path:
     try:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        try:
-            os.rename(tmp, target)
-        except OSError:
-            if not (target / "config.json").is_file():  # not a lost race with another process
-                raise
+        # Losing the race to another process that converted the same file is fine: its folder is kept.
+        publish_first(tmp, target, lambda done: (done / "config.json").is_file())
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target

@@ -11,13 +11,12 @@ import contextlib
 import io
 import json
 import os
-import shutil
 import tempfile
-from pathlib import Path
 
 import torch
 
 from ralm import __version__
+from ralm.atomic_files import atomic_path
 from ralm.errors import RalmInputError
 from ralm.progress import library_bars_quiet_in_logs
 from ralm.rerank.cross_encoder_files import write_cross_encoder_files
@@ -121,11 +120,6 @@ def export_reranker(
             )  # fmt: skip
     tokenizer = load_tokenizer(hp["encoder_name"])
     tokenizer.model_max_length = hp["max_length"]
-    tmp = f"{out_dir.rstrip(os.sep)}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    with library_bars_quiet_in_logs():
-        model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
     info = {
         "format": RERANKER_FORMAT,
         "base_model": hp["encoder_name"],
@@ -142,15 +136,13 @@ def export_reranker(
         "metrics": metrics or {},
         "ralm_version": __version__,
     }
-    with open(os.path.join(tmp, RERANKER_FILE), "w") as f:
-        json.dump(info, f, indent=2)
-    write_model_card(Path(tmp), info)  # README.md with hub metadata, from the same fields
-    write_cross_encoder_files(
-        Path(tmp), max_length=hp["max_length"], max_prefix_tokens=hp["max_prefix_tokens"]
-    )
-    old = f"{out_dir.rstrip(os.sep)}.old-{os.getpid()}"
-    if os.path.exists(out_dir):
-        os.replace(out_dir, old)
-    os.replace(tmp, out_dir)
-    shutil.rmtree(old, ignore_errors=True)
+    with atomic_path(out_dir) as tmp:  # an older export is replaced only by a complete one
+        with library_bars_quiet_in_logs():
+            model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        with open(tmp / RERANKER_FILE, "w") as f:
+            json.dump(info, f, indent=2)
+        write_model_card(tmp, info)  # README.md with hub metadata, from the same fields
+        # modules.json and its input module: a sentence-transformers CrossEncoder that cuts as ralm does
+        write_cross_encoder_files(tmp, max_length=hp["max_length"], max_prefix_tokens=hp["max_prefix_tokens"])
     return out_dir

@@ -17,7 +17,7 @@ import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
-from ralm.atomic_files import write_text_atomic
+from ralm.atomic_files import atomic_path, write_text_atomic
 from ralm.rerank.dataset import RerankData, describe, finite_or_none
 from ralm.rerank.export import export_reranker
 from ralm.rerank.loggers import log_final_summary
@@ -49,7 +49,8 @@ class BM25Fallback(Callback):
     def on_fit_start(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
         if trainer.is_global_zero and not self.resuming:
             state = {k: v.detach().cpu() for k, v in module.state_dict().items()}
-            torch.save({"state_dict": state, "hyper_parameters": dict(module.hparams)}, self.path)
+            with atomic_path(self.path) as tmp:  # a kill mid-save must not leave a fallback that cannot load
+                torch.save({"state_dict": state, "hyper_parameters": dict(module.hparams)}, tmp)
 
 
 @dataclass

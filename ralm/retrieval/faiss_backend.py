@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ralm.atomic_files import atomic_path
+from ralm.atomic_files import atomic_path, write_text_atomic
 from ralm.errors import RalmInputError
 
 try:
@@ -79,7 +79,7 @@ def encode_in_shards(
     if shard_dir.exists() and (not plan_path.is_file() or json.loads(plan_path.read_text()) != plan):
         shutil.rmtree(shard_dir)  # shards of another corpus or encoder: start over
     shard_dir.mkdir(parents=True, exist_ok=True)
-    plan_path.write_text(json.dumps(plan))
+    write_text_atomic(plan_path, json.dumps(plan))  # a torn plan would read as another corpus
     starts = range(0, len(texts), shard_size)
     done = sum((shard_dir / f"emb-{i:05d}.npy").exists() for i in range(len(starts)))
     if done:

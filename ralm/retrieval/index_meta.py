@@ -13,10 +13,13 @@ from pathlib import Path
 
 from ralm.atomic_files import write_json_atomic
 from ralm.errors import RalmInputError
-from ralm.fingerprints import file_sha256
+from ralm.fingerprints import file_sha256, fingerprint
 
 META_NAME = "ralm_index.json"
 FORMAT = "ralm-index/1"
+# Metadata that names a place or a moment rather than content: left out of the index's identity so the
+# same index copied to another machine (torchrun nodes) or rebuilt identically is still the same index.
+_VOLATILE = {"created", "passages_path", "ralm_version", "index_dir", "build_seconds"}
 
 
 def _ralm_version() -> str:
@@ -39,6 +42,12 @@ def make_meta(backend: str, passages_path: Path, passages_sha256: str, num_passa
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "ralm_version": _ralm_version(),
     }
+
+
+def index_fingerprint(meta: dict) -> str:
+    """An index's one identity: the fingerprint of its content fields (backend, analyzer or encoder,
+    options, passage count, passages hash). Data-gen records it, eval results and the retrieval cache use it."""
+    return fingerprint({k: v for k, v in meta.items() if k not in _VOLATILE})
 
 
 def write_meta(index_dir: Path, meta: dict) -> None:

@@ -7,26 +7,15 @@ passage texts, one line per query.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from ralm.atomic_files import publish_file
 from ralm.errors import RalmInputError
-from ralm.records import parse_json_object
+from ralm.records import JsonlLog, decoded_lines, parse_json_object
 from ralm.retrieval.types import Hit
-
-
-def _decoded_lines(path: Path):
-    with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, start=1):
-            try:
-                yield lineno, raw.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError as err:
-                raise RalmInputError(
-                    f"{path}:{lineno}: not UTF-8 ({err.reason} at byte {err.start})"
-                ) from None
 
 
 def _query_from_json(line: str, where: str) -> tuple[str, str]:
@@ -48,7 +37,7 @@ def read_queries(path: str | os.PathLike) -> list[tuple[str, str]]:
     is_json = path.suffix in (".jsonl", ".json")
     out: list[tuple[str, str]] = []
     first: dict[str, int] = {}
-    for lineno, line in _decoded_lines(path):
+    for lineno, line in decoded_lines(path):
         if not line.strip():
             continue
         where = f"{path}:{lineno}"
@@ -96,8 +85,9 @@ def hit_record(hit: Hit) -> dict:
 class RunWriter:
     """Writes the TREC run and the JSONL run together under ``.NAME.partial`` names, renamed on `close()`.
 
-    Resumable: a killed run leaves its partial files; a new writer keeps every complete JSONL record of the
-    same queries (`done` of them), rewrites the TREC partial from those records, and appends after them.
+    Resumable: the JSONL partial is a ``JsonlLog``; a new writer keeps its complete records of the same
+    queries in the same order (`done` of them), rewrites the TREC partial from those records, and appends
+    after them. Records reach the log (synced) at each `flush()`, so a kill loses at most one batch.
     """
 
     def __init__(self, trec_path: str | os.PathLike, jsonl_path: str | os.PathLike, tag: str = "ralm",
@@ -107,58 +97,52 @@ class RunWriter:
         self._tmp = [p.with_name(f".{p.name}.partial") for p in self._final]
         for p in self._final:
             p.parent.mkdir(parents=True, exist_ok=True)
-        records = self._complete_records(self._tmp[1], expected_qids)
-        self.done = len(records)
+        expected = list(expected_qids)
+        self._log = JsonlLog(
+            self._tmp[1],
+            lambda record: record["qid"],
+            accept=lambda position, record: (
+                position < len(expected) and record.get("qid") == expected[position]
+            ),
+        )
+        self.done = len(self._log.records)
+        self._pending: list[dict] = []
         self._trec = open(self._tmp[0], "w", encoding="utf-8")
-        self._jsonl = open(self._tmp[1], "w", encoding="utf-8")
-        for r in records:  # rewrite both from the records that survived, then append
-            self._write(r)
+        for record in self._log.records.values():  # the TREC lines of the records that survived
+            self._write_trec(record)
         if self.done:
             print(f"retrieve: resuming after {self.done} queries already in {self._tmp[1]}", file=sys.stderr)
 
-    @staticmethod
-    def _complete_records(partial: Path, expected_qids: Sequence[str]) -> list[dict]:
-        """Records of an earlier run of the same queries, in order, up to the first incomplete line."""
-        if not partial.is_file():
-            return []
-        records = []
-        with open(partial, encoding="utf-8", errors="replace") as f:
-            for line, qid in zip(f, expected_qids, strict=False):
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError:
-                    break  # the line being written when the run was killed
-                if not line.endswith("\n") or record.get("qid") != qid:
-                    break
-                records.append(record)
-        return records
-
-    def _write(self, record: dict) -> None:
+    def _write_trec(self, record: dict) -> None:
         hits = [Hit(h["id"], h["score"], h["contents"], h["title"], h["doc_id"]) for h in record["hits"]]
         for line in trec_lines(record["qid"], hits, self.tag):
             self._trec.write(line + "\n")
-        self._jsonl.write(json.dumps(record, ensure_ascii=False) + "\n")
 
     def add(self, qid: str, query: str, hits: Sequence[Hit]) -> None:
-        self._write({"qid": qid, "query": query, "hits": [hit_record(h) for h in hits]})
+        record = {"qid": qid, "query": query, "hits": [hit_record(h) for h in hits]}
+        self._write_trec(record)
+        self._pending.append(record)
 
     def flush(self) -> None:
         self._trec.flush()
-        self._jsonl.flush()
+        if self._pending:
+            self._log.append(self._pending)
+            self._pending = []
 
     def close(self, ok: bool = True) -> None:
-        """Publish both files if `ok`; otherwise keep the partial files for a resumed run."""
+        """Publish both files if `ok`; otherwise keep the partial files for a resumed run (with every
+        query added so far: each is a whole record)."""
+        self.flush()
         self._trec.close()
-        self._jsonl.close()
         if ok:
             for tmp, final in zip(self._tmp, self._final, strict=True):
-                os.replace(tmp, final)
+                publish_file(tmp, final)
 
 
 def read_trec_run(path: str | os.PathLike) -> dict[str, list[tuple[str, float]]]:
     """qid -> [(docid, score)] in rank order, from a TREC run file."""
     runs: dict[str, list[tuple[int, str, float]]] = {}
-    for lineno, line in _decoded_lines(Path(path)):
+    for lineno, line in decoded_lines(Path(path)):
         fields = line.split()
         if not fields:
             continue
