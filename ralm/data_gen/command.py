@@ -135,88 +135,17 @@ def data_gen(
         gguf_file: GGUF file name inside the LM folder, if any.
         progress: Show progress bars.
     """
-    from ralm.lm.loading import load_lm
-    from ralm.retrieval.index import open_index
-    from ralm.retrieval.passages import read_documents
-
     _check_options(sampling, candidates, scoring, sharding)
     rank, world_size = worker_from_env(os.environ)
     check_world(sharding.num_shards, sharding.shard_id, rank, world_size)  # before any GPU work
     out = Path(output)
     ensure_writable_dir(out)
-    retriever = open_index(index, passages) if passages else open_index(index)
-    num_passages = int(retriever.meta.get("num_passages", 0))
-    if num_passages < 1:
-        raise RalmInputError(f"{index}/ralm_index.json: num_passages is missing or zero")
-
-    model = load_lm(lm, device=scoring.device, dtype=scoring.dtype, gguf_file=gguf_file)
-    max_length = min(scoring.max_length, model.max_length)
-    needed = scoring.max_passage_tokens + sampling.query_tokens + sampling.stride
-    if max_length < needed:
-        raise RalmInputError(
-            f"--max-length: the LM holds {max_length} tokens, less than max_passage_tokens {scoring.max_passage_tokens}"
-            f" + query_tokens {sampling.query_tokens} + stride {sampling.stride} = {needed}; lower --max-passage-tokens"
-        )
-
-    corpus = tokenize_documents(read_documents(documents), model.encode_batch, progress=progress)
-    floor = max(sampling.query_tokens, sampling.min_prefix_tokens)
-    sample = sample_prefixes(corpus.lengths, sampling.stride, floor, sampling.num_prefixes, sampling.seed)
-    num_examples = min(len(sample.doc), sampling.limit or len(sample.doc))
-    if num_examples == 0:
-        raise RalmInputError(
-            f"{documents}: no document is long enough for a {floor}-token prefix and a {sampling.stride}-token target"
-        )
-    # Under a launcher, a multiple of the world size, so every process gets as many shards.
-    num_shards = sharding.num_shards or world_size * max(
-        1, math.ceil(num_examples / sharding.prefixes_per_shard / world_size)
+    retriever, model, max_length = _open_inputs(index, passages, lm, gguf_file, sampling, scoring)
+    corpus, sample, num_examples, num_shards = _sample(
+        documents, model, sampling, sharding, world_size, progress
     )
-    if num_shards > num_examples:
-        raise RalmInputError(f"--num-shards: {num_shards} shards for only {num_examples} prefixes")
-
-    config = run_config(
-        lm=model.name,
-        tokenizer=str(getattr(model.tokenizer, "name_or_path", "")),
-        dtype=str(model.dtype).removeprefix("torch."),
-        documents_sha256=corpus.texts_sha256,
-        index_meta=retriever.meta,
-        stride=sampling.stride,
-        query_tokens=sampling.query_tokens,
-        k=candidates.k,
-        min_prefix_tokens=floor,
-        max_length=max_length,
-        max_passage_tokens=scoring.max_passage_tokens,
-        seed=sampling.seed,
-        num_prefixes=sampling.num_prefixes,
-        num_examples=num_examples,
-        num_shards=num_shards,
-        exclude_same_doc=not candidates.allow_same_doc,
-    )
-    if model.bos_id is not None:  # passages start with the tokenizer's BOS (eval_lm.py): part of the rows
-        config["passage_bos"] = model.bos_id
-    meta = {
-        "format": FORMAT,
-        "config": config,
-        "lm": model.name,
-        "tokenizer": config["tokenizer"],
-        "s": sampling.stride,
-        "l": sampling.query_tokens,
-        "k": candidates.k,
-        "seed": sampling.seed,
-        "max_length": max_length,
-        "max_passage_tokens": scoring.max_passage_tokens,
-        "num_prefixes": sampling.num_prefixes,
-        "limit": sampling.limit,
-        "num_examples": num_examples,
-        "exclude_same_doc": not candidates.allow_same_doc,
-        "index": retriever.meta,
-        "index_hash": config["index_hash"],
-        "documents": str(documents),
-        "documents_available_prefixes": sample.available,
-        "documents_skipped_too_short": sample.skipped_docs,
-        "documents_total": len(corpus.doc_ids),
-        "ralm_version": ralm.__version__,
-        "complete": False,
-    }
+    config, meta = _describe_run(documents, model, retriever, corpus, sample, sampling, candidates, scoring,
+                                 max_length=max_length, num_examples=num_examples, num_shards=num_shards)  # fmt: skip
     meta_path = out / METADATA_FILE
     if meta_path.exists():
         found = read_json(meta_path)
@@ -232,51 +161,132 @@ def data_gen(
     mine = shards_for_worker(plan_shards(num_examples, num_shards), sharding.shard_id, rank, world_size)
     todo = [s for s in mine if not store.is_complete(s)]
     settings = GenerationSettings(
-        stride=sampling.stride,
-        query_tokens=sampling.query_tokens,
-        k=candidates.k,
-        max_length=max_length,
-        max_passage_tokens=scoring.max_passage_tokens,
-        exclude_same_doc=not candidates.allow_same_doc,
-        num_passages=num_passages,
-        retrieval_threads=candidates.retrieval_threads,
+        stride=sampling.stride, query_tokens=sampling.query_tokens, k=candidates.k, max_length=max_length,
+        max_passage_tokens=scoring.max_passage_tokens, exclude_same_doc=config["exclude_same_doc"],
+        num_passages=int(retriever.meta["num_passages"]), retrieval_threads=candidates.retrieval_threads,
+    )  # fmt: skip
+    context = _ShardContext(documents, corpus, sample, retriever, model, settings, store, config)
+    rate = _score_shards(context, todo, scoring.max_passage_tokens, progress)
+    print(
+        f"{len(todo)} shard(s) written by this process, {len(mine) - len(todo)} already complete; {rate:.1f} pairs/s"
     )
+    return _merge_when_complete(out, meta, config, sharding.keep_shards)
+
+
+def _open_inputs(index: str, passages: str | None, lm: str, gguf_file: str | None, sampling: Sampling,
+                 scoring: Scoring):  # fmt: skip
+    """(retriever, model, max_length): the index (checked not empty) and the LM (checked to fit a row)."""
+    from ralm.lm.loading import load_lm
+    from ralm.retrieval.index import open_index
+
+    retriever = open_index(index, passages) if passages else open_index(index)
+    if int(retriever.meta.get("num_passages", 0)) < 1:
+        raise RalmInputError(f"{index}/ralm_index.json: num_passages is missing or zero")
+    model = load_lm(lm, device=scoring.device, dtype=scoring.dtype, gguf_file=gguf_file)
+    max_length = min(scoring.max_length, model.max_length)
+    needed = scoring.max_passage_tokens + sampling.query_tokens + sampling.stride
+    if max_length < needed:
+        raise RalmInputError(
+            f"--max-length: the LM holds {max_length} tokens, less than max_passage_tokens {scoring.max_passage_tokens}"
+            f" + query_tokens {sampling.query_tokens} + stride {sampling.stride} = {needed}; lower --max-passage-tokens"
+        )
+    return retriever, model, max_length
+
+
+def _sample(documents: str, model, sampling: Sampling, sharding: Sharding, world_size: int, progress: bool):
+    """(corpus, sample, num_examples, num_shards): the tokenized documents and the prefix sample."""
+    from ralm.retrieval.passages import read_documents
+
+    corpus = tokenize_documents(read_documents(documents), model.encode_batch, progress=progress)
+    floor = max(sampling.query_tokens, sampling.min_prefix_tokens)
+    sample = sample_prefixes(corpus.lengths, sampling.stride, floor, sampling.num_prefixes, sampling.seed)
+    num_examples = min(len(sample.doc), sampling.limit or len(sample.doc))
+    if num_examples == 0:
+        raise RalmInputError(
+            f"{documents}: no document is long enough for a {floor}-token prefix and a {sampling.stride}-token target"
+        )
+    # Under a launcher, a multiple of the world size, so every process gets as many shards.
+    num_shards = sharding.num_shards or world_size * max(
+        1, math.ceil(num_examples / sharding.prefixes_per_shard / world_size)
+    )
+    if num_shards > num_examples:
+        raise RalmInputError(f"--num-shards: {num_shards} shards for only {num_examples} prefixes")
+    return corpus, sample, num_examples, num_shards
+
+
+def _describe_run(documents, model, retriever, corpus, sample, sampling: Sampling, candidates: Candidates,
+                  scoring: Scoring, *, max_length: int, num_examples: int, num_shards: int) -> tuple[dict, dict]:  # fmt: skip
+    """(config, meta): what the rows depend on (a resume must match it) and the dataset's metadata file."""
+    config = run_config(
+        lm=model.name, tokenizer=str(getattr(model.tokenizer, "name_or_path", "")),
+        dtype=str(model.dtype).removeprefix("torch."), documents_sha256=corpus.texts_sha256,
+        index_meta=retriever.meta, stride=sampling.stride, query_tokens=sampling.query_tokens, k=candidates.k,
+        min_prefix_tokens=max(sampling.query_tokens, sampling.min_prefix_tokens), max_length=max_length,
+        max_passage_tokens=scoring.max_passage_tokens, seed=sampling.seed, num_prefixes=sampling.num_prefixes,
+        num_examples=num_examples, num_shards=num_shards, exclude_same_doc=not candidates.allow_same_doc,
+    )  # fmt: skip
+    if model.bos_id is not None:  # passages start with the tokenizer's BOS (eval_lm.py): part of the rows
+        config["passage_bos"] = model.bos_id
+    # The metadata repeats the config's values under their documented names (docs/formats.md §4).
+    meta = {
+        "format": FORMAT, "config": config, "lm": model.name, "tokenizer": config["tokenizer"],
+        "s": config["s"], "l": config["l"], "k": config["k"], "seed": config["seed"],
+        "max_length": max_length, "max_passage_tokens": config["max_passage_tokens"],
+        "num_prefixes": config["num_prefixes"], "limit": sampling.limit, "num_examples": num_examples,
+        "exclude_same_doc": config["exclude_same_doc"], "index": retriever.meta, "index_hash": config["index_hash"],
+        "documents": str(documents), "documents_available_prefixes": sample.available,
+        "documents_skipped_too_short": sample.skipped_docs, "documents_total": len(corpus.doc_ids),
+        "ralm_version": ralm.__version__, "complete": False,
+    }  # fmt: skip
+    return config, meta
+
+
+@dataclass
+class _ShardContext:
+    """What every shard of one run is scored with."""
+
+    documents: str
+    corpus: object
+    sample: object
+    retriever: object
+    model: object
+    settings: GenerationSettings
+    store: ShardStore
+    config: dict
+
+
+def _score_shards(ctx: _ShardContext, todo: list, max_passage_tokens: int, progress: bool) -> float:
+    """Score and write each shard of `todo` (the first one checks the corpus against the index); pairs/s."""
 
     def check_documents(docs: list[int], hits) -> None:
         docs, hits = docs[:_AGREEMENT_SAMPLE], hits[:_AGREEMENT_SAMPLE]
-        texts = [model.decode(corpus.tokens(d).tolist()) for d in docs]
-        check_corpus_matches_index(documents, texts, [corpus.doc_ids[d] for d in docs], hits)
+        texts = [ctx.model.decode(ctx.corpus.tokens(d).tolist()) for d in docs]
+        check_corpus_matches_index(ctx.documents, texts, [ctx.corpus.doc_ids[d] for d in docs], hits)
 
-    token_cache = PassageTokens(model, scoring.max_passage_tokens)
-    total_pairs = sum(s.stop - s.start for s in todo) * candidates.k
+    token_cache = PassageTokens(ctx.model, max_passage_tokens)
+    total_pairs = sum(s.stop - s.start for s in todo) * ctx.settings.k
     bar = progress_bar(
         total_pairs, unit="pair", desc="score candidates", disable=not progress, smoothing=0.05
     )
     pairs, seconds = 0, 0.0
     for n, shard in enumerate(todo):
-        rows, counts = shard_rows(
-            shard,
-            sample,
-            corpus,
-            retriever,
-            model,
-            token_cache,
-            settings,
-            on_prefix=bar.update,
-            check_documents=check_documents if n == 0 and settings.exclude_same_doc else None,
-        )
-        store.write(shard, rows, {"config": config, **counts})
+        first_check = check_documents if n == 0 and ctx.settings.exclude_same_doc else None
+        rows, counts = shard_rows(shard, ctx.sample, ctx.corpus, ctx.retriever, ctx.model, token_cache,
+                                  ctx.settings, on_prefix=bar.update, check_documents=first_check)  # fmt: skip
+        ctx.store.write(shard, rows, {"config": ctx.config, **counts})
         pairs, seconds = pairs + counts["pairs"], seconds + counts["seconds"]
     bar.total = bar.n  # short candidate lists make fewer pairs than planned
     bar.close()
-    rate = pairs / seconds if seconds else float("nan")
-    print(
-        f"{len(todo)} shard(s) written by this process, {len(mine) - len(todo)} already complete; {rate:.1f} pairs/s"
-    )
+    return pairs / seconds if seconds else float("nan")
 
+
+def _merge_when_complete(out: Path, meta: dict, config: dict, keep_shards: bool) -> dict:
+    """Merge when every shard is written; else say what is missing (other workers may still run)."""
     missing = missing_shards(out, config)
     if missing:
-        merged_meanwhile = read_json(meta_path)  # another worker may have merged (and removed shards)
+        merged_meanwhile = read_json(
+            out / METADATA_FILE
+        )  # another worker may have merged (and removed shards)
         if merged_meanwhile.get("complete"):
             print(f"{out}: merged by another process\n{format_summary(merged_meanwhile.get('summary', {}))}")
             return merged_meanwhile
@@ -284,13 +294,7 @@ def data_gen(
             f"{len(missing)} shard(s) still missing (other workers?); `ralm data-gen merge --output {out}` joins them"
         )
         return {**meta, "missing_shards": missing}
-    final = merge_shards(out, keep_shards=sharding.keep_shards)
-    if final is None:
-        print(f"another process is merging the shards (if none is, remove {out}/.merge.lock)")
-        return meta
-    print(f"{out}: {final['summary']['examples']} examples\n{format_summary(final['summary'])}")
-    print_warnings(final["summary"])
-    return final
+    return merge(str(out), keep_shards) or meta
 
 
 def print_warnings(summary: dict) -> None:
