@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 from ppl_fixtures import export_untrained_reranker, ppl_setup  # noqa: F401
 
-import ralm.eval.compare
 import ralm.eval.perplexity
 from ralm.errors import RalmInputError
 from ralm.eval.ppl_command import Reranking, Runtime, Windowing, eval_ppl
@@ -49,7 +48,9 @@ def _run(ppl_setup, out, cache, **kwargs):
 
 
 class RequestCounter:
-    """Wraps the real score_continuations of a module and counts the LM rows it scores (no mocking)."""
+    """Wraps the real score_continuations of a module and counts the LM rows it scores (no mocking).
+
+    Every run, single or compared, scores its LM rows in ``ralm.eval.perplexity`` (the condition engine)."""
 
     def __init__(self, monkeypatch, module):
         self.rows = 0
@@ -76,7 +77,7 @@ def runs(ppl_setup, tiny_encoder_dir, tmp_path_factory):
     spec = f"no-retrieval,bm25,zero-shot,oracle,trained={folder}"
     singles, rows = {}, {}
     with pytest.MonkeyPatch.context() as mp:
-        counter = RequestCounter(mp, ralm.eval.compare)
+        counter = RequestCounter(mp, ralm.eval.perplexity)
         compared = _run(ppl_setup, root / "compare", cache, compare=spec)
         compare_rows = counter.rows
     options = {**SINGLE, "trained": {"reranking": Reranking(reranker=str(folder), k=K)}}
@@ -192,7 +193,7 @@ class Killed(Exception):
 
 def test_killed_compare_resumes_without_rescoring(runs, ppl_setup, tmp_path, monkeypatch):
     out = tmp_path / "killed"
-    real = ralm.eval.compare.score_continuations
+    real = ralm.eval.perplexity.score_continuations
     calls = []
 
     def dies_on_second_chunk(lm, requests, **kwargs):
@@ -201,7 +202,7 @@ def test_killed_compare_resumes_without_rescoring(runs, ppl_setup, tmp_path, mon
             raise Killed
         return real(lm, requests, **kwargs)
 
-    monkeypatch.setattr(ralm.eval.compare, "score_continuations", dies_on_second_chunk)
+    monkeypatch.setattr(ralm.eval.perplexity, "score_continuations", dies_on_second_chunk)
     with pytest.raises(Killed):
         _run(ppl_setup, out, runs["cache"], compare=runs["spec"])
     partial = out / "candidates.jsonl.partial"
@@ -211,8 +212,8 @@ def test_killed_compare_resumes_without_rescoring(runs, ppl_setup, tmp_path, mon
     kept = 7
     partial.write_text("\n".join([*lines[: 1 + kept], lines[1 + kept][:15]]))
 
-    monkeypatch.setattr(ralm.eval.compare, "score_continuations", real)
-    counter = RequestCounter(monkeypatch, ralm.eval.compare)
+    monkeypatch.setattr(ralm.eval.perplexity, "score_continuations", real)
+    counter = RequestCounter(monkeypatch, ralm.eval.perplexity)
     resumed = _run(ppl_setup, out, runs["cache"], compare=runs["spec"])
     windows = strided_windows(N, MAX_LENGTH, 4)
     # Window 0 and windows 1..6 were done: only the rest is scored again.
@@ -333,9 +334,9 @@ def test_random_best_or_none_and_the_statistics_read_off_the_table(runs, ppl_set
 
 
 def test_a_threshold_rule_that_is_not_a_number_is_refused():
-    from ralm.eval.compare import parse_conditions
+    from ralm.eval.conditions import parse_conditions
 
     with pytest.raises(RalmInputError, match="bm25-above=T with T a number"):
         parse_conditions("bm25,bm25-above=high")
     (rule,) = parse_conditions("bm25-above=inf")
-    assert rule.mode == "bm25-above" and float(rule.reranker) == float("inf")
+    assert rule.kind == "bm25-above" and float(rule.recorded_reranker) == float("inf")
