@@ -214,9 +214,7 @@ def _run_stages(
         times[stage.key] = runner.run(stage)
     # The trivial abstention rule, fitted on the training prefixes, joins the eval as a baseline.
     threshold = fit_bm25_threshold(str(plan[1].output))
-    print(
-        f"[demo] {BM25_ABOVE} rule fitted on the training prefixes: retrieve when BM25 >= {threshold:.3f}"
-    )
+    print(f"[demo] {BM25_ABOVE} rule fitted on the training prefixes: retrieve when BM25 >= {threshold:.3f}")
     plan = _stage_plan(out, texts, lm, encoder, settings, threshold)
     times[plan[-1].key] = runner.run(plan[-1])
     trains = [stage.output.parent for stage in plan if stage.command[0] == "train"]
