@@ -173,6 +173,25 @@ def test_table_has_k_candidates_per_retrieving_window_and_k_plus_one_lm_rows(run
         assert summary["results"][name]["total_nll"] == r["metrics"]["total_nll"]
 
 
+def test_a_single_condition_scores_only_the_rows_its_plan_names(runs):
+    """The planner's rows, counted at the LM: one condition scores fewer rows than the table of five."""
+    from ralm.eval.conditions import parse_conditions, plan_rows, single_condition
+
+    table = [json.loads(x) for x in (runs["root"] / "compare" / "candidates.jsonl").read_text().splitlines()]
+    trained = {r["window"]: r["chosen_rank"] for r in _windows(runs["root"] / "trained")}
+    conditions = {
+        "no-retrieval": single_condition(True, "none"), "bm25": single_condition(False, "none"),
+        "zero-shot": single_condition(False, "zero-shot"), "oracle": single_condition(False, "oracle"),
+        "trained": single_condition(False, str(runs["folder"])),
+    }  # fmt: skip
+    for name, condition in conditions.items():
+        planned = sum(plan_rows([condition], r, {"trained": trained[r["window"]]}).rows for r in table)
+        assert runs["single_rows"][name] == planned < runs["compare_rows"], name
+    together = parse_conditions(runs["spec"])
+    assert runs["compare_rows"] == sum(plan_rows(together, r, {}, baselines=True).rows for r in table)
+    assert runs["single_rows"]["bm25"] == len(table)  # BM25 alone: one row per window, not k + 1
+
+
 def test_without_zero_shot_the_table_has_no_ranking_tokens(runs, ppl_setup, tmp_path):
     out = tmp_path / "plain"
     compared = _run(ppl_setup, out, runs["cache"], compare="bm25,oracle")
