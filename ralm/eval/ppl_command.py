@@ -19,12 +19,21 @@ from typing import TYPE_CHECKING
 from ralm.atomic_files import ensure_writable_dir, write_json_atomic
 from ralm.command_args import call_with_args, parser_for
 from ralm.errors import RalmInputError
-from ralm.eval.conditions import TRAINED, ZERO_SHOT, Condition, parse_conditions, single_condition
+from ralm.eval.conditions import (
+    NO_RETRIEVAL,
+    TRAINED,
+    ZERO_SHOT,
+    Condition,
+    parse_conditions,
+    single_condition,
+)
 from ralm.eval.eval_text import read_eval_text
 from ralm.eval.sweep import Sweep, parse_sweep, plot_sweep
 
 if TYPE_CHECKING:
     from ralm.eval.choosers import RerankLM
+    from ralm.eval.ppl_run import PplOptions
+    from ralm.retrieval.types import Retriever
 
 PAPER_MAX_LENGTH = 1024
 
@@ -178,47 +187,28 @@ def eval_ppl(
         bootstrap_resamples: Resamples of the paired bootstrap (--compare).
         progress: Show a progress bar.
     """
-    from ralm.eval.ppl_run import PplOptions, evaluate
-    from ralm.eval.retrieval_cache import default_cache_path
+    from ralm.eval.ppl_run import evaluate
     from ralm.lm.loading import load_lm
 
     started = time.perf_counter()
     _check_options(
         window, reranking, runtime, no_retrieval, index, compare, sweep, bootstrap_resamples, max_tokens
     )
+    conditions = [single_condition(no_retrieval, reranking.reranker, reranking.rerank_lm)]
     if compare is not None:
         conditions = parse_conditions(compare)
-    else:
-        conditions = [single_condition(no_retrieval, reranking.reranker, reranking.rerank_lm)]
     plan: Sweep | None = parse_sweep(sweep) if sweep else None
     out = Path(output)
     ensure_writable_dir(out)
     raw = read_eval_text(text, text_field)
-    retriever = None
-    if not no_retrieval:
-        from ralm.retrieval.index import open_index
-
-        retriever = open_index(index, passages) if passages else open_index(index)
+    retriever, cache_path = (None, None) if no_retrieval else _open_index(index, passages, retrieval_cache)
     models = _load_rerankers(conditions, runtime)
     model = load_lm(lm, device=runtime.device, dtype=runtime.dtype, gguf_file=gguf_file)
-    max_length = min(window.max_length or PAPER_MAX_LENGTH, model.max_length)
-    strides = plan.values if plan and plan.field == "stride" else (window.stride,)
-    query_lengths = plan.values if plan and plan.field == "query_tokens" else (window.query_tokens,)
-    rank_tokens = reranking.rank_tokens if any(c.ranks for c in conditions) else 0
-    for stride in strides:
-        _check_lengths(max_length, stride, window.max_passage_tokens, not no_retrieval, rank_tokens)
-    models.update(_load_rerank_lms(conditions, window, reranking, runtime))
-
-    options = PplOptions(
-        strides=tuple(strides), query_lengths=tuple(query_lengths), max_length=max_length,
-        max_passage_tokens=window.max_passage_tokens, k=reranking.k, rank_tokens=reranking.rank_tokens,
-        batch_size=runtime.batch_size, max_batch_tokens=runtime.max_batch_tokens,
-        retrieval_threads=runtime.retrieval_threads, conditions=tuple(conditions), compare=compare is not None,
+    options = _resolve(
+        model.max_length, plan, window, reranking, runtime, conditions, compare is not None,
         max_tokens=max_tokens, text_field=text_field,
     )  # fmt: skip
-    cache_path = None
-    if retriever is not None:
-        cache_path = Path(retrieval_cache) if retrieval_cache else default_cache_path(retriever.meta)
+    models.update(_load_rerank_lms(conditions, window, reranking, runtime))
     summaries = evaluate(
         model, raw, str(text), options, out, retriever=retriever, index_dir=index, models=models,
         cache_path=cache_path, sweep=plan, progress=progress, started=started, seed=seed,
@@ -229,6 +219,45 @@ def eval_ppl(
     for _, point_dir, results in summaries:
         _print_summary(results, point_dir)
     return summaries[0][2] if plan is None else _report_sweep(plan, summaries, out)
+
+
+def _open_index(index: str, passages: str | None, retrieval_cache: str | None) -> tuple[Retriever, Path]:
+    """The index (checked against `passages` when given) and its retrieval cache file."""
+    from ralm.eval.retrieval_cache import default_cache_path
+    from ralm.retrieval.index import open_index
+
+    retriever = open_index(index, passages) if passages else open_index(index)
+    return retriever, Path(retrieval_cache) if retrieval_cache else default_cache_path(retriever.meta)
+
+
+def _resolve(
+    lm_max_length: int,
+    plan: Sweep | None,
+    window: Windowing,
+    reranking: Reranking,
+    runtime: Runtime,
+    conditions: list[Condition],
+    compare: bool,
+    **recorded: str | int | None,
+) -> PplOptions:
+    """The run's resolved options, once the LM's context is known (every input must fit in it).
+
+    `recorded`: the options passed on as they are (``max_tokens``, ``text_field``)."""
+    from ralm.eval.ppl_run import PplOptions
+
+    max_length = min(window.max_length or PAPER_MAX_LENGTH, lm_max_length)
+    strides = plan.values if plan and plan.field == "stride" else (window.stride,)
+    query_lengths = plan.values if plan and plan.field == "query_tokens" else (window.query_tokens,)
+    rank_tokens = reranking.rank_tokens if any(c.ranks for c in conditions) else 0
+    retrieval = conditions[0].kind != NO_RETRIEVAL or compare
+    for stride in strides:
+        _check_lengths(max_length, stride, window.max_passage_tokens, retrieval, rank_tokens)
+    return PplOptions(
+        strides=tuple(strides), query_lengths=tuple(query_lengths), max_length=max_length,
+        max_passage_tokens=window.max_passage_tokens, k=reranking.k, rank_tokens=reranking.rank_tokens,
+        batch_size=runtime.batch_size, max_batch_tokens=runtime.max_batch_tokens,
+        retrieval_threads=runtime.retrieval_threads, conditions=tuple(conditions), compare=compare, **recorded,
+    )  # fmt: skip
 
 
 def _load_rerankers(conditions: list[Condition], runtime: Runtime) -> dict:

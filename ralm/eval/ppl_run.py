@@ -22,7 +22,7 @@ from ralm.eval.compare import CompareOutput
 from ralm.eval.conditions import BM25, NO_RETRIEVAL, ZERO_SHOT, Condition
 from ralm.eval.eval_text import EvalText, word_counts
 from ralm.eval.perplexity import Candidate, ScoringSettings
-from ralm.eval.ppl_point import Point, SingleOutput, run_conditions
+from ralm.eval.ppl_point import Output, Point, SingleOutput, run_conditions
 from ralm.eval.retrieval_cache import index_key, retrieve_cached
 from ralm.eval.sweep import Sweep
 from ralm.eval.windows import Window, strided_windows
@@ -131,6 +131,29 @@ def _point_config(
     return config
 
 
+def _retrieve(
+    model: FrozenLM,
+    text: EvalText,
+    options: PplOptions,
+    windows: dict[tuple[int, int], list[Window]],
+    retriever: Retriever | None,
+    cache_path: Path | None,
+) -> tuple[dict, dict[str, list[Hit]], dict]:
+    """Every point's queries, then ONE batched search over all distinct queries: (queries, hits, timings)."""
+    queries = {p: [None] * len(w) for p, w in windows.items()}
+    timings = {"retrieval_s": 0.0, "queries_searched": 0}
+    if retriever is None or not options.retrieves:
+        return queries, {}, timings
+    queries = {p: window_queries(model, text.tokens, w, p[1]) for p, w in windows.items()}
+    started = time.perf_counter()
+    hits_by_query, timings["queries_searched"] = retrieve_cached(
+        retriever, [q for qs in queries.values() for q in qs if q is not None], options.k, cache_path,
+        options.retrieval_threads,
+    )  # fmt: skip
+    timings["retrieval_s"] = time.perf_counter() - started
+    return queries, hits_by_query, timings
+
+
 def evaluate(
     model: FrozenLM,
     raw_text: str,
@@ -159,17 +182,7 @@ def evaluate(
     text = eval_text(model, raw_text, text_path, options)
     points = [(s, q) for s in options.strides for q in options.query_lengths]
     windows = {p: strided_windows(len(text.tokens), options.max_length, p[0]) for p in points}
-    queries = {p: [None] * len(windows[p]) for p in points}
-    hits_by_query: dict[str, list[Hit]] = {}
-    timings = {"retrieval_s": 0.0, "queries_searched": 0}
-    if retriever is not None and options.retrieves:
-        queries = {p: window_queries(model, text.tokens, windows[p], p[1]) for p in points}
-        t0 = time.perf_counter()
-        hits_by_query, timings["queries_searched"] = retrieve_cached(
-            retriever, [q for p in points for q in queries[p] if q is not None], options.k, cache_path,
-            options.retrieval_threads,
-        )  # fmt: skip
-        timings["retrieval_s"] = time.perf_counter() - t0
+    queries, hits_by_query, timings = _retrieve(model, text, options, windows, retriever, cache_path)
     index = None if retriever is None else {"dir": str(index_dir), "key": index_key(retriever.meta)}
     cache = None if cache_path is None else str(cache_path)
     settings = ScoringSettings(
@@ -189,10 +202,11 @@ def evaluate(
             timings={**timings, "setup_s": time.perf_counter() - started},
         )  # fmt: skip
         point_dir = out / sweep.folder(p[0] if sweep.field == "stride" else p[1]) if sweep else out
-        if options.compare:
-            output = CompareOutput(point, options.conditions, point_dir, seed=seed, resamples=resamples)
-        else:
-            output = SingleOutput(point, options.conditions[0], point_dir, seed=seed)
+        output: Output = (
+            CompareOutput(point, options.conditions, point_dir, seed=seed, resamples=resamples)
+            if options.compare
+            else SingleOutput(point, options.conditions[0], point_dir, seed=seed)
+        )
         results = run_conditions(
             point, options.conditions, output, models=models, seed=seed, progress=progress
         )
