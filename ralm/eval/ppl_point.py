@@ -70,7 +70,7 @@ class Output(Protocol):
 
     def choosing(self, todo: Sequence[Window]) -> Sequence[Window]: ...
     def append(self, rows: list[dict], chosen: Chosen) -> None: ...
-    def finish(self, scored: Scored, chosen: Chosen) -> Any: ...
+    def finish(self, scored: Scored, chosen: Chosen) -> dict: ...
 
 
 def condition_config(config: dict, condition: Condition, compared: list[str] | None = None) -> dict:
@@ -156,7 +156,7 @@ def run_conditions(
     models: Mapping[str, Any] | None = None,
     seed: int = 0,
     progress: bool = True,
-):
+) -> dict:
     """Score the windows `output`'s log lacks (resuming a killed run) and let `output` write its files.
 
     `models` maps the names of conditions that choose first to their loaded model
