@@ -107,11 +107,10 @@ def tiny_reranker(folder: Path, texts: list[str]) -> Path:
 def count_lm_rows() -> list[int]:
     """Route every `score_continuations` call of the eval code through a row counter; returns the counter."""
     import ralm.eval.choosers
-    import ralm.eval.compare
     import ralm.eval.perplexity
 
     rows = [0]
-    for module in (ralm.eval.perplexity, ralm.eval.compare, ralm.eval.choosers):
+    for module in (ralm.eval.perplexity, ralm.eval.choosers):
         original = module.score_continuations
 
         def counted(*args, _original=original, on_batch=None, **kwargs):

@@ -128,7 +128,7 @@ def check_eval_ppl(args, tmp: Path) -> None:
     totals = {}
     for dtype in ("float32", "bfloat16"):
         lm = load_lm(args.lm_dir, device=args.device, dtype=dtype)
-        options = PplOptions(strides=(4,), query_lengths=(32,), max_length=args.max_length, k=1, mode="bm25",
+        options = PplOptions(strides=(4,), query_lengths=(32,), max_length=args.max_length, k=1,
                              max_tokens=n_tokens)  # fmt: skip
         start = _synced(lm.device)
         ((_, _, results),) = evaluate(lm, raw, "held-out", options, tmp / f"ppl-{dtype}", retriever=retriever,

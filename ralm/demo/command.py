@@ -35,7 +35,8 @@ from ralm.demo.presets import DemoScale, Overrides, describe, resolve_scale
 from ralm.demo.report import BASELINES, UPPER_BOUNDS, build_report
 from ralm.demo.stages import Stage, StageRunner, short_hash
 from ralm.errors import RalmInputError
-from ralm.eval.compare import COMPARE_FILE, THRESHOLD_RULE
+from ralm.eval.compare import COMPARE_FILE
+from ralm.eval.conditions import BM25_ABOVE
 from ralm.fingerprints import path_fingerprint
 
 _OVERRIDES = Overrides()  # never mutated; the parser builds a fresh one from the command line
@@ -83,7 +84,7 @@ def _stage_plan(
     # One table of k + 1 LM scores per window serves every condition (`--compare`): the same windows,
     # candidates and scores for each, and each trained seed costs only its encoder passes.
     trained = {f"trained-seed{seed}": t.output for seed, t in zip(scale.train_seeds, trains, strict=True)}
-    rule = [] if threshold is None else [f"{THRESHOLD_RULE}={threshold!r}"]
+    rule = [] if threshold is None else [f"{BM25_ABOVE}={threshold!r}"]
     compare = ",".join(
         [c for c in BASELINES if c not in UPPER_BOUNDS]
         + rule
@@ -213,9 +214,7 @@ def _run_stages(
         times[stage.key] = runner.run(stage)
     # The trivial abstention rule, fitted on the training prefixes, joins the eval as a baseline.
     threshold = fit_bm25_threshold(str(plan[1].output))
-    print(
-        f"[demo] {THRESHOLD_RULE} rule fitted on the training prefixes: retrieve when BM25 >= {threshold:.3f}"
-    )
+    print(f"[demo] {BM25_ABOVE} rule fitted on the training prefixes: retrieve when BM25 >= {threshold:.3f}")
     plan = _stage_plan(out, texts, lm, encoder, settings, threshold)
     times[plan[-1].key] = runner.run(plan[-1])
     trains = [stage.output.parent for stage in plan if stage.command[0] == "train"]

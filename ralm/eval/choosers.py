@@ -1,37 +1,54 @@
-"""Passage choosers that decide before the evaluated LM scores a window.
+"""The models of conditions that choose before the evaluated LM scores a window (``Condition.chooses_first``).
 
-- BM25 top-1 (``--reranker none``): the first hit.
-- A trained predictive reranker (``--reranker PATH``, §6.2): its ``rank`` over the candidates (the empty
-  passage too when it was trained to abstain: then nothing is prepended if it wins).
+- A trained predictive reranker (``--reranker PATH``, §6.2): its ``rank`` over the prefixes, candidates and
+  their BM25 scores (abstention, the BM25 prior and the export's decision are the reranker's business).
 - Zero-shot reranking with a *different* LM (``--rerank-lm``, §6.1; GPT-2 110M reranking for 1.5B in the
   paper): the window's context is decoded to text and re-tokenised with the reranking LM's tokenizer;
   each candidate is scored by log p_φ(y' | [d_i; prefix]) with y' its last ``s'`` tokens.
-Oracle and same-LM zero-shot choose inside ``ralm.eval.perplexity`` (they need the evaluated LM's pass).
+The other conditions pick off the evaluated LM's rows (``ralm.eval.conditions.pick``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ralm.eval.perplexity import Candidate
+from ralm.eval.conditions import TRAINED, Condition, first_smallest
 from ralm.eval.windows import Window
 from ralm.lm.loading import FrozenLM
 from ralm.lm.scoring import ScoreRequest, score_continuations
 
-
-def top1(windows: Sequence[Window], candidates: Sequence[Sequence[Candidate]]) -> list[int | None]:
-    return [0 if w.retrieves and candidates[w.index] else None for w in windows]
-
-
-def _argmax_first(values: Sequence[float]) -> int:
-    """Index of the largest value; ties go to the earlier candidate (higher in BM25 order)."""
-    return max(range(len(values)), key=lambda i: (values[i], -i))
+if TYPE_CHECKING:
+    from ralm.eval.perplexity import Candidate, ScoringSettings
+    from ralm.rerank.inference import PredictiveReranker
 
 
-def _bm25(candidate: Candidate) -> float:
-    if candidate.bm25_score is None:
-        raise ValueError(f"passage {candidate.id}: no BM25 score, which a BM25-prior reranker needs")
-    return candidate.bm25_score
+@dataclass(frozen=True)
+class RerankLM:
+    """A zero-shot reranking LM (``--rerank-lm``) and the input length it scores with."""
+
+    lm: FrozenLM
+    max_length: int
+
+
+def choose_first(
+    condition: Condition,
+    model: PredictiveReranker | RerankLM,
+    lm: FrozenLM,
+    tokens: Sequence[int],
+    windows: Sequence[Window],
+    candidates: Sequence[Sequence[Candidate]],
+    settings: ScoringSettings,
+) -> list[int | None]:
+    """The pick of `condition`'s model per window of `windows` (in their order), before any LM scoring."""
+    if condition.kind == TRAINED:
+        return trained_reranker(model, lm, tokens, windows, candidates)
+    return zero_shot_other_lm(
+        model.lm, lm, tokens, windows, candidates, rank_tokens=settings.rank_tokens,
+        max_length=model.max_length, max_passage_tokens=settings.max_passage_tokens,
+        batch_size=settings.batch_size, max_batch_tokens=settings.max_batch_tokens,
+    )  # fmt: skip
 
 
 def context_texts(
@@ -43,7 +60,7 @@ def context_texts(
 
 
 def trained_reranker(
-    reranker,
+    reranker: PredictiveReranker,
     lm: FrozenLM,
     tokens: Sequence[int],
     windows: Sequence[Window],
@@ -61,9 +78,7 @@ def trained_reranker(
         return chosen
     prefixes = context_texts(lm, tokens, todo, tail_tokens)
     texts = [[c.text for c in candidates[w.index]] for w in todo]
-    bm25 = None
-    if reranker.prior_weight is not None:
-        bm25 = [[_bm25(c) for c in candidates[w.index]] for w in todo]
+    bm25 = [[c.bm25_score for c in candidates[w.index]] for w in todo]
     for pos, pick in zip(slots, reranker.rank(prefixes, texts, bm25), strict=True):
         chosen[pos] = pick
     return chosen
@@ -117,5 +132,5 @@ def zero_shot_other_lm(
     for (index, _), s in zip(owners, scores, strict=True):
         by_window.setdefault(index, []).append(float(s.double().sum()))
     for index, values in by_window.items():
-        chosen[slots[index]] = _argmax_first(values)
+        chosen[slots[index]] = first_smallest([-v for v in values])
     return chosen

@@ -11,10 +11,24 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from ralm.errors import RalmInputError
 from ralm.records import looks_like_jsonl, read_jsonl
+
+
+@dataclass(frozen=True)
+class EvalText:
+    """The evaluation text, its tokens under the evaluated LM, and both word divisors."""
+
+    path: str
+    sha256: str
+    tokens: tuple[int, ...]
+    words: int
+    words_eval_lm: int
+    text_tokens: int = 0
+    """Tokens of the whole text before ``--max-tokens`` cut it (what was scored is reported against it)."""
 
 
 def _from_dataset(path: Path, field: str) -> str:

@@ -1,25 +1,23 @@
-"""Strided In-Context RALM perplexity: per-window NLL given the chosen passage (Ram et al. 2023, eq. 4).
+"""Strided In-Context RALM perplexity: the LM rows of each window (Ram et al. 2023, eq. 4).
 
-Every window becomes one or more ``ScoreRequest``s for ``ralm.lm.scoring.score_continuations``:
-- ``fixed``: the passage was chosen before scoring (none, BM25 top-1, a trained reranker, or a zero-shot
-  reranker LM with its own tokenizer): one request per window;
-- ``oracle``: every candidate is scored on the true targets and the best one is kept (Figure 7's bound);
-- ``zero-shot``: every candidate is scored on ``y'`` (the ``s'`` tokens before the targets) *and* the
-  targets in one request; the candidate with the best ``y'`` log-probability wins and its target
-  log-probabilities are the window's (eval_lm.py's ``logprob`` strategy: one forward per candidate).
-Ties go to the earlier (higher BM25) candidate, as ``torch.argmin`` does in the reference.
+A window's rows are what ``ralm.eval.conditions.plan_rows`` asks for: the no-passage row and some of its
+candidates, each ``[d_i; context] -> targets`` as one ``ScoreRequest`` for
+``ralm.lm.scoring.score_continuations``. With same-LM zero-shot among the conditions a candidate's row
+also scores the ranking tokens y' (the ``s'`` tokens before the targets) in the same request: its target
+log-probabilities are those of the plain request, and y' ranks it (eval_lm.py's ``logprob`` strategy:
+one forward per candidate). The rows come back as table rows; ``conditions.pick`` reads them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from ralm.eval.conditions import RowPlan
 from ralm.eval.windows import Window, ranking_span
 from ralm.lm.loading import FrozenLM
 from ralm.lm.scoring import ScoreRequest, score_continuations
-
-STRATEGIES = ("fixed", "oracle", "zero-shot")
+from ralm.retrieval.overlap import copies_span, ngrams
 
 
 @dataclass(frozen=True)
@@ -31,17 +29,6 @@ class Candidate:
     tokens: tuple[int, ...]
     bm25_score: float | None = None
     """BM25 score of this passage for this window's query (a reranker's BM25 prior reads it)."""
-
-
-@dataclass
-class WindowScore:
-    index: int
-    nll: float
-    """Sum of the target tokens' negative log-likelihoods (nats)."""
-    num_targets: int
-    chosen: int | None
-    """Index of the chosen candidate in BM25 order, or None when nothing was prepended."""
-    passage_id: str | None
 
 
 @dataclass(frozen=True)
@@ -63,88 +50,76 @@ def window_request(
     return ScoreRequest(tuple(passage), tokens[start:target_from], tokens[target_from : window.end])
 
 
-def _plan(
+def blank_row(window: Window, candidates: Sequence[Candidate]) -> dict:
+    """A window's table row before scoring: its candidates in BM25 order, every LM value still null."""
+    cands = candidates if window.retrieves else ()
+    return {
+        "window": window.index, "target_start": window.target_start, "num_targets": window.num_targets,
+        "no_passage_nll": None,
+        "candidates": [
+            {"id": c.id, "bm25": c.bm25_score, "nll": None, "rank_logprob": None, "copies_target": None}
+            for c in cands
+        ],
+    }  # fmt: skip
+
+
+def _requests(
     tokens: Sequence[int],
     window: Window,
     candidates: Sequence[Candidate],
-    strategy: str,
-    chosen: int | None,
+    plan: RowPlan,
     settings: ScoringSettings,
 ) -> tuple[list[ScoreRequest], int]:
-    """Requests for one window, and how many leading target tokens of each are ranking tokens (y')."""
-    if strategy == "fixed" or not candidates or not window.retrieves:
-        passage = (
-            candidates[chosen].tokens if (chosen is not None and window.retrieves and candidates) else ()
-        )
-        return [window_request(tokens, window, passage)], 0
-    if strategy == "oracle":
-        return [window_request(tokens, window, c.tokens) for c in candidates], 0
-    rank_start, _ = ranking_span(window, settings.rank_tokens, settings.max_passage_tokens)
-    requests = [window_request(tokens, window, c.tokens, target_from=rank_start) for c in candidates]
-    return requests, window.target_start - rank_start
+    """The planned requests of one window, and how many leading target tokens of a candidate's are y'."""
+    target_from = window.target_start
+    if plan.rank_tokens and plan.candidates:
+        target_from = ranking_span(window, settings.rank_tokens, settings.max_passage_tokens)[0]
+    requests = [window_request(tokens, window, ())] if plan.bare else []
+    requests += [window_request(tokens, window, candidates[i].tokens, target_from) for i in plan.candidates]
+    return requests, window.target_start - target_from
 
 
-def _decide(
-    window: Window, candidates: Sequence[Candidate], strategy: str, chosen: int | None, scores, n_rank: int
-):
-    """(nll, chosen index) from the log-prob tensors of one window's requests."""
-    if strategy == "fixed" or not candidates or not window.retrieves:
-        picked = chosen if (chosen is not None and window.retrieves and candidates) else None
-        return -float(scores[0].double().sum()), picked
-    # Rank by the y' tokens (zero-shot) or by the targets themselves (oracle, n_rank == 0).
-    rank_values = [-float(s[:n_rank].double().sum()) if n_rank else -float(s.double().sum()) for s in scores]
-    best = min(range(len(rank_values)), key=lambda i: (rank_values[i], i))
-    return -float(scores[best][n_rank:].double().sum()), best
-
-
-def score_windows(
+def score_rows(
     lm: FrozenLM,
     tokens: Sequence[int],
     windows: Sequence[Window],
     candidates: Sequence[Sequence[Candidate]],
-    *,
-    strategy: str,
+    plans: Mapping[int, RowPlan],
     settings: ScoringSettings,
-    preselected: Sequence[int | None] | None = None,
-    chunk_windows: int = 64,
+    *,
+    chunk_windows: int = 16,
     on_batch: Callable[[int, int], None] | None = None,
-) -> Iterator[list[WindowScore]]:
-    """Yield the scores of `windows` chunk by chunk (callers persist each chunk: a killed run resumes).
+) -> Iterator[list[dict]]:
+    """Yield the table rows of `windows` chunk by chunk (callers persist each chunk: a killed run resumes).
 
-    `candidates[w.index]` are the window's retrieved passages (empty: no retrieval for it);
-    `preselected[w.index]` is the chosen candidate for the ``fixed`` strategy.
+    `plans[w.index]` says which of the window's rows to score; the others stay null in its table row.
     """
-    if strategy not in STRATEGIES:
-        raise ValueError(f"unknown strategy {strategy!r}")
+    grams: dict[str, set] = {}  # each passage's token runs, built once however many windows retrieve it
     for lo in range(0, len(windows), chunk_windows):
         chunk = windows[lo : lo + chunk_windows]
-        plans = []
         requests: list[ScoreRequest] = []
+        starts = []
         for w in chunk:
-            chosen = preselected[w.index] if preselected is not None else (0 if strategy == "fixed" else None)
-            reqs, n_rank = _plan(tokens, w, candidates[w.index], strategy, chosen, settings)
-            plans.append((w, chosen, len(requests), len(reqs), n_rank))
+            reqs, n_rank = _requests(tokens, w, candidates[w.index], plans[w.index], settings)
+            starts.append((len(requests), n_rank))
             requests.extend(reqs)
         scores = score_continuations(
-            lm,
-            requests,
-            max_length=settings.max_length,
-            max_passage_tokens=settings.max_passage_tokens,
-            batch_size=settings.batch_size,
-            max_batch_tokens=settings.max_batch_tokens,
-            on_batch=on_batch,
-        )
-        out = []
-        for w, chosen, start, count, n_rank in plans:
-            cands = candidates[w.index]
-            nll, picked = _decide(w, cands, strategy, chosen, scores[start : start + count], n_rank)
-            out.append(
-                WindowScore(
-                    index=w.index,
-                    nll=nll,
-                    num_targets=w.num_targets,
-                    chosen=picked,
-                    passage_id=cands[picked].id if picked is not None else None,
-                )
-            )
-        yield out
+            lm, requests, max_length=settings.max_length, max_passage_tokens=settings.max_passage_tokens,
+            batch_size=settings.batch_size, max_batch_tokens=settings.max_batch_tokens, on_batch=on_batch,
+        )  # fmt: skip
+        rows = []
+        for w, (start, n_rank) in zip(chunk, starts, strict=True):
+            plan, row = plans[w.index], blank_row(w, candidates[w.index])
+            scored = iter(scores[start : start + plan.rows])
+            if plan.bare:
+                row["no_passage_nll"] = -float(next(scored).double().sum())
+            for i in plan.candidates:
+                s, entry, passage = next(scored), row["candidates"][i], candidates[w.index][i]
+                entry["nll"] = -float(s[n_rank:].double().sum())
+                if plan.rank_tokens:  # y' ranks; with no y' left (n_rank 0) the targets themselves do
+                    entry["rank_logprob"] = float((s[:n_rank] if n_rank else s).double().sum())
+                if passage.id not in grams:
+                    grams[passage.id] = ngrams(passage.tokens)
+                entry["copies_target"] = copies_span(grams[passage.id], tokens, w.target_start, w.end)
+            rows.append(row)
+        yield rows

@@ -14,15 +14,28 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ralm.atomic_files import ensure_writable_dir, write_json_atomic
 from ralm.command_args import call_with_args, parser_for
 from ralm.errors import RalmInputError
+from ralm.eval.conditions import (
+    NO_RETRIEVAL,
+    TRAINED,
+    ZERO_SHOT,
+    Condition,
+    parse_conditions,
+    single_condition,
+)
 from ralm.eval.eval_text import read_eval_text
 from ralm.eval.sweep import Sweep, parse_sweep, plot_sweep
 
+if TYPE_CHECKING:
+    from ralm.eval.choosers import RerankLM
+    from ralm.eval.ppl_run import PplOptions
+    from ralm.retrieval.types import Retriever
+
 PAPER_MAX_LENGTH = 1024
-NAMED_RERANKERS = ("none", "zero-shot", "oracle")
 
 
 @dataclass
@@ -75,7 +88,9 @@ def _check_options(
     index: str | None,
     compare: str | None = None,
     sweep: str | None = None,
-):
+    bootstrap_resamples: int = 1,
+    max_tokens: int | None = None,
+) -> None:
     positive = {
         "stride": window.stride, "query_tokens": window.query_tokens, "max_passage_tokens": window.max_passage_tokens,
         "k": reranking.k, "rank_tokens": reranking.rank_tokens, "batch_size": runtime.batch_size or 1,
@@ -104,6 +119,10 @@ def _check_options(
         raise RalmInputError("--index: required unless --no-retrieval")
     if reranking.rerank_lm and reranking.reranker != "zero-shot":
         raise RalmInputError("--rerank-lm: only used with --reranker zero-shot")
+    if bootstrap_resamples < 1:
+        raise RalmInputError(f"--bootstrap-resamples: must be at least 1, got {bootstrap_resamples}")
+    if max_tokens is not None and max_tokens < 2:
+        raise RalmInputError(f"--max-tokens: must be at least 2, got {max_tokens}")
 
 
 def _check_lengths(
@@ -168,102 +187,127 @@ def eval_ppl(
         bootstrap_resamples: Resamples of the paired bootstrap (--compare).
         progress: Show a progress bar.
     """
-    from ralm.eval.compare import parse_conditions
-    from ralm.eval.compare_stats import format_compare_table
-    from ralm.eval.ppl_run import PplOptions, evaluate
-    from ralm.eval.retrieval_cache import default_cache_path
+    from ralm.eval.ppl_run import evaluate
     from ralm.lm.loading import load_lm
 
     started = time.perf_counter()
-    _check_options(window, reranking, runtime, no_retrieval, index, compare, sweep)
-    conditions = parse_conditions(compare) if compare is not None else []
+    _check_options(
+        window, reranking, runtime, no_retrieval, index, compare, sweep, bootstrap_resamples, max_tokens
+    )
+    conditions = [single_condition(no_retrieval, reranking.reranker, reranking.rerank_lm)]
+    if compare is not None:
+        conditions = parse_conditions(compare)
     plan: Sweep | None = parse_sweep(sweep) if sweep else None
-    if bootstrap_resamples < 1:
-        raise RalmInputError(f"--bootstrap-resamples: must be at least 1, got {bootstrap_resamples}")
-    if max_tokens is not None and max_tokens < 2:
-        raise RalmInputError(f"--max-tokens: must be at least 2, got {max_tokens}")
     out = Path(output)
     ensure_writable_dir(out)
     raw = read_eval_text(text, text_field)
-
-    retriever = reranker_model = None
-    rerankers = {}
-    if no_retrieval:
-        mode = "no-retrieval"
-    else:
-        from ralm.rerank.inference import PredictiveReranker
-        from ralm.retrieval.index import open_index
-
-        retriever = open_index(index, passages) if passages else open_index(index)
-        if conditions:
-            mode = "compare"
-            for c in conditions:
-                if c.mode == "trained":
-                    rerankers[c.name] = PredictiveReranker.from_pretrained(c.reranker, device=runtime.device)
-        else:
-            mode = {"none": "bm25", "zero-shot": "zero-shot", "oracle": "oracle"}.get(
-                reranking.reranker, "trained"
-            )
-            if mode == "trained":
-                if not Path(reranking.reranker).is_dir():
-                    raise RalmInputError(
-                        f"--reranker {reranking.reranker!r}: expected none, zero-shot, oracle or a reranker folder"
-                    )
-                reranker_model = PredictiveReranker.from_pretrained(reranking.reranker, device=runtime.device)
-
+    retriever, cache_path = (None, None) if no_retrieval else _open_index(index, passages, retrieval_cache)
+    models = _load_rerankers(conditions, runtime)
     model = load_lm(lm, device=runtime.device, dtype=runtime.dtype, gguf_file=gguf_file)
-    max_length = min(window.max_length or PAPER_MAX_LENGTH, model.max_length)
+    options = _resolve(
+        model.max_length, plan, window, reranking, runtime, conditions, compare is not None,
+        max_tokens=max_tokens, text_field=text_field,
+    )  # fmt: skip
+    models.update(_load_rerank_lms(conditions, window, reranking, runtime))
+    summaries = evaluate(
+        model, raw, str(text), options, out, retriever=retriever, index_dir=index, models=models,
+        cache_path=cache_path, sweep=plan, progress=progress, started=started, seed=seed,
+        resamples=bootstrap_resamples,
+    )  # fmt: skip
+    if compare is not None:
+        return _report_compare(summaries[0][2], out)
+    for _, point_dir, results in summaries:
+        _print_summary(results, point_dir)
+    return summaries[0][2] if plan is None else _report_sweep(plan, summaries, out)
+
+
+def _open_index(index: str, passages: str | None, retrieval_cache: str | None) -> tuple[Retriever, Path]:
+    """The index (checked against `passages` when given) and its retrieval cache file."""
+    from ralm.eval.retrieval_cache import default_cache_path
+    from ralm.retrieval.index import open_index
+
+    retriever = open_index(index, passages) if passages else open_index(index)
+    return retriever, Path(retrieval_cache) if retrieval_cache else default_cache_path(retriever.meta)
+
+
+def _resolve(
+    lm_max_length: int,
+    plan: Sweep | None,
+    window: Windowing,
+    reranking: Reranking,
+    runtime: Runtime,
+    conditions: list[Condition],
+    compare: bool,
+    **recorded: str | int | None,
+) -> PplOptions:
+    """The run's resolved options, once the LM's context is known (every input must fit in it).
+
+    `recorded`: the options passed on as they are (``max_tokens``, ``text_field``)."""
+    from ralm.eval.ppl_run import PplOptions
+
+    max_length = min(window.max_length or PAPER_MAX_LENGTH, lm_max_length)
     strides = plan.values if plan and plan.field == "stride" else (window.stride,)
     query_lengths = plan.values if plan and plan.field == "query_tokens" else (window.query_tokens,)
-    same_lm_zero_shot = (mode == "zero-shot" and not reranking.rerank_lm) or any(
-        c.mode == "zero-shot" for c in conditions
-    )
+    rank_tokens = reranking.rank_tokens if any(c.ranks for c in conditions) else 0
+    retrieval = conditions[0].kind != NO_RETRIEVAL or compare
     for stride in strides:
-        rank_tokens = reranking.rank_tokens if same_lm_zero_shot else 0
-        _check_lengths(max_length, stride, window.max_passage_tokens, mode != "no-retrieval", rank_tokens)
-    rerank_lm = None
-    rerank_max_length = max_length
-    if reranking.rerank_lm:
-        rerank_lm = load_lm(reranking.rerank_lm, device=runtime.device, dtype=runtime.dtype)
-        rerank_max_length = min(window.max_length or PAPER_MAX_LENGTH, rerank_lm.max_length)
-        if rerank_max_length < window.max_passage_tokens + reranking.rank_tokens:
-            raise RalmInputError(
-                f"--rerank-lm {reranking.rerank_lm}: its {rerank_max_length} tokens cannot hold a"
-                f" {window.max_passage_tokens}-token passage and {reranking.rank_tokens} ranking tokens"
-            )
-
-    options = PplOptions(
+        _check_lengths(max_length, stride, window.max_passage_tokens, retrieval, rank_tokens)
+    return PplOptions(
         strides=tuple(strides), query_lengths=tuple(query_lengths), max_length=max_length,
         max_passage_tokens=window.max_passage_tokens, k=reranking.k, rank_tokens=reranking.rank_tokens,
         batch_size=runtime.batch_size, max_batch_tokens=runtime.max_batch_tokens,
-        retrieval_threads=runtime.retrieval_threads, mode=mode, reranker=reranking.reranker,
-        rerank_lm=reranking.rerank_lm, max_tokens=max_tokens, text_field=text_field,
+        retrieval_threads=runtime.retrieval_threads, conditions=tuple(conditions), compare=compare, **recorded,
     )  # fmt: skip
-    cache_path = None
-    if retriever is not None:
-        cache_path = Path(retrieval_cache) if retrieval_cache else default_cache_path(retriever.meta)
-    summaries = evaluate(
-        model, raw, str(text), options, out, retriever=retriever, index_dir=index, reranker=reranker_model,
-        rerank_lm=rerank_lm, rerank_max_length=rerank_max_length, cache_path=cache_path, sweep=plan,
-        progress=progress, started=started, conditions=conditions, rerankers=rerankers, seed=seed,
-        resamples=bootstrap_resamples,
-    )  # fmt: skip
-    if conditions:
-        compared = summaries[0][2]
-        for name, results in compared.items():
-            _print_summary(results, out / name)
-        print(
-            format_compare_table(
-                [(n, r["metrics"]["token_ppl"], r["comparison"]) for n, r in compared.items()]
-            )
-        )
-        print(f"compare: {out / 'compare.json'} (table: {out / 'candidates.jsonl'})")
-        return compared
-    for _, point_dir, results in summaries:
-        _print_summary(results, point_dir)
 
-    if plan is None:
-        return summaries[0][2]
+
+def _load_rerankers(conditions: list[Condition], runtime: Runtime) -> dict:
+    """The trained rerankers of `conditions` by condition name (a folder that is not one fails here)."""
+    if not any(c.kind == TRAINED for c in conditions):
+        return {}
+    from ralm.rerank.inference import PredictiveReranker
+
+    return {
+        c.name: PredictiveReranker.from_pretrained(c.model, device=runtime.device)
+        for c in conditions
+        if c.kind == TRAINED
+    }
+
+
+def _load_rerank_lms(
+    conditions: list[Condition], window: Windowing, reranking: Reranking, runtime: Runtime
+) -> dict[str, RerankLM]:
+    """The zero-shot reranking LMs (``--rerank-lm``) of `conditions` by condition name."""
+    from ralm.eval.choosers import RerankLM
+    from ralm.lm.loading import load_lm
+
+    models = {}
+    for c in conditions:
+        if not (c.kind == ZERO_SHOT and c.chooses_first):
+            continue
+        rerank_lm = load_lm(c.model, device=runtime.device, dtype=runtime.dtype)
+        max_length = min(window.max_length or PAPER_MAX_LENGTH, rerank_lm.max_length)
+        if max_length < window.max_passage_tokens + reranking.rank_tokens:
+            raise RalmInputError(
+                f"--rerank-lm {c.model}: its {max_length} tokens cannot hold a"
+                f" {window.max_passage_tokens}-token passage and {reranking.rank_tokens} ranking tokens"
+            )
+        models[c.name] = RerankLM(rerank_lm, max_length)
+    return models
+
+
+def _report_compare(compared: dict, out: Path) -> dict:
+    from ralm.eval.compare_stats import format_compare_table
+
+    for name, results in compared.items():
+        _print_summary(results, out / name)
+    print(
+        format_compare_table([(n, r["metrics"]["token_ppl"], r["comparison"]) for n, r in compared.items()])
+    )
+    print(f"compare: {out / 'compare.json'} (table: {out / 'candidates.jsonl'})")
+    return compared
+
+
+def _report_sweep(plan: Sweep, summaries: list, out: Path) -> dict:
     sweep_points = [
         {"value": p[0] if plan.field == "stride" else p[1], "dir": str(d), **r["metrics"]}
         for p, d, r in summaries

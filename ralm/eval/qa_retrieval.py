@@ -5,8 +5,8 @@ Rerankers (``--rerank``):
 - ``zero-shot``: fetch ``candidates`` passages and order them by the LM's log-probability of the query given
   each passage (the RALM paper's §6.1 rule, with the retrieval query as the scored continuation), through
   ``ralm.lm.scoring.score_continuations``, the one scorer every stage uses.
-- a folder: a trained predictive reranker (``ralm.rerank.inference.PredictiveReranker``) scores each
-  candidate against the query actually issued (in FLARE: the masked look-ahead sentence or the LM's
+- a folder: a trained predictive reranker (``ralm.rerank.inference.PredictiveReranker.order``) orders the
+  candidates against the query actually issued (in FLARE: the masked look-ahead sentence or the LM's
   question, so the reranker and BM25 judge the same text). If it was trained to abstain, the empty passage
   is a candidate too and, when it ranks among the top ``docs``, fewer passages are shown.
 """
@@ -73,15 +73,21 @@ class PassageSource:
         if self.rerank == "none":
             return [[hit_to_passage(h) for h in row[:k]] for row in hits]
         if self.rerank == "zero-shot":
-            scores = self._zero_shot_scores(queries, hits)
-        else:
-            scores = self._trained_scores(queries, hits)
-        out = []
-        for row, row_scores in zip(hits, scores, strict=True):
             # Stable sort: ties keep the retriever's order.
-            order = sorted(range(len(row_scores)), key=lambda i: -row_scores[i])[:k]
-            out.append([hit_to_passage(row[i]) for i in order if i < len(row)])  # index len(row) = abstain
-        return out
+            orders = [
+                sorted(range(len(s)), key=lambda i: -s[i]) for s in self._zero_shot_scores(queries, hits)
+            ]
+        else:
+            orders = self._reranker.order(
+                list(queries),
+                [[h.contents for h in row] for row in hits],
+                [[h.score for h in row] for row in hits],
+            )
+        # None is the empty passage of a reranker that abstains: it only leaves a slot empty.
+        return [
+            [hit_to_passage(row[i]) for i in order[:k] if i is not None]
+            for row, order in zip(hits, orders, strict=True)
+        ]
 
     def _zero_shot_scores(self, queries: Sequence[str], hits: list[list[Hit]]) -> list[list[float]]:
         from ralm.lm.scoring import ScoreRequest, score_continuations
@@ -107,15 +113,6 @@ class PassageSource:
             out.append(flat[start : start + n])
             start += n
         return out
-
-    def _trained_scores(self, queries: Sequence[str], hits: list[list[Hit]]) -> list[list[float]]:
-        candidates = [[h.contents for h in row] for row in hits]
-        bm25 = [[h.score for h in row] for row in hits] if self._reranker.prior_weight is not None else None
-        if self._reranker.abstain:
-            # The empty passage sits at index len(row); the reranker gives it its abstention score.
-            candidates = [c + [""] for c in candidates]
-            bm25 = [s + [0.0] for s in bm25] if bm25 is not None else None
-        return self._reranker.score(list(queries), candidates, bm25)
 
 
 def open_source(

@@ -81,7 +81,7 @@ class PredictiveReranker:
         self.max_length: int = info["max_length"]
         self.max_prefix_tokens: int = info["max_prefix_tokens"]
         self.abstain: bool = bool(info.get("abstain", False))
-        """Trained with the empty passage as a candidate: callers offer "" too and skip retrieval if it wins."""
+        """Trained with the empty passage as a candidate: ``rank`` and ``order`` offer it too."""
         prior = info.get("bm25_prior")
         self.prior_weight: float | None = float(prior["weight"]) if prior else None
         """Trained with ``--bm25-prior``: ``score`` needs the candidates' BM25 scores and adds w * z."""
@@ -117,7 +117,7 @@ class PredictiveReranker:
         self,
         prefixes: Sequence[str],
         candidates: Sequence[Sequence[str]],
-        bm25_scores: Sequence[Sequence[float]] | None = None,
+        bm25_scores: Sequence[Sequence[float | None]] | None = None,
     ) -> list[list[float]]:
         """Scores for each prefix's candidates (higher is better), same nesting as ``candidates``.
 
@@ -132,6 +132,10 @@ class PredictiveReranker:
                 raise ValueError("this reranker was trained with the BM25 prior: pass bm25_scores")
             if [len(g) for g in bm25_scores] != [len(g) for g in candidates]:
                 raise ValueError("bm25_scores must have the same nesting as candidates")
+            if any(s is None for g in bm25_scores for s in g):
+                raise ValueError(
+                    "this reranker was trained with the BM25 prior: every passage needs its BM25 score"
+                )
         out: list[list[float]] = []
         # Chunk by prefixes so each prefix is cut once and a chunk holds about batch_size pairs.
         i = 0
@@ -167,30 +171,42 @@ class PredictiveReranker:
         self,
         prefixes: Sequence[str] | str,
         candidates: Sequence[Sequence[str]] | Sequence[str],
-        bm25_scores: Sequence[Sequence[float]] | Sequence[float] | None = None,
+        bm25_scores: Sequence[Sequence[float | None]] | Sequence[float | None] | None = None,
     ) -> list[int | None] | int | None:
         """The chosen candidate per prefix (index into its passages), or None for no passage.
 
         One prefix (a string) with its passages and scores gives one answer; lists of them give a list.
-
-        Abstention and the BM25 prior are handled here: a reranker trained with ``--abstain`` also scores
-        the empty passage and declines when it wins; one whose export decision is ``no-retrieval`` always
-        declines. Ties go to the earlier candidate (higher in BM25 order), the empty passage coming last.
+        The first of ``order``: abstention, the BM25 prior and the export's decision applied here.
         """
         if isinstance(prefixes, str):
             scores = None if bm25_scores is None else [bm25_scores]
             return self.rank([prefixes], [candidates], scores)[0]
+        return [best[0] if best else None for best in self.order(prefixes, candidates, bm25_scores)]
+
+    def order(
+        self,
+        prefixes: Sequence[str],
+        candidates: Sequence[Sequence[str]],
+        bm25_scores: Sequence[Sequence[float | None]] | None = None,
+    ) -> list[list[int | None]]:
+        """Each prefix's candidates best first (indices into its passages), None standing for no passage.
+
+        Callers pass the passages and their BM25 scores whatever the reranker was trained with: a reranker
+        trained with ``--abstain`` also scores the empty passage (None in the order, where it ranks); one
+        trained with the BM25 prior reads the scores; one whose export decision is ``no-retrieval`` always
+        declines (``[None]``). Ties go to the earlier candidate (higher in BM25 order), the empty passage last.
+        """
         if self.decision == "no-retrieval":
-            return [None] * len(prefixes)
+            return [[None] for _ in prefixes]
         groups = [list(c) + ([""] if self.abstain else []) for c in candidates]
         bm25 = None
         if bm25_scores is not None:
             bm25 = [list(s) + ([0.0] if self.abstain else []) for s in bm25_scores]
-        picks: list[int | None] = []
+        orders: list[list[int | None]] = []
         for real, scores in zip(candidates, self.score(prefixes, groups, bm25), strict=True):
-            best = max(range(len(scores)), key=lambda i: (scores[i], -i)) if scores else None
-            picks.append(None if best is None or best >= len(real) else best)
-        return picks
+            ranked = sorted(range(len(scores)), key=lambda i: -scores[i])  # stable: ties keep BM25 order
+            orders.append([i if i < len(real) else None for i in ranked])
+        return orders
 
     def _score_chunk(self, prefixes: Sequence[str], candidates: Sequence[Sequence[str]]) -> list[float]:
         encoded = encode_groups(
