@@ -99,6 +99,7 @@ def main() -> None:
     parser.add_argument("--sweep", default=None, help="e.g. theta=0.4,0.6,0.8,1.0 (run it on dev)")
     parser.add_argument("--reranker", default=None, help="a trained reranker export for one more row")
     parser.add_argument("--limit", type=int, default=None, help="only the first N questions")
+    parser.add_argument("--candidates", type=int, default=4, help="BM25 candidates a reranker orders")
     parser.add_argument("--lm", default=None, help="LM folder or .gguf (default: the offline SmolLM2)")
     parser.add_argument("--work", default=os.path.expanduser("~/.cache/ralm/bench-flare-qa"))
     args = parser.parse_args()
@@ -116,8 +117,11 @@ def main() -> None:
     lm_calls, rates = {}, {}
     rows = conditions(args.theta, args.reranker)
     for name, (config, rerank) in rows.items():
+        # --candidates only matters to a reranker; the rows without one keep the value they ran with (8), so
+        # their finished folders resume instead of being refused for a changed setting.
+        candidates = args.candidates if rerank != "none" else 8
         results = eval_flare(
-            **common, output=str(out / slug(name)), flare=config, rerank=rerank, candidates=8
+            **common, output=str(out / slug(name)), flare=config, rerank=rerank, candidates=candidates
         )
         lm_calls[name] = results["metrics"]["lm_calls_per_example"]
         rates[name] = results["metrics"]["retrieval_rate"]

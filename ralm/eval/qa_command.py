@@ -79,26 +79,15 @@ def eval_qa(
         "format": format, "split": split, "rerank": rerank, "candidates": candidates,
         "max_new_tokens": max_new_tokens, "max_length": max_length,
     }  # fmt: skip
-    writer = PredictionWriter(output, settings, overwrite=overwrite)
-    todo = [ex for ex in examples if ex.id not in writer.done]
-
     from ralm.lm.loading import load_lm
 
+    writer = PredictionWriter(output, settings, overwrite=overwrite)
     model = load_lm(lm, device=device, dtype=dtype, gguf_file=gguf_file)
     source = open_source(index, model, rerank, candidates, max_length, passages) if docs > 0 else None
     runner = QARunner(model, docs=docs, source=source, max_new_tokens=max_new_tokens, max_length=max_length)
     runner.check(examples)
     start = time.perf_counter()
-    with (
-        writer,
-        progress(len(examples), initial=len(examples) - len(todo), desc="qa", unit="question") as bar,
-    ):
-        for i in range(0, len(todo), batch_size):
-            chunk = todo[i : i + batch_size]
-            for record in runner.answer_batch(chunk):
-                writer.write(record)
-            bar.update(len(chunk))
-        records = writer.records([ex.id for ex in examples])
+    records = _answer_all(runner, examples, writer, batch_size)
     summary = {
         "examples": len(examples),
         "done": len(records),
@@ -114,6 +103,21 @@ def eval_qa(
     has = f"  has-answer {m['has_answer']:.3f}" if m["has_answer"] is not None else ""
     print(f"qa ({book}) {len(records)} examples: EM {m['em']:.3f}{has}  -> {Path(output) / RESULTS}")
     return results
+
+
+def _answer_all(runner: QARunner, examples: list, writer: PredictionWriter, batch_size: int) -> list[dict]:
+    """Answer the examples not yet in `writer`, `batch_size` at a time; every finished record, in order."""
+    todo = [ex for ex in examples if ex.id not in writer.done]
+    with (
+        writer,
+        progress(len(examples), initial=len(examples) - len(todo), desc="qa", unit="question") as bar,
+    ):
+        for i in range(0, len(todo), batch_size):
+            chunk = todo[i : i + batch_size]
+            for record in runner.answer_batch(chunk):
+                writer.write(record)
+            bar.update(len(chunk))
+        return writer.records([ex.id for ex in examples])
 
 
 def build_parser() -> ArgumentParser:
