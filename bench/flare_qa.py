@@ -3,13 +3,15 @@
 The set (``ralm.eval.qa_quiz.quiz_qa_set``): 364 BSD quiz questions (atomic numbers; capitals of European,
 African, American and Asian countries and of US states; the two exemplars' questions left out; the files
 interleaved), every third one ``dev`` (122), the rest ``test`` (242: reported; ``--limit N`` takes the first
-N, every kind mixed). theta is FLARE's default 0.8, fixed before any run; the dev sweep shows the curve. Retrieval corpus: WordNet 3.0's
-82,115 noun glosses (BM25, bm25s); the answer is in BM25's top 2 for the question in 84% of questions.
-LM: SmolLM2-135M-Instruct (offline), greedy, fp32. Every run goes through ``ralm eval flare`` (resumable
-folders under --work), so a killed bench resumes.
+N, every kind mixed). theta is FLARE's default 0.8, fixed before any run; the dev sweep shows the curve and
+chooses ``--dev-theta``, run once more on test. Retrieval corpus: WordNet 3.0's 82,115 noun glosses (BM25,
+bm25s); the script prints how often the answer is in BM25's top 1 and 2 for the question. LM:
+SmolLM2-135M-Instruct (offline: its Q4_1 GGUF, dequantized to fp32), greedy. Every run goes through
+``ralm eval flare`` (resumable folders under --work), so a killed bench resumes.
 
-    OMP_NUM_THREADS=2 .venv/bin/python bench/flare_qa.py --split test --limit 120 [--reranker PATH]
-    OMP_NUM_THREADS=2 .venv/bin/python bench/flare_qa.py --split dev --limit 45 --sweep theta=0.4,0.8,1.0
+    OMP_NUM_THREADS=2 .venv/bin/python bench/flare_qa.py --split dev --limit 45 --sweep theta=0.2,0.5,0.8,1.0
+    OMP_NUM_THREADS=2 .venv/bin/python bench/flare_qa.py --split test --limit 120 --candidates 4 \
+        --dev-theta 0.2 [--reranker PATH]
 """
 
 from __future__ import annotations
@@ -46,7 +48,27 @@ def prepare(work: Path, split: str) -> tuple[Path, Path, Path]:
     return questions, shots, index
 
 
-def conditions(theta: float, reranker: str | None) -> dict[str, tuple[FlareConfig, str]]:
+def answer_coverage(index: Path) -> str:
+    """How often an accepted answer appears (as a word) in BM25's top 1 and top 2 for the question itself."""
+    import re
+
+    from ralm.retrieval.index import open_index
+
+    examples = quiz_qa_set("all")
+    hits = open_index(index).search([ex.question for ex in examples], 2)
+
+    def found(row, ex) -> bool:
+        text = " ".join(h.contents for h in row).lower()
+        return any(re.search(rf"\b{re.escape(a.lower())}\b", text) for a in ex.answers)
+
+    top1 = sum(found(row[:1], ex) for row, ex in zip(hits, examples, strict=True)) / len(examples)
+    top2 = sum(found(row, ex) for row, ex in zip(hits, examples, strict=True)) / len(examples)
+    return f"answer in BM25's top 1 for {top1:.1%} and top 2 for {top2:.1%} of all {len(examples)} questions"
+
+
+def conditions(
+    theta: float, reranker: str | None, dev_theta: float | None
+) -> dict[str, tuple[FlareConfig, str]]:
     """name -> (settings, reranker) of every row of the table."""
     flare = replace(BASE, theta=theta)
     rows = {
@@ -58,6 +80,8 @@ def conditions(theta: float, reranker: str | None) -> dict[str, tuple[FlareConfi
     }
     if reranker:
         rows["flare (masked) + trained"] = (flare, reranker)
+    if dev_theta is not None:  # the value the dev sweep chose, run once on test
+        rows[f"flare (masked), theta {dev_theta:g} from dev"] = (replace(BASE, theta=dev_theta), "none")
     return rows
 
 
@@ -89,7 +113,7 @@ def table(out: Path, names: list[str], lm_calls: dict[str, float], rates: dict[s
 
 
 def slug(name: str) -> str:
-    return name.replace(" ", "_").replace("(", "").replace(")", "").replace("+", "plus")
+    return name.replace(" ", "_").replace("(", "").replace(")", "").replace("+", "plus").replace(",", "")
 
 
 def main() -> None:
@@ -97,6 +121,7 @@ def main() -> None:
     parser.add_argument("--split", choices=("dev", "test"), default="test")
     parser.add_argument("--theta", type=float, default=0.8, help="FLARE's threshold (chosen on dev)")
     parser.add_argument("--sweep", default=None, help="e.g. theta=0.4,0.6,0.8,1.0 (run it on dev)")
+    parser.add_argument("--dev-theta", type=float, default=None, help="one more row: theta chosen on dev")
     parser.add_argument("--reranker", default=None, help="a trained reranker export for one more row")
     parser.add_argument("--limit", type=int, default=None, help="only the first N questions")
     parser.add_argument("--candidates", type=int, default=4, help="BM25 candidates a reranker orders")
@@ -106,6 +131,7 @@ def main() -> None:
 
     work = Path(args.work)
     questions, shots, index = prepare(work, args.split)
+    print(answer_coverage(index))
     common = dict(data=str(questions), lm=args.lm or smollm2(), index=str(index), exemplars=str(shots),
                   device="cpu", dtype="float32", limit=args.limit)  # fmt: skip
     out = work / args.split
@@ -115,7 +141,7 @@ def main() -> None:
         )
         return
     lm_calls, rates = {}, {}
-    rows = conditions(args.theta, args.reranker)
+    rows = conditions(args.theta, args.reranker, args.dev_theta)
     for name, (config, rerank) in rows.items():
         # --candidates only matters to a reranker; the rows without one keep the value they ran with (8), so
         # their finished folders resume instead of being refused for a changed setting.

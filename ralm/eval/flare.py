@@ -81,7 +81,8 @@ class FlareConfig:
     keep_confident: bool = True
     """Keep a confident look-ahead instead of regenerating it (identical under greedy decoding)."""
     use_full_input_as_query: bool = True
-    """The first query is the whole input (the authors' setting); false: its last max_query_tokens."""
+    """The first query (every method's) is the whole input, as in the authors' 2WikiMultihopQA config;
+    false (their code's default): its last max_query_tokens."""
     use_ctx_for_examplars: bool = False
     """Each exemplar shows the passages its question retrieves (the authors' "ret"); off by default: two
     passages per exemplar take ~300 tokens of a small LM's context from the question's own passages."""

@@ -113,7 +113,9 @@ def eval_flare(
     from ralm.lm.loading import load_lm
 
     model = load_lm(lm, device=device, dtype=dtype, gguf_file=gguf_file)
-    source = open_source(index, model, rerank, candidates, max_length, passages)
+    # No retrieval needs no index (and no reranker), unless a sweep runs the retrieving methods too.
+    needs_source = flare.method != "no-retrieval" or plan is not None
+    source = open_source(index, model, rerank, candidates, max_length, passages) if needs_source else None
     if plan is not None:
         return run_flare_sweep(plan, output, lambda cfg, out: run_flare(
             model, source, cfg, examples, shots, out, {**settings, "flare": vars(cfg)},

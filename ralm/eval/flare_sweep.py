@@ -52,9 +52,10 @@ def parse_flare_sweep(spec: str, base: FlareConfig) -> FlareSweep:
         if not 0.0 <= number <= 1.0:
             raise RalmInputError(f"--sweep {spec!r}: {field} must be in [0, 1], got {number:g}")
         parsed.append(number)
-    if len(set(parsed)) != len(parsed):
+    sweep = FlareSweep(field, tuple(parsed), base)
+    if len({sweep.folder(v) for v in parsed}) != len(parsed):  # distinct folders, not only distinct floats
         raise RalmInputError(f"--sweep {spec!r}: values must be distinct")
-    return FlareSweep(field, tuple(parsed), base)
+    return sweep
 
 
 def sweep_row(label: str, results: dict, value: float | None = None) -> dict:

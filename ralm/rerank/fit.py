@@ -8,7 +8,9 @@ model), so bad input fails in seconds with a one-line ``RalmInputError``, before
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, replace
 
@@ -200,5 +202,17 @@ def fit_reranker(
     )
     callbacks = [best, last, history, *fallback, *extra_callbacks, export]
     trainer = build_trainer(run, optim, hardware, out_dir, loggers, callbacks)
+    started = time.time()
     trainer.fit(module, datamodule=datamodule, ckpt_path=resume)
-    return export.summary
+    if not trainer.is_global_zero:
+        return {}
+    return export.summary or _summary_written_since(out_dir, started)
+
+
+def _summary_written_since(out_dir: str, started: float) -> dict:
+    """Under ddp_spawn the export ran in the spawned rank-0 worker: its summary.json, if this run wrote it."""
+    path = os.path.join(out_dir, "summary.json")
+    if os.path.exists(path) and os.path.getmtime(path) >= started:
+        with open(path) as f:
+            return json.load(f)
+    return {}

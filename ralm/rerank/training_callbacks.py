@@ -46,8 +46,10 @@ class BM25Fallback(Callback):
     def __init__(self, path: str, resuming: bool):
         self.path, self.resuming = path, resuming
 
-    def on_fit_start(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
-        if trainer.is_global_zero and not self.resuming:
+    def setup(self, trainer: pl.Trainer, module: pl.LightningModule, stage: str) -> None:
+        # setup runs before the strategy moves, casts (DeepSpeed bf16, *-true precisions) or shards (ZeRO-3)
+        # the parameters: the fallback holds the plain fp32 weights, whole, as the module was built.
+        if stage == "fit" and trainer.is_global_zero and not self.resuming:
             state = {k: v.detach().cpu() for k, v in module.state_dict().items()}
             with atomic_path(self.path) as tmp:  # a kill mid-save must not leave a fallback that cannot load
                 torch.save({"state_dict": state, "hyper_parameters": dict(module.hparams)}, tmp)
@@ -80,8 +82,8 @@ class ExportDecided(Callback):
         self.summary: dict = {}
         self._started = 0.0
 
-    def on_fit_start(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
-        self._started = time.perf_counter()
+    def setup(self, trainer: pl.Trainer, module: pl.LightningModule, stage: str) -> None:
+        self._started = time.perf_counter()  # (process-group and strategy setup included, as before)
 
     def on_fit_end(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
         if trainer.is_global_zero:
