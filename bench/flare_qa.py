@@ -3,7 +3,7 @@
 The set (``ralm.eval.qa_quiz.quiz_qa_set``): 364 BSD quiz questions (atomic numbers; capitals of European,
 African, American and Asian countries and of US states; the two exemplars' questions left out; the files
 interleaved), every third one ``dev`` (122), the rest ``test`` (242: reported; ``--limit N`` takes the first
-N, every kind mixed). theta is FLARE's default 0.8, fixed before any run; the dev sweep shows the curve and
+N, the kinds mixed unevenly: the counts are in bench/RESULTS.md). theta is FLARE's default 0.8, fixed before any run; the dev sweep shows the curve and
 chooses ``--dev-theta``, run once more on test. Retrieval corpus: WordNet 3.0's 82,115 noun glosses (BM25,
 bm25s); the script prints how often the answer is in BM25's top 1 and 2 for the question. LM:
 SmolLM2-135M-Instruct (offline: its Q4_1 GGUF, dequantized to fp32), greedy. Every run goes through

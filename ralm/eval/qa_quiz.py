@@ -41,9 +41,10 @@ def quiz_examples(name: str, every: int = 1, offset: int = 0) -> list[QAExample]
 
 def quiz_qa_set(split: str) -> list[QAExample]:
     """The quiz QA set (FLARE's offline benchmark): every question of the QUIZZES files but the exemplars',
-    de-duplicated by question, the files interleaved (so any first N questions mix every kind), split by
+    de-duplicated by question, the files interleaved (so a ``--limit`` prefix mixes the files, though not
+    evenly: with six files and every third question in dev, a short prefix can miss a kind), split by
     position: every third question is ``dev`` (for choosing settings, e.g. theta), the rest ``test`` (for
-    reporting); ``all`` is both."""
+    reporting); ``all`` is both. Both splits hold every file."""
     if split not in ("dev", "test", "all"):
         raise ValueError(f"split must be dev, test or all, got {split!r}")
     shots = {q for q, _ in SHOTS}
