@@ -49,21 +49,17 @@ def prepare(work: Path, split: str) -> tuple[Path, Path, Path]:
 
 
 def answer_coverage(index: Path) -> str:
-    """How often an accepted answer appears (as a word) in BM25's top 1 and top 2 for the question itself."""
-    import re
-
+    """How often BM25's top 1 and top 2 for the question hold an accepted answer (``has_answer``: the RALM
+    authors' normalised-substring rule, the one `ralm eval qa` reports)."""
+    from ralm.eval.metrics import has_answer
     from ralm.retrieval.index import open_index
 
     examples = quiz_qa_set("all")
     hits = open_index(index).search([ex.question for ex in examples], 2)
-
-    def found(row, ex) -> bool:
-        text = " ".join(h.contents for h in row).lower()
-        return any(re.search(rf"\b{re.escape(a.lower())}\b", text) for a in ex.answers)
-
-    top1 = sum(found(row[:1], ex) for row, ex in zip(hits, examples, strict=True)) / len(examples)
-    top2 = sum(found(row, ex) for row, ex in zip(hits, examples, strict=True)) / len(examples)
-    return f"answer in BM25's top 1 for {top1:.1%} and top 2 for {top2:.1%} of all {len(examples)} questions"
+    rows = list(zip(hits, examples, strict=True))
+    top1 = sum(has_answer([h.contents for h in row[:1]], ex.answers) for row, ex in rows) / len(rows)
+    top2 = sum(has_answer([h.contents for h in row], ex.answers) for row, ex in rows) / len(rows)
+    return f"answer in BM25's top 1 for {top1:.1%} and top 2 for {top2:.1%} of all {len(rows)} questions"
 
 
 def conditions(

@@ -13,9 +13,10 @@ import statistics as stats_lib
 from dataclasses import asdict
 from pathlib import Path
 
-from ralm.atomic_files import atomic_path, write_text_atomic
+from ralm.atomic_files import write_text_atomic
 from ralm.demo.presets import DemoScale
 from ralm.eval.compare_stats import format_compare_table
+from ralm.plots import pyplot, save_figure
 
 BASELINES = ("no-retrieval", "bm25", "random", "zero-shot", "oracle", "oracle-or-none")
 """The built-in conditions of the demo's one `ralm eval ppl --compare` table (trained ones go between)."""
@@ -144,11 +145,7 @@ def format_table(metrics: dict[str, dict], times: dict[str, float], title: str, 
 
 def plot(metrics: dict[str, dict], gain_curves: dict[str, list], title: str, path: Path) -> None:
     """Perplexity change vs no retrieval with 95% CIs per condition, and each seed's validation curve."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8))
     names = list(metrics)
     changes = [100 * metrics[n]["comparison"]["vs_no_retrieval"]["change"] for n in names]
@@ -181,9 +178,7 @@ def plot(metrics: dict[str, dict], gain_curves: dict[str, list], title: str, pat
     right.legend(loc="best", fontsize=7)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
-    with atomic_path(path, suffix=path.suffix) as tmp:
-        fig.savefig(tmp, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 def orderings(metrics: dict[str, dict]) -> dict[str, bool]:

@@ -14,9 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ralm.atomic_files import atomic_path, write_json_atomic
+from ralm.atomic_files import write_json_atomic
 from ralm.errors import RalmInputError
 from ralm.eval.flare import FlareConfig
+from ralm.plots import pyplot, save_figure
 
 SWEEPABLE = ("theta", "beta")
 REFERENCES = ("single", "no-retrieval")
@@ -97,11 +98,7 @@ def run_flare_sweep(sweep: FlareSweep, output: str, run: Callable[[FlareConfig, 
 
 def plot_flare_sweep(summary: dict, path: Path) -> None:
     """EM and F1 against the share of sentences that retrieved; the references as horizontal lines."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     points = sorted(summary["points"], key=lambda p: p["retrieval_rate"])
     xs = [p["retrieval_rate"] for p in points]
@@ -118,8 +115,4 @@ def plot_flare_sweep(summary: dict, path: Path) -> None:
     ax.set_xlim(-0.02, 1.02)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    try:
-        with atomic_path(path, suffix=".png") as tmp:  # savefig picks the format from the extension
-            fig.savefig(tmp, dpi=120)
-    finally:
-        plt.close(fig)
+    save_figure(fig, path)

@@ -11,8 +11,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from ralm.atomic_files import atomic_path
 from ralm.errors import RalmInputError
+from ralm.plots import pyplot, save_figure
 
 SWEEPABLE = ("stride", "query_tokens")
 
@@ -45,11 +45,7 @@ def parse_sweep(spec: str) -> Sweep:
 
 def plot_sweep(sweep: Sweep, points: list[dict], path: Path, baseline: float | None = None) -> None:
     """Perplexity against the swept value (log-2 x axis for strides, as the paper draws them)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     xs = [p["value"] for p in points]
     fig, ax = plt.subplots(figsize=(5, 3.5))
     for key, label in (("token_ppl", "token perplexity"), ("word_ppl", "word perplexity")):
@@ -65,8 +61,4 @@ def plot_sweep(sweep: Sweep, points: list[dict], path: Path, baseline: float | N
     ax.set_ylabel("perplexity")
     ax.legend()
     fig.tight_layout()
-    try:
-        with atomic_path(path, suffix=".png") as tmp:  # savefig picks the format from the extension
-            fig.savefig(tmp, dpi=120)
-    finally:
-        plt.close(fig)
+    save_figure(fig, path)
