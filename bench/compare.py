@@ -99,11 +99,11 @@ def tiny_reranker(folder: Path, texts: list[str]) -> Path:
 
 def count_lm_rows() -> list[int]:
     """Route every `score_continuations` call of the eval code through a row counter; returns the counter."""
-    import ralm.eval.choosers
-    import ralm.eval.perplexity
+    import ralm.eval.ppl.choosers
+    import ralm.eval.ppl.perplexity
 
     rows = [0]
-    for module in (ralm.eval.perplexity, ralm.eval.choosers):
+    for module in (ralm.eval.ppl.perplexity, ralm.eval.ppl.choosers):
         original = module.score_continuations
 
         def counted(*args, _original=original, on_batch=None, **kwargs):
@@ -120,9 +120,9 @@ def count_lm_rows() -> list[int]:
 
 def warm_retrieval_cache(lm_dir, text, index, cache, args) -> int:
     """Fill the shared retrieval cache with every query of the timed runs (the same code path); queries."""
-    from ralm.eval.ppl_run import window_queries
-    from ralm.eval.retrieval_cache import retrieve_cached
-    from ralm.eval.windows import strided_windows
+    from ralm.eval.ppl.retrieval_cache import retrieve_cached
+    from ralm.eval.ppl.run import window_queries
+    from ralm.eval.ppl.windows import strided_windows
     from ralm.lm.loading import load_lm
     from ralm.retrieval.index import open_index
 
@@ -159,7 +159,7 @@ def main() -> None:
 
     from transformers.utils.logging import disable_progress_bar
 
-    from ralm.eval.ppl_command import Reranking, Runtime, Windowing, eval_ppl
+    from ralm.eval.ppl.ppl_command import Reranking, Runtime, Windowing, eval_ppl
     from ralm.lm.loading import resolve_device, resolve_dtype
     from ralm.lm.scoring import default_batch_size
     from ralm.retrieval.index import build_index

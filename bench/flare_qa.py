@@ -1,6 +1,6 @@
 """FLARE on a real offline QA set: every method, with paired bootstrap CIs, and the theta curve on dev.
 
-The set (``ralm.eval.qa_quiz.quiz_qa_set``): 364 BSD quiz questions (atomic numbers; capitals of European,
+The set (``ralm.eval.qa.quiz.quiz_qa_set``): 364 BSD quiz questions (atomic numbers; capitals of European,
 African, American and Asian countries and of US states; the two exemplars' questions left out; the files
 interleaved), every third one ``dev`` (122), the rest ``test`` (242: reported; ``--limit N`` takes the first
 N, the kinds mixed unevenly: the counts are in bench/RESULTS.md). theta is FLARE's default 0.8, fixed before any run; the dev sweep shows the curve and
@@ -25,9 +25,9 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from ralm.eval.flare import FlareConfig  # noqa: E402
-from ralm.eval.flare_command import eval_flare  # noqa: E402
-from ralm.eval.qa_quiz import SHOTS, quiz_qa_set, wordnet_noun_index, write_examples  # noqa: E402
+from ralm.eval.qa.flare import FlareConfig  # noqa: E402
+from ralm.eval.qa.flare_command import eval_flare  # noqa: E402
+from ralm.eval.qa.quiz import SHOTS, quiz_qa_set, wordnet_noun_index, write_examples  # noqa: E402
 from ralm.statistics import paired_mean_difference  # noqa: E402
 
 BASE = FlareConfig(max_new_tokens=24, lookahead_tokens=24, stop="\n")
@@ -51,7 +51,7 @@ def prepare(work: Path, split: str) -> tuple[Path, Path, Path]:
 def answer_coverage(index: Path) -> str:
     """How often BM25's top 1 and top 2 for the question hold an accepted answer (``has_answer``: the RALM
     authors' normalised-substring rule, the one `ralm eval qa` reports)."""
-    from ralm.eval.metrics import has_answer
+    from ralm.eval.qa.metrics import has_answer
     from ralm.retrieval.index import open_index
 
     examples = quiz_qa_set("all")

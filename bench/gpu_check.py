@@ -9,7 +9,7 @@
    bf16 labels against fp32 (largest summed-label difference, same best candidate).
 2. training: ``RerankerModule`` (a RoBERTa-base-sized encoder, random weights) under Lightning in
    ``bf16-mixed`` and ``32-true`` on the same batches: steps/s and the loss after the last step of each.
-3. eval ppl: ``ralm.eval.ppl_run.evaluate`` (BM25 top-1, stride 4, 1,024 tokens) in fp32 and bf16:
+3. eval ppl: ``ralm.eval.ppl.run.evaluate`` (BM25 top-1, stride 4, 1,024 tokens) in fp32 and bf16:
    scored tokens/s and the relative difference of total NLL.
 """
 
@@ -116,7 +116,7 @@ def check_training(args, tmp: Path) -> None:
 
 
 def check_eval_ppl(args, tmp: Path) -> None:
-    from ralm.eval.ppl_run import PplOptions, evaluate
+    from ralm.eval.ppl.run import PplOptions, evaluate
     from ralm.retrieval.index import build_index, open_index
     from ralm.retrieval.passages import split_passages, write_passages
 

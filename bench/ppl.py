@@ -1,7 +1,7 @@
 """Throughput of `ralm eval ppl` against a naive eval_lm.py-style loop, same process, same inputs.
 
 Baseline: one forward per window over the whole window, full logits, CrossEntropyLoss on the scored
-positions (what eval_lm.py does). ralm: the real `ralm.eval.ppl_run.evaluate` pipeline (windows, batched
+positions (what eval_lm.py does). ralm: the real `ralm.eval.ppl.run.evaluate` pipeline (windows, batched
 retrieval, length-bucketed batches, LM head only at scored positions). Both runs must give the same total
 NLL (relative difference <= 1e-5, asserted); the script prints tokens/s of each and the ratio.
 
@@ -82,8 +82,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="runs of each path, in ABBA order")
     args = parser.parse_args()
 
-    from ralm.eval.ppl_run import PplOptions, build_candidates, evaluate, window_queries
-    from ralm.eval.windows import strided_windows
+    from ralm.eval.ppl.run import PplOptions, build_candidates, evaluate, window_queries
+    from ralm.eval.ppl.windows import strided_windows
     from ralm.lm.loading import load_lm, resolve_device, resolve_dtype
     from ralm.lm.scoring import default_batch_size
     from ralm.retrieval.index import build_index, open_index

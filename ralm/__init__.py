@@ -23,14 +23,14 @@ _API = {
     "build_index": ("ralm.retrieval.index", "build_index"),
     "open_index": ("ralm.retrieval.index", "open_index"),
     "load_lm": ("ralm.lm.loading", "load_lm"),
-    "generate_reranking_data": ("ralm.data_gen.command", "data_gen"),
-    "train_reranker": ("ralm.rerank.command", "train"),
+    "generate_reranking_data": ("ralm.data_gen.data_gen_command", "data_gen"),
+    "train_reranker": ("ralm.rerank.train_command", "train"),
     "Reranker": ("ralm.rerank.inference", "PredictiveReranker"),
-    "evaluate_perplexity": ("ralm.eval.ppl_command", "eval_ppl"),
-    "evaluate_flare": ("ralm.eval.flare_command", "eval_flare"),
-    "evaluate_qa": ("ralm.eval.qa_command", "eval_qa"),
+    "evaluate_perplexity": ("ralm.eval.ppl.ppl_command", "eval_ppl"),
+    "evaluate_flare": ("ralm.eval.qa.flare_command", "eval_flare"),
+    "evaluate_qa": ("ralm.eval.qa.qa_command", "eval_qa"),
     "run_pipeline": ("ralm.demo.run_command", "run"),
-    "prepare_wikitext103": ("ralm.corpora.prepare_command", "prepare_wikitext103"),
+    "prepare_wikitext103": ("ralm.corpora.wikitext103_command", "prepare_wikitext103"),
 }
 __all__ = ["__version__", *_API]
 

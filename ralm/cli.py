@@ -16,22 +16,25 @@ from ralm.progress import is_terminal
 # command words -> (module, one-line description). Two-word commands ("eval ppl") are nested.
 COMMANDS: dict[str, tuple[str, str]] = {
     "prepare wikitext103": (
-        "ralm.corpora.prepare_command",
+        "ralm.corpora.wikitext103_command",
         "WikiText-103 (hub or a saved copy) as articles JSONL and eval_lm.py's test text.",
     ),
     "passages": ("ralm.retrieval.passages_command", "Split raw documents into 100-word passages (JSONL)."),
     "index": ("ralm.retrieval.index_command", "Build a BM25 (bm25s, pyserini) or dense (faiss) index."),
     "retrieve": ("ralm.retrieval.retrieve_command", "Batch-search an index; write a TREC run and JSONL."),
-    "data-gen": ("ralm.data_gen.command", "Score BM25 candidates with a frozen LM: reranker training data."),
-    "train": ("ralm.rerank.command", "Train the predictive reranker (Lightning) and export it."),
+    "data-gen": (
+        "ralm.data_gen.data_gen_command",
+        "Score BM25 candidates with a frozen LM: reranker training data.",
+    ),
+    "train": ("ralm.rerank.train_command", "Train the predictive reranker (Lightning) and export it."),
     "eval ppl": (
-        "ralm.eval.ppl_command",
+        "ralm.eval.ppl.ppl_command",
         "Strided In-Context RALM perplexity (none/BM25/zero-shot/trained/oracle).",
     ),
-    "eval flare": ("ralm.eval.flare_command", "FLARE active retrieval and its baselines on QA data."),
-    "eval qa": ("ralm.eval.qa_command", "Open-domain QA, closed-book and open-book, exact match."),
+    "eval flare": ("ralm.eval.qa.flare_command", "FLARE active retrieval and its baselines on QA data."),
+    "eval qa": ("ralm.eval.qa.qa_command", "Open-domain QA, closed-book and open-book, exact match."),
     "run": ("ralm.demo.run_command", "The whole pipeline on your own corpus and eval text, with a report."),
-    "demo": ("ralm.demo", "`ralm run` on real offline assets (the Bibles, or the Python docs)."),
+    "demo": ("ralm.demo.demo_command", "`ralm run` on real offline assets (the Bibles, or the Python docs)."),
 }
 
 

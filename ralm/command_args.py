@@ -9,8 +9,11 @@ bare (``--quick``) means ``--quick true``.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
-from collections.abc import Callable
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from jsonargparse import ActionConfigFile, ArgumentParser, set_parsing_settings
@@ -21,10 +24,57 @@ from ralm.errors import RalmInputError
 set_parsing_settings(docstring_parse_attribute_docstrings=True)
 
 
+@dataclass(frozen=True)
+class OptionNames:
+    """The option names of a command, read off its function's signature (not the parser's internals)."""
+
+    leaves: dict[str, str]
+    """Each unambiguous leaf of a group option (``stride``) -> its full key (``window.stride``)."""
+    booleans: frozenset[str]
+    """Keys typed ``bool`` or ``bool | None``: given bare (``--quick``) they mean true."""
+    renamed: dict[str, str]
+    """Former option names -> their new names: giving one is an error that names the new one."""
+
+
+def _dataclass_of(hint: Any) -> type | None:
+    """The dataclass of a group's hint (``Windowing`` or ``Windowing | None``), if it is one."""
+    for candidate in (hint, *typing.get_args(hint)):
+        if dataclasses.is_dataclass(candidate) and isinstance(candidate, type):
+            return candidate
+    return None
+
+
+def _is_boolean(hint: Any) -> bool:
+    return hint is bool or set(typing.get_args(hint)) == {bool, type(None)}
+
+
+def option_names(function: Callable[..., Any], renamed: Mapping[str, str] | None = None) -> OptionNames:
+    """`function`'s top-level options, its groups' dotted options and its boolean switches."""
+    top, dotted, booleans = set(), {}, set()
+    for name, hint in typing.get_type_hints(function).items():
+        if name == "return":
+            continue
+        top.add(name)
+        group = _dataclass_of(hint)
+        if group is None:
+            booleans.update([name] if _is_boolean(hint) else [])
+            continue
+        for field, field_hint in typing.get_type_hints(group).items():
+            dotted.setdefault(field, []).append(f"{name}.{field}")
+            booleans.update([f"{name}.{field}"] if _is_boolean(field_hint) else [])
+    leaves = {leaf: keys[0] for leaf, keys in dotted.items() if len(keys) == 1 and leaf not in top}
+    return OptionNames(leaves, frozenset(booleans), dict(renamed or {}))
+
+
 def parser_for(
-    function: Callable[..., Any], description: str | None = None, prog: str | None = None
+    function: Callable[..., Any],
+    description: str | None = None,
+    prog: str | None = None,
+    renamed: Mapping[str, str] | None = None,
 ) -> ArgumentParser:
-    """A parser whose options are `function`'s parameters, plus ``--config``."""
+    """A parser whose options are `function`'s parameters, plus ``--config``.
+
+    `renamed`: former option names of this command and their new names (README, "Usage")."""
     parser = ArgumentParser(
         prog=prog,
         description=description or (function.__doc__ or "").strip().split("\n")[0],
@@ -33,45 +83,27 @@ def parser_for(
     )
     parser.add_argument("--config", action=ActionConfigFile, help="YAML file with option values.")
     parser.add_function_arguments(function, as_group=False)
+    parser.ralm_option_names = option_names(function, renamed)
     return parser
 
 
-def _leaf_aliases(parser: ArgumentParser) -> dict[str, str]:
-    """Map each unambiguous leaf name of a dotted option (``stride``) to its full key (``window.stride``)."""
-    top, leaves = set(), {}
-    for action in parser._actions:
-        dest = action.dest
-        if "." not in dest:
-            top.add(dest)
-            continue
-        leaf = dest.rsplit(".", 1)[1]
-        leaves.setdefault(leaf, []).append(dest)
-    return {leaf: dests[0] for leaf, dests in leaves.items() if len(dests) == 1 and leaf not in top}
-
-
-def _boolean_options(parser: ArgumentParser) -> set[str]:
-    """Dests of options typed ``bool`` or ``bool | None``."""
-    found = set()
-    for action in parser._actions:
-        hint = getattr(action, "_typehint", None)
-        if hint is bool or (hint is not None and set(getattr(hint, "__args__", ())) == {bool, type(None)}):
-            found.add(action.dest)
-    return found
-
-
 def normalize_argv(parser: ArgumentParser, argv: list[str]) -> list[str]:
-    """Accept hyphenated option names, leaf aliases and bare boolean switches; leave values untouched."""
-    aliases = _leaf_aliases(parser)
-    booleans = _boolean_options(parser)
+    """Accept hyphenated option names, leaf aliases and bare boolean switches; leave values untouched.
+
+    A former option name (``renamed``) is a RalmInputError naming its new name."""
+    names: OptionNames = getattr(parser, "ralm_option_names", OptionNames({}, frozenset(), {}))
     out = []
     for i, arg in enumerate(argv):
         if arg.startswith("--") and len(arg) > 2:
             name, eq, value = arg[2:].partition("=")
             name = name.replace("-", "_")
-            name = aliases.get(name, name)
+            if name in names.renamed:
+                new = names.renamed[name].replace("_", "-")
+                raise RalmInputError(f"--{name.replace('_', '-')}: renamed --{new} (README, Usage)")
+            name = names.leaves.get(name, name)
             out.append(f"--{name}{eq}{value}")
             following = argv[i + 1] if i + 1 < len(argv) else None
-            if name in booleans and not eq and (following is None or following.startswith("--")):
+            if name in names.booleans and not eq and (following is None or following.startswith("--")):
                 out.append("true")
             continue
         out.append(arg)
@@ -87,9 +119,9 @@ def parse(parser: ArgumentParser, argv: list[str] | None) -> Any:
 
 def call_with_args(function: Callable[..., Any], parser: ArgumentParser, argv: list[str] | None) -> Any:
     """Parse argv, build dataclass groups, call `function`; bad input becomes a one-line error and exit 2."""
-    _, init = parse(parser, argv)
-    kwargs = {k: v for k, v in vars(init).items() if k != "config" and not k.startswith("__")}
-    try:
+    try:  # a dataclass group's __post_init__ checks run while the groups are built
+        _, init = parse(parser, argv)
+        kwargs = {k: v for k, v in vars(init).items() if k != "config" and not k.startswith("__")}
         return function(**kwargs)
     except RalmInputError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -199,10 +199,10 @@ def test_the_installed_cli_runs_in_a_fresh_process(tmp_path, reference, corpus, 
 
 def _data_gen(docs, index, lm, out, **options):
     from ralm.command_args import parse
-    from ralm.data_gen.command import build_parser
+    from ralm.data_gen.data_gen_command import build_parser
 
     _, init = parse(build_parser(), cli_args(docs, index, lm, out, **{**OPTIONS, **options}))
-    from ralm.data_gen.command import data_gen
+    from ralm.data_gen.data_gen_command import data_gen
 
     kwargs = {k: v for k, v in vars(init).items() if k != "config" and not k.startswith("__")}
     return data_gen(**kwargs)

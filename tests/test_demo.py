@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def quick_demo(tmp_path_factory, smollm2_gguf, minilm_dir):
-    from ralm.demo import demo
+    from ralm.demo.demo_command import demo
 
     run_dir = os.environ.get("RALM_DEMO_TEST_RUN") or str(tmp_path_factory.mktemp("demo") / "quick")
     report = demo(quick=True, run_dir=run_dir, lm=str(smollm2_gguf), encoder=str(minilm_dir))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ralm.demo import build_parser, demo
+from ralm.demo.demo_command import build_parser, demo
 from ralm.demo.presets import FULL, QUICK, Overrides, resolve_scale
 from ralm.demo.report import BASELINES, orderings, relative_change
 from ralm.errors import RalmInputError

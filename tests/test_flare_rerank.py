@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from ralm.eval.qa_retrieval import PassageSource
+from ralm.eval.qa.retrieval import PassageSource
 from ralm.lm.loading import load_lm
 from ralm.retrieval.types import Hit
 
@@ -110,8 +110,8 @@ def test_flare_reranks_against_the_query_it_issues(tmp_path, tiny_encoder_dir):
     then the masked look-ahead), the text BM25 searched with, not the question plus the answer so far."""
     from flare_fixtures import RecordingRetriever, chain_lm
 
-    from ralm.eval.flare import FlareConfig, FlareRunner
-    from ralm.eval.qa_data import QAExample
+    from ralm.eval.qa.data import QAExample
+    from ralm.eval.qa.flare import FlareConfig, FlareRunner
 
     example = QAExample("x", "where is the capital ?", ["paris"])
     chain = [("the", 0.95), ("capital", 0.9), ("is", 0.85), ("paris", 0.3), (".", 0.99)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ralm.eval.metrics import (
+from ralm.eval.qa.metrics import (
     best_token_overlap,
     exact_match,
     extract_answer,

@@ -17,7 +17,7 @@ from ppl_fixtures import (  # noqa: F401
     train_other_tokenizer,
 )
 
-from ralm.eval.ppl_command import Reranking, Runtime, Windowing, eval_ppl
+from ralm.eval.ppl.ppl_command import Reranking, Runtime, Windowing, eval_ppl
 from ralm.lm.loading import load_lm
 from ralm.retrieval.index import open_index
 
@@ -180,7 +180,7 @@ def test_a_prior_reranker_that_abstains_declines_where_its_bias_wins(ppl_setup, 
 
 def test_a_killed_trained_reranker_run_resumes_with_the_same_picks(ppl_setup, tiny_encoder_dir, tmp_path):
     """On resume the reranker chooses only for the windows left; its picks must land on those windows."""
-    from ralm.eval.ppl_outputs import config_key
+    from ralm.eval.ppl.outputs import config_key
 
     folder = export_untrained_reranker(tiny_encoder_dir, tmp_path / "reranker", abstain=True, seed=8)
     out = tmp_path / "out"

@@ -10,8 +10,8 @@ import pytest
 from ppl_fixtures import build_bm25_index, ppl_setup  # noqa: F401
 
 from ralm.cli import main as ralm_main
-from ralm.eval.ppl_command import Reranking, Runtime, Windowing, eval_ppl
-from ralm.eval.windows import strided_windows
+from ralm.eval.ppl.ppl_command import Reranking, Runtime, Windowing, eval_ppl
+from ralm.eval.ppl.windows import strided_windows
 
 
 def cli(args: list[str], capsys) -> str:
@@ -100,7 +100,7 @@ def test_killed_run_resumes_with_the_same_result(ppl_setup, tmp_path):
     rows = (out / "windows.jsonl").read_text().splitlines()
     # What a kill mid-run leaves: a partial log (its header, half the windows, a torn line), no results.
     header = json.dumps(
-        {"config_key": __import__("ralm.eval.ppl_outputs").eval.ppl_outputs.config_key(full["config"])}
+        {"config_key": __import__("ralm.eval.ppl.outputs").eval.ppl.outputs.config_key(full["config"])}
     )
     half = len(rows) // 2
     (out / "windows.jsonl.partial").write_text("\n".join([header, *rows[:half], rows[half][:10]]))

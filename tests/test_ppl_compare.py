@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from ppl_fixtures import export_untrained_reranker, ppl_setup  # noqa: F401
 
-import ralm.eval.perplexity
+import ralm.eval.ppl.perplexity
 from ralm.errors import RalmInputError
-from ralm.eval.ppl_command import Reranking, Runtime, Windowing, eval_ppl
-from ralm.eval.windows import strided_windows
+from ralm.eval.ppl.ppl_command import Reranking, Runtime, Windowing, eval_ppl
+from ralm.eval.ppl.windows import strided_windows
 
 MAX_LENGTH, MPT, N, K = 128, 64, 260, 4
 SINGLE = {  # condition -> the single run's options
@@ -50,7 +50,7 @@ def _run(ppl_setup, out, cache, **kwargs):
 class RequestCounter:
     """Wraps the real score_continuations of a module and counts the LM rows it scores (no mocking).
 
-    Every run, single or compared, scores its LM rows in ``ralm.eval.perplexity`` (the condition engine)."""
+    Every run, single or compared, scores its LM rows in ``ralm.eval.ppl.perplexity`` (the condition engine)."""
 
     def __init__(self, monkeypatch, module):
         self.rows = 0
@@ -77,13 +77,13 @@ def runs(ppl_setup, tiny_encoder_dir, tmp_path_factory):
     spec = f"no-retrieval,bm25,zero-shot,oracle,trained={folder}"
     singles, rows = {}, {}
     with pytest.MonkeyPatch.context() as mp:
-        counter = RequestCounter(mp, ralm.eval.perplexity)
+        counter = RequestCounter(mp, ralm.eval.ppl.perplexity)
         compared = _run(ppl_setup, root / "compare", cache, compare=spec)
         compare_rows = counter.rows
     options = {**SINGLE, "trained": {"reranking": Reranking(reranker=str(folder), k=K)}}
     for name, kwargs in options.items():
         with pytest.MonkeyPatch.context() as mp:
-            counter = RequestCounter(mp, ralm.eval.perplexity)
+            counter = RequestCounter(mp, ralm.eval.ppl.perplexity)
             singles[name] = _run(ppl_setup, root / name, cache, **kwargs)
             rows[name] = counter.rows
     return {
@@ -175,7 +175,7 @@ def test_table_has_k_candidates_per_retrieving_window_and_k_plus_one_lm_rows(run
 
 def test_a_single_condition_scores_only_the_rows_its_plan_names(runs):
     """The planner's rows, counted at the LM: one condition scores fewer rows than the table of five."""
-    from ralm.eval.conditions import parse_conditions, plan_rows, single_condition
+    from ralm.eval.ppl.conditions import parse_conditions, plan_rows, single_condition
 
     table = [json.loads(x) for x in (runs["root"] / "compare" / "candidates.jsonl").read_text().splitlines()]
     trained = {r["window"]: r["chosen_rank"] for r in _windows(runs["root"] / "trained")}
@@ -212,7 +212,7 @@ class Killed(Exception):
 
 def test_killed_compare_resumes_without_rescoring(runs, ppl_setup, tmp_path, monkeypatch):
     out = tmp_path / "killed"
-    real = ralm.eval.perplexity.score_continuations
+    real = ralm.eval.ppl.perplexity.score_continuations
     calls = []
 
     def dies_on_second_chunk(lm, requests, **kwargs):
@@ -221,7 +221,7 @@ def test_killed_compare_resumes_without_rescoring(runs, ppl_setup, tmp_path, mon
             raise Killed
         return real(lm, requests, **kwargs)
 
-    monkeypatch.setattr(ralm.eval.perplexity, "score_continuations", dies_on_second_chunk)
+    monkeypatch.setattr(ralm.eval.ppl.perplexity, "score_continuations", dies_on_second_chunk)
     with pytest.raises(Killed):
         _run(ppl_setup, out, runs["cache"], compare=runs["spec"])
     partial = out / "candidates.jsonl.partial"
@@ -231,8 +231,8 @@ def test_killed_compare_resumes_without_rescoring(runs, ppl_setup, tmp_path, mon
     kept = 7
     partial.write_text("\n".join([*lines[: 1 + kept], lines[1 + kept][:15]]))
 
-    monkeypatch.setattr(ralm.eval.perplexity, "score_continuations", real)
-    counter = RequestCounter(monkeypatch, ralm.eval.perplexity)
+    monkeypatch.setattr(ralm.eval.ppl.perplexity, "score_continuations", real)
+    counter = RequestCounter(monkeypatch, ralm.eval.ppl.perplexity)
     resumed = _run(ppl_setup, out, runs["cache"], compare=runs["spec"])
     windows = strided_windows(N, MAX_LENGTH, 4)
     # Window 0 and windows 1..6 were done: only the rest is scored again.
@@ -353,7 +353,7 @@ def test_random_best_or_none_and_the_statistics_read_off_the_table(runs, ppl_set
 
 
 def test_a_threshold_rule_that_is_not_a_number_is_refused():
-    from ralm.eval.conditions import parse_conditions
+    from ralm.eval.ppl.conditions import parse_conditions
 
     with pytest.raises(RalmInputError, match="bm25-above=T with T a number"):
         parse_conditions("bm25,bm25-above=high")

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from ralm.errors import RalmInputError
-from ralm.eval.conditions import Condition, RowPlan, parse_conditions, pick, plan_rows, single_condition
+from ralm.eval.ppl.conditions import Condition, RowPlan, parse_conditions, pick, plan_rows, single_condition
 
 
 def row(bm25=(12.0, 9.0, 7.0), nll=None, rank=None, bare=None, window=3) -> dict:

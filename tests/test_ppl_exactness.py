@@ -11,7 +11,7 @@ import pytest
 import torch
 from ppl_fixtures import ppl_setup, reference_total_nll  # noqa: F401
 
-from ralm.eval.ppl_command import Reranking, Windowing, eval_ppl
+from ralm.eval.ppl.ppl_command import Reranking, Windowing, eval_ppl
 from ralm.retrieval.index import open_index
 
 
@@ -28,7 +28,7 @@ def run(ppl_setup, tmp_path, *, max_tokens, stride=4, max_length=128, query_toke
 
 
 def _cpu():
-    from ralm.eval.ppl_command import Runtime
+    from ralm.eval.ppl.ppl_command import Runtime
 
     return Runtime(device="cpu", dtype="float32", batch_size=6)
 
@@ -83,7 +83,7 @@ def test_total_nll_matches_naive_reference(ppl_setup, tmp_path, case):
 
 def test_case_shapes_are_what_their_names_say(ppl_setup):
     """The edge cases exercise what they claim: one window; a last window shorter than the stride."""
-    from ralm.eval.windows import strided_windows
+    from ralm.eval.ppl.windows import strided_windows
 
     assert len(strided_windows(100, 128, 4)) == 1
     last = strided_windows(400, 128, 7)[-1]

@@ -16,7 +16,7 @@ import math
 import pytest
 from ppl_fixtures import build_bm25_index
 
-from ralm.eval.ppl_command import Reranking, Runtime, Windowing, eval_ppl
+from ralm.eval.ppl.ppl_command import Reranking, Runtime, Windowing, eval_ppl
 
 MAX_LENGTH, STRIDE, PASSAGE = 256, 32, 96
 

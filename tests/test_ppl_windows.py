@@ -8,10 +8,10 @@ import math
 import pytest
 
 from ralm.errors import RalmInputError
-from ralm.eval.ppl_outputs import perplexity_metrics
-from ralm.eval.retrieval_cache import read_cache, retrieve_cached
-from ralm.eval.sweep import parse_sweep
-from ralm.eval.windows import ranking_span, strided_windows
+from ralm.eval.ppl.outputs import perplexity_metrics
+from ralm.eval.ppl.retrieval_cache import read_cache, retrieve_cached
+from ralm.eval.ppl.sweep import parse_sweep
+from ralm.eval.ppl.windows import ranking_span, strided_windows
 from ralm.retrieval.types import Hit
 
 

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from ralm.corpora.prepare_command import prepare_wikitext103
+from ralm.corpora.wikitext103_command import prepare_wikitext103
 from ralm.errors import RalmInputError
-from ralm.eval.eval_text import read_eval_text
+from ralm.eval.ppl.eval_text import read_eval_text
 from ralm.retrieval.passages import read_documents
 
 

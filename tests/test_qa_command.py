@@ -10,8 +10,8 @@ from flare_fixtures import tiny_qa_corpus
 
 from ralm.cli import main as ralm_main
 from ralm.errors import RalmInputError
-from ralm.eval.metrics import has_answer
-from ralm.eval.qa_command import eval_qa
+from ralm.eval.qa.metrics import has_answer
+from ralm.eval.qa.qa_command import eval_qa
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +130,7 @@ def test_prompt_longer_than_context_cuts_passages_not_question(tmp_path, tiny_lm
 
 
 def test_zero_shot_rerank_through_the_command(tmp_path, corpus, tiny_lm_dir):
-    from ralm.eval.qa_retrieval import PassageSource
+    from ralm.eval.qa.retrieval import PassageSource
     from ralm.lm.loading import load_lm
     from ralm.retrieval.index import open_index
 

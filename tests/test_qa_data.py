@@ -7,8 +7,8 @@ import json
 import pytest
 
 from ralm.errors import RalmInputError
-from ralm.eval.qa_data import load_examples, load_exemplars
-from ralm.eval.qa_prompts import PromptPassage, flare_prompt, normalize_question, ralm_qa_prompt
+from ralm.eval.qa.data import load_examples, load_exemplars
+from ralm.eval.qa.prompts import PromptPassage, flare_prompt, normalize_question, ralm_qa_prompt
 
 
 def write(path, payload):

@@ -1,5 +1,5 @@
 """Real weights, real text: SmolLM2-135M-Instruct answering BSD quiz questions (atomic numbers, European
-capitals) with BM25 over WordNet's noun glosses (ralm.eval.qa_quiz; Debian packages via ralm.corpora).
+capitals) with BM25 over WordNet's noun glosses (ralm.eval.qa.quiz; Debian packages via ralm.corpora).
 
 Open-book QA must beat closed-book exact match, and FLARE must do at least as well as no retrieval.
 """
@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from ralm.eval.flare import FlareConfig, FlareRunner, run_batched
-from ralm.eval.metrics import score_answer
-from ralm.eval.qa import QARunner
-from ralm.eval.qa_quiz import QUIZZES, quiz_examples, quiz_qa_set, wordnet_noun_index
-from ralm.eval.qa_quiz import SHOTS as QUIZ_SHOTS
-from ralm.eval.qa_retrieval import PassageSource
+from ralm.eval.qa.flare import FlareConfig, FlareRunner, run_batched
+from ralm.eval.qa.metrics import score_answer
+from ralm.eval.qa.odqa import QARunner
+from ralm.eval.qa.quiz import QUIZZES, quiz_examples, quiz_qa_set, wordnet_noun_index
+from ralm.eval.qa.quiz import SHOTS as QUIZ_SHOTS
+from ralm.eval.qa.retrieval import PassageSource
 
 pytestmark = pytest.mark.slow
 

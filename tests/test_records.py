@@ -103,7 +103,7 @@ def test_fingerprint_ignores_key_order_and_sees_every_value():
 
 def test_an_index_has_one_identity_in_data_gen_and_eval():
     from ralm.data_gen.metadata import run_config
-    from ralm.eval.retrieval_cache import index_key
+    from ralm.eval.ppl.retrieval_cache import index_key
     from ralm.retrieval.index_meta import index_fingerprint
 
     meta = {"format": "ralm-index/1", "backend": "bm25s", "num_passages": 10, "passages_sha256": "ab",

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from transformers import AutoTokenizer
 
-from ralm.eval.ppl_command import main as eval_ppl_main
+from ralm.eval.ppl.ppl_command import main as eval_ppl_main
 from ralm.rerank.fit import fit_reranker
 from ralm.rerank.inference import PredictiveReranker
 from ralm.rerank.settings import EncoderArgs, LoaderArgs, OptimArgs, RunArgs

@@ -7,10 +7,10 @@ import json
 import pytest
 import torch
 
-from ralm.rerank.command import train
 from ralm.rerank.inference import PredictiveReranker
 from ralm.rerank.model import load_cross_encoder, load_tokenizer
 from ralm.rerank.settings import EncoderArgs, LoaderArgs, OptimArgs, RunArgs
+from ralm.rerank.train_command import train
 from tests.rerank_fixtures import keyword_dataset, keyword_rows
 
 K = 4

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ralm.data_gen.command import main as data_gen_main
+from ralm.data_gen.data_gen_command import main as data_gen_main
 from ralm.rerank.dataset import GroupDataset, load_rerank_data
 from ralm.rerank.fit import fit_reranker
 from ralm.rerank.settings import EncoderArgs, LoaderArgs, OptimArgs, RunArgs

@@ -13,10 +13,10 @@ import pytest
 import torch
 
 from ralm.errors import RalmInputError
-from ralm.rerank.command import build_parser, main
 from ralm.rerank.fit import fit_reranker
 from ralm.rerank.inference import PredictiveReranker
 from ralm.rerank.settings import EncoderArgs, LoaderArgs, OptimArgs, RunArgs
+from ralm.rerank.train_command import build_parser, main
 from tests.rerank_fixtures import keyword_dataset
 
 REPO = Path(__file__).resolve().parents[1]

@@ -183,8 +183,8 @@ def test_trec_fields_with_whitespace_are_refused_by_name(qid, doc_id, tag, field
 
 def test_every_reader_words_a_bad_json_line_the_same(tmp_path):
     """Documents, evaluation text and questions go through one reader (ralm.records): one wording."""
-    from ralm.eval.eval_text import read_eval_text
-    from ralm.eval.qa_data import load_examples
+    from ralm.eval.ppl.eval_text import read_eval_text
+    from ralm.eval.qa.data import load_examples
 
     bad = '{"id": "a", "text": "fine", "question": "q", "answers": ["x"]}\n{"id": "b", "text": "y"\n'
     messages = []
@@ -203,7 +203,7 @@ def test_every_reader_words_a_bad_json_line_the_same(tmp_path):
 
 def test_a_json_eval_file_is_read_as_documents_not_as_raw_text(tmp_path):
     """The format follows the content: a .json file of one object per line is JSONL, braces never scored."""
-    from ralm.eval.eval_text import read_eval_text
+    from ralm.eval.ppl.eval_text import read_eval_text
 
     path = tmp_path / "held_out.json"
     path.write_text('{"id": "a", "text": "First document."}\n{"id": "b", "text": "Second one."}\n')

@@ -6,5 +6,5 @@ Modules, one job each:
 same-document exclusion), ``scoring`` (one prefix's candidates plus no retrieval in one scorer batch),
 ``schema`` (the dataset's columns, format ``ralm-rerank-data/1``), ``metadata`` (config fingerprint and
 mismatch messages), ``shards`` (shard plan, atomic shard files, resume), ``merge`` (join shards into the
-final dataset), ``summary`` (end-of-run statistics), ``command`` (the CLI).
+final dataset), ``summary`` (end-of-run statistics), ``data_gen_command`` (the CLI).
 """

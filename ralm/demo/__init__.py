@@ -1,5 +1,5 @@
-"""`ralm demo`: the whole pipeline on real offline assets (see ``ralm.demo.command``)."""
+"""`ralm run` (``run_command``: the whole pipeline on your own corpus and eval text) and `ralm demo`
+(``demo_command``: the same on real offline assets, its presets in ``presets``).
 
-from ralm.demo.command import build_parser, demo, main
-
-__all__ = ["build_parser", "demo", "main"]
+Kept free of imports so ``import ralm.demo`` stays cheap; import the submodules by full path.
+"""

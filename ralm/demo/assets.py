@@ -169,7 +169,7 @@ def check_user_texts(texts: DemoTexts, min_eval_words: int = 0) -> int:
     the file and line of the first bad one), so nothing fails hours into a run. The eval text must hold at
     least `min_eval_words` words (one window with retrieval needs a query and a target after the first
     window); returns its word count."""
-    from ralm.eval.eval_text import read_eval_text
+    from ralm.eval.ppl.eval_text import read_eval_text
     from ralm.retrieval.passages import read_documents
 
     for path in dict.fromkeys((texts.corpus, texts.train)):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ralm.atomic_files import write_text_atomic
 from ralm.demo.presets import DemoScale
-from ralm.eval.compare_stats import format_compare_table
+from ralm.eval.ppl.compare_stats import format_compare_table
 from ralm.plots import pyplot, save_figure
 
 BASELINES = ("no-retrieval", "bm25", "random", "zero-shot", "oracle", "oracle-or-none")

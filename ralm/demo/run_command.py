@@ -14,7 +14,7 @@ inputs' contents and settings are unchanged. `ralm demo` is this command with th
 from __future__ import annotations
 
 from ralm.command_args import call_with_args, parser_for
-from ralm.demo.command import demo
+from ralm.demo.demo_command import demo
 from ralm.demo.presets import Overrides
 
 _OVERRIDES = Overrides()  # never mutated; the parser builds a fresh one from the command line

@@ -5,7 +5,7 @@
 - Zero-shot reranking with a *different* LM (``--rerank-lm``, §6.1; GPT-2 110M reranking for 1.5B in the
   paper): the window's context is decoded to text and re-tokenised with the reranking LM's tokenizer;
   each candidate is scored by log p_φ(y' | [d_i; prefix]) with y' its last ``s'`` tokens.
-The other conditions pick off the evaluated LM's rows (``ralm.eval.conditions.pick``).
+The other conditions pick off the evaluated LM's rows (``ralm.eval.ppl.conditions.pick``).
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ralm.eval.conditions import TRAINED, Condition, first_smallest
-from ralm.eval.windows import Window
+from ralm.eval.ppl.conditions import TRAINED, Condition, first_smallest
+from ralm.eval.ppl.windows import Window
 from ralm.lm.loading import FrozenLM
 from ralm.lm.scoring import ScoreRequest, score_continuations
 
 if TYPE_CHECKING:
-    from ralm.eval.perplexity import Candidate, ScoringSettings
+    from ralm.eval.ppl.perplexity import Candidate, ScoringSettings
     from ralm.rerank.inference import PredictiveReranker
 
 

@@ -11,10 +11,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ralm.eval.metrics import exact_match, has_answer
-from ralm.eval.qa_data import QAExample
-from ralm.eval.qa_prompts import PassageFitter, PromptPassage, ralm_qa_prompt
-from ralm.eval.qa_retrieval import ctx_to_passage
+from ralm.eval.qa.data import QAExample
+from ralm.eval.qa.metrics import exact_match, has_answer
+from ralm.eval.qa.prompts import PassageFitter, PromptPassage, ralm_qa_prompt
+from ralm.eval.qa.retrieval import ctx_to_passage
 from ralm.lm.generation import generate_batch
 
 

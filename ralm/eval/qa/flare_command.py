@@ -17,12 +17,12 @@ from jsonargparse import ArgumentParser
 
 from ralm.command_args import call_with_args, parser_for
 from ralm.errors import RalmInputError
-from ralm.eval.flare import FlareConfig, FlareRunner, run_batched
-from ralm.eval.flare_sweep import parse_flare_sweep, run_flare_sweep
-from ralm.eval.metrics import score_answer
-from ralm.eval.qa_data import FORMATS, QAExample, load_examples, load_exemplars
-from ralm.eval.qa_predictions import RESULTS, PredictionWriter, mean_of, write_results
-from ralm.eval.qa_retrieval import open_source
+from ralm.eval.qa.data import FORMATS, QAExample, load_examples, load_exemplars
+from ralm.eval.qa.flare import FlareConfig, FlareRunner, run_batched
+from ralm.eval.qa.flare_sweep import parse_flare_sweep, run_flare_sweep
+from ralm.eval.qa.metrics import score_answer
+from ralm.eval.qa.predictions import RESULTS, PredictionWriter, mean_of, write_results
+from ralm.eval.qa.retrieval import open_source
 from ralm.progress import progress
 
 log = logging.getLogger(__name__)

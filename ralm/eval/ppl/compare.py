@@ -1,12 +1,12 @@
 """``ralm eval ppl --compare``: several conditions read off ONE table of LM rows.
 
-The engine (``ralm.eval.ppl_point``) scores, for each retrieving window, one no-passage row and one row
+The engine (``ralm.eval.ppl.point``) scores, for each retrieving window, one no-passage row and one row
 per candidate (the ranking tokens y' too when same-LM zero-shot is compared): the rows every condition
 and both baselines need, so each condition's window NLL is a lookup (``conditions.pick``) with no further
 LM pass. k + 1 LM rows per retrieving window give all of them, where separate runs need 1 + 1 + k + k + 1.
 Each candidate also records whether it copies the window's target (``ralm.retrieval.overlap``), and every
 condition is compared with BM25 top-1 and with no retrieval by a paired bootstrap over windows
-(``ralm.eval.compare_stats``). The table is appended chunk by chunk to ``candidates.jsonl.partial`` (a
+(``ralm.eval.ppl.compare_stats``). The table is appended chunk by chunk to ``candidates.jsonl.partial`` (a
 killed run resumes); each condition's ``results.json`` and ``windows.jsonl`` (the single-run formats) are
 written at the end, then ``compare.json``.
 """
@@ -17,11 +17,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ralm.atomic_files import write_json_atomic, write_jsonl_atomic
-from ralm.eval.compare_stats import condition_statistics
-from ralm.eval.conditions import Condition
-from ralm.eval.ppl_outputs import RESULTS_FILE, WINDOWS_FILE, WindowLog, config_key, point_results
-from ralm.eval.ppl_point import Chosen, Point, Scored, condition_config, condition_rows
-from ralm.eval.windows import Window
+from ralm.eval.ppl.compare_stats import condition_statistics
+from ralm.eval.ppl.conditions import Condition
+from ralm.eval.ppl.outputs import RESULTS_FILE, WINDOWS_FILE, WindowLog, config_key, point_results
+from ralm.eval.ppl.point import Chosen, Point, Scored, condition_config, condition_rows
+from ralm.eval.ppl.windows import Window
 from ralm.statistics import DEFAULT_RESAMPLES, DEFAULT_SEED
 
 TABLE_FORMAT = 2

@@ -35,8 +35,8 @@ from ralm.demo.presets import DemoScale, Overrides, describe, resolve_scale
 from ralm.demo.report import BASELINES, UPPER_BOUNDS, build_report
 from ralm.demo.stages import Stage, StageRunner, short_hash
 from ralm.errors import RalmInputError
-from ralm.eval.compare import COMPARE_FILE
-from ralm.eval.conditions import BM25_ABOVE
+from ralm.eval.ppl.compare import COMPARE_FILE
+from ralm.eval.ppl.conditions import BM25_ABOVE
 from ralm.fingerprints import path_fingerprint
 
 _OVERRIDES = Overrides()  # never mutated; the parser builds a fresh one from the command line

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ralm.errors import RalmInputError
-from ralm.eval.qa_prompts import PromptPassage
+from ralm.eval.qa.prompts import PromptPassage
 from ralm.retrieval.types import Hit
 
 

@@ -35,8 +35,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ralm.errors import RalmInputError
-from ralm.eval.qa_data import QAExample
-from ralm.eval.qa_prompts import PassageFitter, PromptPassage, flare_prompt
+from ralm.eval.qa.data import QAExample
+from ralm.eval.qa.prompts import PassageFitter, PromptPassage, flare_prompt
 from ralm.lm.generation import Generation, Generator, generate_batch
 
 METHODS = ("flare", "no-retrieval", "single", "window", "sentence")

@@ -3,8 +3,8 @@
 Order of work: the text is tokenized once; every window's query is decoded (the last ℓ tokens before its
 targets, as prepare_retrieval_data.py does); all distinct queries of all points are retrieved in one
 batched call; candidate passages are tokenized once each; then each point goes through the condition
-engine (``ralm.eval.ppl_point.run_conditions``): one condition's files, or the ``--compare`` table
-(``ralm.eval.compare``).
+engine (``ralm.eval.ppl.point.run_conditions``): one condition's files, or the ``--compare`` table
+(``ralm.eval.ppl.compare``).
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ from typing import Any
 
 import ralm
 from ralm.errors import RalmInputError
-from ralm.eval.compare import CompareOutput
-from ralm.eval.conditions import BM25, NO_RETRIEVAL, ZERO_SHOT, Condition
-from ralm.eval.eval_text import EvalText, word_counts
-from ralm.eval.perplexity import Candidate, ScoringSettings
-from ralm.eval.ppl_point import Output, Point, SingleOutput, run_conditions
-from ralm.eval.retrieval_cache import index_key, retrieve_cached
-from ralm.eval.sweep import Sweep
-from ralm.eval.windows import Window, strided_windows
+from ralm.eval.ppl.compare import CompareOutput
+from ralm.eval.ppl.conditions import BM25, NO_RETRIEVAL, ZERO_SHOT, Condition
+from ralm.eval.ppl.eval_text import EvalText, word_counts
+from ralm.eval.ppl.perplexity import Candidate, ScoringSettings
+from ralm.eval.ppl.point import Output, Point, SingleOutput, run_conditions
+from ralm.eval.ppl.retrieval_cache import index_key, retrieve_cached
+from ralm.eval.ppl.sweep import Sweep
+from ralm.eval.ppl.windows import Window, strided_windows
 from ralm.lm.loading import FrozenLM
 from ralm.retrieval.types import Hit, Retriever
 
@@ -175,7 +175,7 @@ def evaluate(
 
     Returns ``((stride, query_tokens), output folder, results)`` per point; with ``options.compare`` the
     results are ``{condition name: results}``. `models` maps the names of conditions that choose first to
-    their loaded models (``ralm.eval.choosers.choose_first``); `seed` and `resamples` feed the random
+    their loaded models (``ralm.eval.ppl.choosers.choose_first``); `seed` and `resamples` feed the random
     condition and the paired bootstrap.
     """
     started = time.perf_counter() if started is None else started

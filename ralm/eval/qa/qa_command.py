@@ -15,10 +15,10 @@ from jsonargparse import ArgumentParser
 
 from ralm.command_args import call_with_args, parser_for
 from ralm.errors import RalmInputError
-from ralm.eval.qa import QARunner
-from ralm.eval.qa_data import load_examples
-from ralm.eval.qa_predictions import RESULTS, PredictionWriter, mean_of, write_results
-from ralm.eval.qa_retrieval import open_source
+from ralm.eval.qa.data import load_examples
+from ralm.eval.qa.odqa import QARunner
+from ralm.eval.qa.predictions import RESULTS, PredictionWriter, mean_of, write_results
+from ralm.eval.qa.retrieval import open_source
 from ralm.progress import progress
 
 

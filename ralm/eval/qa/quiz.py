@@ -13,7 +13,7 @@ import itertools
 from pathlib import Path
 
 from ralm.atomic_files import write_jsonl_atomic
-from ralm.eval.qa_data import QAExample
+from ralm.eval.qa.data import QAExample
 
 # (quiz file, field asked about, field answered, question template)
 QUIZZES = {

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from ralm.atomic_files import ensure_writable_dir, write_json_atomic
 from ralm.command_args import call_with_args, parser_for
 from ralm.errors import RalmInputError
-from ralm.eval.conditions import (
+from ralm.eval.ppl.conditions import (
     NO_RETRIEVAL,
     TRAINED,
     ZERO_SHOT,
@@ -27,12 +27,12 @@ from ralm.eval.conditions import (
     parse_conditions,
     single_condition,
 )
-from ralm.eval.eval_text import read_eval_text
-from ralm.eval.sweep import Sweep, parse_sweep, plot_sweep
+from ralm.eval.ppl.eval_text import read_eval_text
+from ralm.eval.ppl.sweep import Sweep, parse_sweep, plot_sweep
 
 if TYPE_CHECKING:
-    from ralm.eval.choosers import RerankLM
-    from ralm.eval.ppl_run import PplOptions
+    from ralm.eval.ppl.choosers import RerankLM
+    from ralm.eval.ppl.run import PplOptions
     from ralm.retrieval.types import Retriever
 
 PAPER_MAX_LENGTH = 1024
@@ -187,7 +187,7 @@ def eval_ppl(
         bootstrap_resamples: Resamples of the paired bootstrap (--compare).
         progress: Show a progress bar.
     """
-    from ralm.eval.ppl_run import evaluate
+    from ralm.eval.ppl.run import evaluate
     from ralm.lm.loading import load_lm
 
     started = time.perf_counter()
@@ -223,7 +223,7 @@ def eval_ppl(
 
 def _open_index(index: str, passages: str | None, retrieval_cache: str | None) -> tuple[Retriever, Path]:
     """The index (checked against `passages` when given) and its retrieval cache file."""
-    from ralm.eval.retrieval_cache import default_cache_path
+    from ralm.eval.ppl.retrieval_cache import default_cache_path
     from ralm.retrieval.index import open_index
 
     retriever = open_index(index, passages) if passages else open_index(index)
@@ -243,7 +243,7 @@ def _resolve(
     """The run's resolved options, once the LM's context is known (every input must fit in it).
 
     `recorded`: the options passed on as they are (``max_tokens``, ``text_field``)."""
-    from ralm.eval.ppl_run import PplOptions
+    from ralm.eval.ppl.run import PplOptions
 
     max_length = min(window.max_length or PAPER_MAX_LENGTH, lm_max_length)
     strides = plan.values if plan and plan.field == "stride" else (window.stride,)
@@ -277,7 +277,7 @@ def _load_rerank_lms(
     conditions: list[Condition], window: Windowing, reranking: Reranking, runtime: Runtime
 ) -> dict[str, RerankLM]:
     """The zero-shot reranking LMs (``--rerank-lm``) of `conditions` by condition name."""
-    from ralm.eval.choosers import RerankLM
+    from ralm.eval.ppl.choosers import RerankLM
     from ralm.lm.loading import load_lm
 
     models = {}
@@ -296,7 +296,7 @@ def _load_rerank_lms(
 
 
 def _report_compare(compared: dict, out: Path) -> dict:
-    from ralm.eval.compare_stats import format_compare_table
+    from ralm.eval.ppl.compare_stats import format_compare_table
 
     for name, results in compared.items():
         _print_summary(results, out / name)

@@ -1,7 +1,7 @@
 """The conditions of ``ralm eval ppl``: which passage, if any, each window is scored with.
 
 A run evaluates one condition (``--reranker X`` or ``--no-retrieval``) or several (``--compare A,B,...``);
-both go through one engine (``ralm.eval.ppl_point``). The kinds:
+both go through one engine (``ralm.eval.ppl.point``). The kinds:
 
 - ``no-retrieval``: nothing is prepended (the baseline);
 - ``bm25``: candidate 0, BM25's top-1 (``--reranker none``);
@@ -147,7 +147,7 @@ def first_smallest(values: Sequence[float]) -> int:
 def pick(condition: Condition, row: dict, chosen: int | None = None, seed: int = 0) -> int | None:
     """The candidate `condition` prepends in one window's row (None: nothing).
 
-    `row` is a table row (``ralm.eval.perplexity.score_rows``); `chosen` is the pick of a condition that
+    `row` is a table row (``ralm.eval.ppl.perplexity.score_rows``); `chosen` is the pick of a condition that
     chooses first. Only a condition that ``reads_every_candidate`` reads the row's LM scores.
     """
     cands = row["candidates"]

@@ -1,6 +1,6 @@
 """Strided In-Context RALM perplexity: the LM rows of each window (Ram et al. 2023, eq. 4).
 
-A window's rows are what ``ralm.eval.conditions.plan_rows`` asks for: the no-passage row and some of its
+A window's rows are what ``ralm.eval.ppl.conditions.plan_rows`` asks for: the no-passage row and some of its
 candidates, each ``[d_i; context] -> targets`` as one ``ScoreRequest`` for
 ``ralm.lm.scoring.score_continuations``. With same-LM zero-shot among the conditions a candidate's row
 also scores the ranking tokens y' (the ``s'`` tokens before the targets) in the same request: its target
@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from ralm.eval.conditions import RowPlan
-from ralm.eval.windows import Window, ranking_span
+from ralm.eval.ppl.conditions import RowPlan
+from ralm.eval.ppl.windows import Window, ranking_span
 from ralm.lm.loading import FrozenLM
 from ralm.lm.scoring import ScoreRequest, score_continuations
 from ralm.retrieval.overlap import copies_span, ngrams

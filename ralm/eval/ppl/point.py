@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ralm.atomic_files import write_json_atomic
-from ralm.eval.choosers import choose_first
-from ralm.eval.conditions import NO_RETRIEVAL, Condition, pick, plan_rows
-from ralm.eval.eval_text import EvalText
-from ralm.eval.perplexity import Candidate, ScoringSettings, blank_row, score_rows
-from ralm.eval.ppl_outputs import RESULTS_FILE, WindowLog, config_key, point_results
-from ralm.eval.windows import Window
+from ralm.eval.ppl.choosers import choose_first
+from ralm.eval.ppl.conditions import NO_RETRIEVAL, Condition, pick, plan_rows
+from ralm.eval.ppl.eval_text import EvalText
+from ralm.eval.ppl.outputs import RESULTS_FILE, WindowLog, config_key, point_results
+from ralm.eval.ppl.perplexity import Candidate, ScoringSettings, blank_row, score_rows
+from ralm.eval.ppl.windows import Window
 from ralm.lm.loading import FrozenLM
 from ralm.progress import progress as progress_bar
 
