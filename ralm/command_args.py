@@ -14,8 +14,10 @@ import sys
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import yaml
 from jsonargparse import ActionConfigFile, ArgumentParser, set_parsing_settings
 
 from ralm.errors import RalmInputError
@@ -28,6 +30,8 @@ set_parsing_settings(docstring_parse_attribute_docstrings=True)
 class OptionNames:
     """The option names of a command, read off its function's signature (not the parser's internals)."""
 
+    keys: frozenset[str]
+    """Every option's key: top-level names (groups included) and dotted group fields (``window.stride``)."""
     leaves: dict[str, str]
     """Each unambiguous leaf of a group option (``stride``) -> its full key (``window.stride``)."""
     booleans: frozenset[str]
@@ -63,7 +67,8 @@ def option_names(function: Callable[..., Any], renamed: Mapping[str, str] | None
             dotted.setdefault(field, []).append(f"{name}.{field}")
             booleans.update([f"{name}.{field}"] if _is_boolean(field_hint) else [])
     leaves = {leaf: keys[0] for leaf, keys in dotted.items() if len(keys) == 1 and leaf not in top}
-    return OptionNames(leaves, frozenset(booleans), dict(renamed or {}))
+    keys = top | {key for group_keys in dotted.values() for key in group_keys}
+    return OptionNames(frozenset(keys), leaves, frozenset(booleans), dict(renamed or {}))
 
 
 def parser_for(
@@ -91,7 +96,7 @@ def normalize_argv(parser: ArgumentParser, argv: list[str]) -> list[str]:
     """Accept hyphenated option names, leaf aliases and bare boolean switches; leave values untouched.
 
     A former option name (``renamed``) is a RalmInputError naming its new name."""
-    names: OptionNames = getattr(parser, "ralm_option_names", OptionNames({}, frozenset(), {}))
+    names: OptionNames = getattr(parser, "ralm_option_names", OptionNames(frozenset(), {}, frozenset(), {}))
     out = []
     for i, arg in enumerate(argv):
         if arg.startswith("--") and len(arg) > 2:
@@ -100,6 +105,8 @@ def normalize_argv(parser: ArgumentParser, argv: list[str]) -> list[str]:
             if name in names.renamed:
                 new = names.renamed[name].replace("_", "-")
                 raise RalmInputError(f"--{name.replace('_', '-')}: renamed --{new} (README, Usage)")
+            if name == "config":
+                _refuse_renamed_keys(value if eq else (argv[i + 1] if i + 1 < len(argv) else ""), names)
             name = names.leaves.get(name, name)
             out.append(f"--{name}{eq}{value}")
             following = argv[i + 1] if i + 1 < len(argv) else None
@@ -108,6 +115,21 @@ def normalize_argv(parser: ArgumentParser, argv: list[str]) -> list[str]:
             continue
         out.append(arg)
     return out
+
+
+def _refuse_renamed_keys(config_file: str, names: OptionNames) -> None:
+    """A YAML file that still uses a former option name fails naming the file, the key and its new name."""
+    if not names.renamed or not Path(config_file).is_file():
+        return  # jsonargparse reports a missing file itself
+    try:
+        values = yaml.safe_load(Path(config_file).read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError):
+        return  # jsonargparse reports a malformed file with its position
+    for key in values if isinstance(values, dict) else ():
+        if key in names.renamed:
+            raise RalmInputError(
+                f"{config_file}: key {key!r} was renamed {names.renamed[key]!r} (README, Usage)"
+            )
 
 
 def parse(parser: ArgumentParser, argv: list[str] | None) -> Any:

@@ -49,3 +49,50 @@ def test_options_accept_hyphens_leaf_names_and_bare_switches():
     assert argv == ["--quick", "true", "--max_length", "8", "--window.stride=2", "--window.keep", "true"]
     cfg = parser.parse_args(argv)
     assert (cfg.quick, cfg.max_length, cfg.window.stride, cfg.window.keep) == (True, 8, 2, True)
+
+
+# Each name has one meaning across commands (README, "Usage"): the output folder or file is --output; the
+# retrieval stride s (tokens between retrievals, the targets' length) is --stride; passages are split by
+# --passage-words and --passage-stride; BM25 candidates per query are --k; the reranker is --reranker.
+FORMER_NAMES = {"out", "out_dir", "run_dir", "index_dir", "jsonl_out", "rerank", "words"}
+RETRIEVAL_STRIDE_KEYS = {"window.stride", "sampling.stride", "scale.stride"}
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_one_meaning_per_option_name(name):
+    from ralm.cli import load_command
+
+    keys = load_command(name).build_parser().ralm_option_names.keys
+    leaves = {key.rsplit(".", 1)[-1]: key for key in keys}
+    assert not FORMER_NAMES & set(leaves), f"ralm {name}: former names {FORMER_NAMES & set(leaves)}"
+    assert {k for k in keys if k.rsplit(".", 1)[-1] == "stride"} <= RETRIEVAL_STRIDE_KEYS
+    assert "candidates" not in keys or name == "data-gen"  # data-gen's group of candidate settings (k, ...)
+    writes = {"output"} & keys
+    assert writes, f"ralm {name} has no --output"
+
+
+@pytest.mark.parametrize(
+    ("name", "former", "new"),
+    [("passages", "--words", "--passage-words"), ("index", "--index-dir", "--output"),
+     ("retrieve", "--out", "--output"), ("prepare wikitext103", "--out", "--output"), ("run", "--run-dir", "--output")],
+)  # fmt: skip
+def test_a_former_option_name_is_refused_with_its_new_name(name, former, new, capsys):
+    from ralm.cli import load_command
+
+    with pytest.raises(SystemExit) as stop:
+        load_command(name).main([former, "x"])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.strip() == f"error: {former}: renamed {new} (README, Usage)"
+
+
+def test_a_config_file_with_a_former_key_is_refused_naming_file_key_and_new_name(tmp_path, capsys):
+    from ralm.retrieval import passages_command
+
+    config = tmp_path / "old.yaml"
+    config.write_text("input: docs.jsonl\nout: passages.jsonl\n")
+    with pytest.raises(SystemExit):
+        passages_command.main(["--config", str(config)])
+    assert (
+        capsys.readouterr().err.strip() == f"error: {config}: key 'out' was renamed 'output' (README, Usage)"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.yaml"]

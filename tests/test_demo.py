@@ -22,7 +22,7 @@ def quick_demo(tmp_path_factory, smollm2_gguf, minilm_dir):
     from ralm.demo.demo_command import demo
 
     run_dir = os.environ.get("RALM_DEMO_TEST_RUN") or str(tmp_path_factory.mktemp("demo") / "quick")
-    report = demo(quick=True, run_dir=run_dir, lm=str(smollm2_gguf), encoder=str(minilm_dir))
+    report = demo(quick=True, output=run_dir, lm=str(smollm2_gguf), encoder=str(minilm_dir))
     return run_dir, report, {c: m["token_ppl"] for c, m in report["metrics"].items()}
 
 

@@ -38,7 +38,7 @@ def texts(tmp_path_factory, real_documents) -> dict[str, Path]:
 def finished_run(tmp_path_factory, texts, tiny_lm_dir, tiny_encoder_dir):
     run_dir = tmp_path_factory.mktemp("demo_run")
     report = demo(
-        quick=True, run_dir=str(run_dir), corpus=str(texts["corpus"]), eval_text=str(texts["eval"]),
+        quick=True, output=str(run_dir), corpus=str(texts["corpus"]), eval_text=str(texts["eval"]),
         lm=str(tiny_lm_dir), encoder=str(tiny_encoder_dir), scale=TINY,
     )  # fmt: skip
     return run_dir, report
@@ -97,7 +97,7 @@ def test_second_run_reuses_finished_stages_and_redoes_a_missing_one(
     for name in ("compare.json", "trained-seed0/results.json"):
         next(run_dir.glob(f"eval-*/{name}")).unlink()  # as if the run was killed during the eval stage
     second = demo(
-        quick=True, run_dir=str(run_dir), corpus=str(texts["corpus"]), eval_text=str(texts["eval"]),
+        quick=True, output=str(run_dir), corpus=str(texts["corpus"]), eval_text=str(texts["eval"]),
         lm=str(tiny_lm_dir), encoder=str(tiny_encoder_dir), scale=TINY,
     )  # fmt: skip
     stages = json.loads((run_dir / "stages.json").read_text())
@@ -121,12 +121,12 @@ def test_missing_offline_lm_is_an_error_not_a_fallback(monkeypatch, tmp_path):
 
     monkeypatch.setattr(assets, "SMOLLM2_PACKAGE", "ralm_no_such_package")
     with pytest.raises(RalmInputError, match="--lm: the offline SmolLM2"):
-        demo(quick=True, run_dir=str(tmp_path))
+        demo(quick=True, output=str(tmp_path))
 
 
 def test_unknown_heldout_book_is_refused_before_fetching(tmp_path):
     with pytest.raises(RalmInputError, match="--test-books"):
-        demo(quick=True, run_dir=str(tmp_path / "run"), scale=Overrides(test_books=["Hezekiah"]))
+        demo(quick=True, output=str(tmp_path / "run"), scale=Overrides(test_books=["Hezekiah"]))
     assert not (tmp_path / "run").exists()
 
 
@@ -183,7 +183,7 @@ def test_bible_demo_keeps_dev_and_test_books_out_of_corpus_and_training(
         **{**TINY.__dict__, "dev_books": ["Mark"], "test_books": ["Jonah"], "eval_tokens": None}
     )
     report = demo(
-        quick=True, run_dir=str(run_dir), lm=str(tiny_lm_dir), encoder=str(tiny_encoder_dir), scale=scale
+        quick=True, output=str(run_dir), lm=str(tiny_lm_dir), encoder=str(tiny_encoder_dir), scale=scale
     )
 
     passages = next(run_dir.glob("index-*.passages.jsonl"))
@@ -208,7 +208,7 @@ def test_own_data_exclusion_by_pattern_is_counted(texts, tiny_lm_dir, tiny_encod
     run_dir = tmp_path / "own"
     corpus_ids = [json.loads(line)["id"] for line in texts["corpus"].read_text().splitlines()]
     demo(
-        quick=True, run_dir=str(run_dir), corpus=str(texts["corpus"]), eval_text=str(texts["eval"]),
+        quick=True, output=str(run_dir), corpus=str(texts["corpus"]), eval_text=str(texts["eval"]),
         exclude=[f"re:{corpus_ids[0][:3]}.*", "no-such-document"], lm=str(tiny_lm_dir),
         encoder=str(tiny_encoder_dir), scale=TINY,
     )  # fmt: skip
@@ -227,7 +227,7 @@ def test_an_edited_input_file_forces_its_stages_to_rerun(
     corpus, held_out = own / "corpus.jsonl", own / "held_out.jsonl"
     corpus.write_text(texts["corpus"].read_text())
     held_out.write_text(texts["eval"].read_text())
-    run = {"quick": True, "run_dir": str(tmp_path / "run"), "corpus": str(corpus), "eval_text": str(held_out),
+    run = {"quick": True, "output": str(tmp_path / "run"), "corpus": str(corpus), "eval_text": str(held_out),
            "lm": str(tiny_lm_dir), "encoder": str(tiny_encoder_dir), "scale": TINY}  # fmt: skip
     first = demo(**run)
     rows = held_out.read_text().splitlines()
@@ -247,7 +247,7 @@ def test_a_malformed_eval_line_stops_the_run_before_any_work(texts, tiny_lm_dir,
     run_dir = tmp_path / "run"
     with pytest.raises(RalmInputError, match=rf"{bad}:2:\d+: not valid JSON"):
         demo(
-            quick=True, run_dir=str(run_dir), corpus=str(texts["corpus"]), eval_text=str(bad),
+            quick=True, output=str(run_dir), corpus=str(texts["corpus"]), eval_text=str(bad),
             lm=str(tiny_lm_dir), encoder=str(tiny_encoder_dir), scale=TINY,
         )  # fmt: skip
     assert not run_dir.exists()  # nothing written: no run folder, no index, no commands.sh
@@ -262,7 +262,7 @@ def test_an_eval_text_too_short_for_one_retrieving_window_stops_before_any_work(
     need = TINY.query_tokens + TINY.stride
     with pytest.raises(RalmInputError, match=rf"{short}: 6 words; at least {need} are needed"):
         demo(
-            quick=True, run_dir=str(run_dir), corpus=str(texts["corpus"]), eval_text=str(short),
+            quick=True, output=str(run_dir), corpus=str(texts["corpus"]), eval_text=str(short),
             lm=str(tiny_lm_dir), encoder=str(tiny_encoder_dir), scale=TINY,
         )  # fmt: skip
     assert not run_dir.exists()
@@ -274,7 +274,7 @@ def test_ralm_run_is_the_pipeline_for_own_data(texts, tiny_lm_dir, tiny_encoder_
 
     run_dir = tmp_path / "run"
     args = ["run", "--corpus", str(texts["corpus"]), "--eval-text", str(texts["eval"]), "--lm", str(tiny_lm_dir),
-            "--encoder", str(tiny_encoder_dir), "--quick", "--run-dir", str(run_dir)]  # fmt: skip
+            "--encoder", str(tiny_encoder_dir), "--quick", "--output", str(run_dir)]  # fmt: skip
     for name, value in TINY.__dict__.items():
         if value is not None:
             args += [f"--scale.{name}", json.dumps(value) if isinstance(value, list) else str(value)]

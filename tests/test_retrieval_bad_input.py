@@ -149,7 +149,7 @@ def test_cli_prints_one_line_and_exits_2(tmp_path):
         "index",
         "--documents",
         str(docs),
-        "--index-dir",
+        "--output",
         str(tmp_path / "idx"),
     ]
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)

@@ -16,14 +16,14 @@ def test_passages_index_retrieve_end_to_end(tmp_path, real_documents, capsys):
     docs = write_jsonl(tmp_path / "docs.jsonl", real_documents)
     held_out = real_documents[0]["title"]
     passages_command.main(
-        ["--input", str(docs), "--out", str(tmp_path / "p.jsonl"), "--exclude", f"[{held_out}]"]
+        ["--input", str(docs), "--output", str(tmp_path / "p.jsonl"), "--exclude", f"[{held_out}]"]
     )
     assert "1 document(s) excluded" in capsys.readouterr().err
     passages = read_passages(tmp_path / "p.jsonl")
     assert held_out not in {p.title for p in passages}
 
     index_command.main(
-        ["--passages", str(tmp_path / "p.jsonl"), "--index-dir", str(tmp_path / "idx"), "--k1", "0.9"]
+        ["--passages", str(tmp_path / "p.jsonl"), "--output", str(tmp_path / "idx"), "--k1", "0.9"]
     )
     meta = json.loads((tmp_path / "idx" / "ralm_index.json").read_text())
     assert meta["backend"] == "bm25s" and meta["num_passages"] == len(passages) and meta["bm25"]["b"] == 0.4
@@ -32,7 +32,7 @@ def test_passages_index_retrieve_end_to_end(tmp_path, real_documents, capsys):
     write_jsonl(tmp_path / "q.jsonl", [{"qid": f"q{i}", "query": q} for i, q in enumerate(queries)])
     retrieve_command.main(
         ["--index", str(tmp_path / "idx"), "--queries", str(tmp_path / "q.jsonl"), "--k", "5",
-         "--out", str(tmp_path / "run.trec"), "--threads", "2"]
+         "--output", str(tmp_path / "run.trec"), "--threads", "2"]
     )  # fmt: skip
     err = capsys.readouterr().err
     assert "queries/s" in err and "25 queries" in err
@@ -63,7 +63,9 @@ def test_index_from_raw_documents_and_tsv_queries(tmp_path, real_documents, caps
     folder.mkdir()
     for d in [d for d in real_documents if d["id"] in ("heapq", "json", "csv", "gzip")]:
         (folder / f"{d['title']}.txt").write_text(d["text"], encoding="utf-8")
-    index_command.main(["--documents", str(folder), "--index-dir", str(tmp_path / "idx"), "--words", "60"])
+    index_command.main(
+        ["--documents", str(folder), "--output", str(tmp_path / "idx"), "--passage-words", "60"]
+    )
     passages = read_passages(tmp_path / "idx.passages.jsonl")
     assert max(len(p.text.split()) for p in passages) == 60
     (tmp_path / "q.tsv").write_text("a\theap queue priority\nb\tzzqx\n")
@@ -73,7 +75,7 @@ def test_index_from_raw_documents_and_tsv_queries(tmp_path, real_documents, caps
             str(tmp_path / "idx"),
             "--queries",
             str(tmp_path / "q.tsv"),
-            "--out",
+            "--output",
             str(tmp_path / "r.trec"),
         ]
     )
@@ -92,12 +94,12 @@ def test_killed_retrieve_resumes_after_its_last_complete_query(tmp_path, real_do
     queries = word_window_queries(real_documents[:8], 12, seed=4)
     (tmp_path / "q.tsv").write_text("".join(f"q{i}\t{q}\n" for i, q in enumerate(queries)))
     args = {"index": tmp_path / "idx", "queries": tmp_path / "q.tsv", "k": 4, "batch_size": 5}
-    retrieve_command.retrieve(out=tmp_path / "full.trec", **args)
+    retrieve_command.retrieve(output=tmp_path / "full.trec", **args)
     full_jsonl = (tmp_path / "full.jsonl").read_text().splitlines(keepends=True)
     # a run killed while writing query 8: seven whole records and half of the next, a stale TREC partial
     (tmp_path / ".run.jsonl.partial").write_text("".join(full_jsonl[:7]) + full_jsonl[7][:40])
     (tmp_path / ".run.trec.partial").write_text("garbage that must not survive\n")
-    summary = retrieve_command.retrieve(out=tmp_path / "run.trec", **args)
+    summary = retrieve_command.retrieve(output=tmp_path / "run.trec", **args)
     assert summary["resumed_after"] == 7
     assert (tmp_path / "run.jsonl").read_text() == "".join(full_jsonl)
     assert (tmp_path / "run.trec").read_text() == (tmp_path / "full.trec").read_text()
@@ -107,7 +109,16 @@ def test_killed_retrieve_resumes_after_its_last_complete_query(tmp_path, real_do
 def test_index_from_documents_with_overlapping_passages(tmp_path, real_documents):
     docs = write_jsonl(tmp_path / "d.jsonl", real_documents[:4])
     index_command.main(
-        ["--documents", str(docs), "--index-dir", str(tmp_path / "idx"), "--words", "60", "--stride", "20"]
+        [
+            "--documents",
+            str(docs),
+            "--output",
+            str(tmp_path / "idx"),
+            "--passage-words",
+            "60",
+            "--passage-stride",
+            "20",
+        ]
     )
     passages = read_passages(tmp_path / "idx.passages.jsonl")
     first = real_documents[0]["text"].split()

@@ -1,13 +1,13 @@
 """`ralm prepare wikitext103`: WikiText-103 into the files the paper's configs read.
 
-ralm prepare wikitext103 --out data/wikitext103                      # from the hub (needs network)
-ralm prepare wikitext103 --out data/wikitext103 --source ./wikitext   # a saved copy (save_to_disk or parquet)
+ralm prepare wikitext103 --output data/wikitext103                      # from the hub (needs network)
+ralm prepare wikitext103 --output data/wikitext103 --source ./wikitext   # a saved copy (save_to_disk or parquet)
 
-Writes ``OUT/train.jsonl``, ``OUT/validation.jsonl`` and ``OUT/test.jsonl`` (one article per line:
-``{"id", "title", "text"}``, for ``ralm passages``/``ralm index``/``ralm data-gen``), ``OUT/test`` and
-``OUT/validation`` (the split's rows as a ``datasets`` folder: what ``ralm eval ppl --text`` reads, joined
-exactly as eval_lm.py joins them), ``OUT/eval_titles.txt`` (the validation and test titles, one per line:
-``--exclude-file`` for a Wikipedia index) and ``OUT/prepare.json`` (source, counts).
+Writes ``OUTPUT/train.jsonl``, ``OUTPUT/validation.jsonl`` and ``OUTPUT/test.jsonl`` (one article per line:
+``{"id", "title", "text"}``, for ``ralm passages``/``ralm index``/``ralm data-gen``), ``OUTPUT/test`` and
+``OUTPUT/validation`` (the split's rows as a ``datasets`` folder: what ``ralm eval ppl --text`` reads, joined
+exactly as eval_lm.py joins them), ``OUTPUT/eval_titles.txt`` (the validation and test titles, one per line:
+``--exclude-file`` for a Wikipedia index) and ``OUTPUT/prepare.json`` (source, counts).
 """
 
 from __future__ import annotations
@@ -83,38 +83,38 @@ def load_splits(source: str) -> dict:
     return {split: data[split] for split in SPLITS}
 
 
-def prepare_wikitext103(out: Path = Path("data/wikitext103"), source: str = "hub") -> dict:
+def prepare_wikitext103(output: Path = Path("data/wikitext103"), source: str = "hub") -> dict:
     """WikiText-103 (raw) as articles and as eval_lm.py's test text.
 
     Args:
-        out: Folder to write (see the module docstring for its files).
+        output: Folder to write (see the module docstring for its files).
         source: ``hub`` (Salesforce/wikitext, wikitext-103-raw-v1; needs network) or a local copy: a
             ``save_to_disk`` DatasetDict folder, or a folder of the hub's parquet files.
     """
     splits = load_splits(source)  # before anything is written
-    ensure_writable_dir(out)
+    ensure_writable_dir(output)
     counts, eval_titles = {}, []
     for split, data in splits.items():
         docs = list(articles(data["text"], split))
         counts[split] = {"rows": len(data), "articles": len(docs)}
-        write_jsonl_atomic(out / f"{split}.jsonl", docs, ensure_ascii=False)
+        write_jsonl_atomic(output / f"{split}.jsonl", docs, ensure_ascii=False)
         if split != "train":
             eval_titles += [d["title"] for d in docs if d["title"]]
-            partial = out / f".{split}.partial-{os.getpid()}"
+            partial = output / f".{split}.partial-{os.getpid()}"
             data.select_columns(["text"]).save_to_disk(str(partial))
-            publish_dir(partial, out / split)
+            publish_dir(partial, output / split)
         print(f"{split}: {counts[split]['rows']:,} rows -> {counts[split]['articles']:,} articles")
-    write_text_atomic(out / "eval_titles.txt", "".join(f"{t}\n" for t in dict.fromkeys(eval_titles)))
+    write_text_atomic(output / "eval_titles.txt", "".join(f"{t}\n" for t in dict.fromkeys(eval_titles)))
     info = {"source": source if source != "hub" else f"{HUB_ID}/{HUB_CONFIG}", "splits": counts}
-    write_json_atomic(out / "prepare.json", info)
+    write_json_atomic(output / "prepare.json", info)
     print(
-        f"wrote {out}: train.jsonl (data-gen, index), test (eval ppl --text), eval_titles.txt (--exclude-file)"
+        f"wrote {output}: train.jsonl (data-gen, index), test (eval ppl --text), eval_titles.txt (--exclude-file)"
     )
     return info
 
 
 def build_parser():
-    return parser_for(prepare_wikitext103, prog="ralm prepare wikitext103")
+    return parser_for(prepare_wikitext103, prog="ralm prepare wikitext103", renamed={"out": "output"})
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -60,8 +60,8 @@ def _stage_plan(
     passages = Path(f"{index_dir}.passages.jsonl")
     index = Stage(
         "index",
-        ["index", "--documents", str(texts.corpus), "--index-dir", str(index_dir), "--passages", str(passages),
-         "--words", str(scale.passage_words), "--stride", str(scale.passage_stride), *exclude,
+        ["index", "--documents", str(texts.corpus), "--output", str(index_dir), "--passages", str(passages),
+         "--passage-words", str(scale.passage_words), "--passage-stride", str(scale.passage_stride), *exclude,
          "--overwrite", "true"],
         index_dir,
     )  # fmt: skip
@@ -123,7 +123,7 @@ def _train_stage(run_dir: Path, data_dir: Path, encoder: str, scale: DemoScale, 
 
 def demo(
     quick: bool = False,
-    run_dir: str | None = None,
+    output: str | None = None,
     split: Literal["test", "dev"] = "test",
     domain: Literal["bible", "python-docs"] = "bible",
     corpus: str | None = None,
@@ -138,7 +138,7 @@ def demo(
 
     Args:
         quick: The small scale (measured 5 min 47 s on a 2-core CPU) instead of the full demo (37 min).
-        run_dir: Folder for every output and the commands (default: runs/demo or runs/demo-quick).
+        output: Folder for every output and the commands (default: runs/demo or runs/demo-quick).
         split: Score the test books (default; what the README reports) or the dev books (for choosing
             settings; its numbers are never reported). Both are kept out of the corpus and training text.
         domain: The offline preset: the Bibles (King James corpus, World English text), or the Python 3.11
@@ -149,7 +149,7 @@ def demo(
             prefix's own document are excluded).
         eval_text: Your own held-out evaluation text (needed with --corpus).
         exclude: With --corpus: titles, ids or re:PATTERNs of corpus documents to leave out (any version
-            of your eval text the corpus holds); counted in the index's OUT.excluded.json.
+            of your eval text the corpus holds); counted in the index's passages file's .excluded.json.
         lm: Frozen LM: Hugging Face id, folder or .gguf file (default: the offline SmolLM2-135M).
         encoder: Reranker encoder: Hugging Face id or folder (default: the offline all-MiniLM-L6-v2).
         scale: Overrides of the chosen scale's settings.
@@ -161,7 +161,7 @@ def demo(
     if corpus is None and exclude:
         raise RalmInputError("--exclude: only with --corpus (the Bible demo excludes its dev and test books)")
     default_dir = ("runs/demo-quick" if quick else "runs/demo") + ("" if domain == "bible" else f"-{domain}")
-    out = Path(run_dir or default_dir)
+    out = Path(output or default_dir)
     texts = None
     if corpus is not None:
         # Every input is read once before any work, so a bad line fails in seconds, not after the index,
@@ -239,7 +239,7 @@ def _exclusions(path: Path) -> str:
 
 
 def build_parser():
-    return parser_for(demo, prog="ralm demo")
+    return parser_for(demo, prog="ralm demo", renamed={"run_dir": "output"})
 
 
 def main(argv: list[str] | None = None) -> None:

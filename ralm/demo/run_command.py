@@ -1,7 +1,7 @@
 """`ralm run`: the whole pipeline on your own data (the demo's stages, with your corpus and texts).
 
     ralm run --corpus docs.jsonl --eval-text held_out.jsonl [--train-text train.jsonl]
-             [--exclude '[re:held-out-.*]'] [--lm gpt2] [--encoder roberta-base] [--quick] [--run-dir DIR]
+             [--exclude '[re:held-out-.*]'] [--lm gpt2] [--encoder roberta-base] [--quick] [--output DIR]
 
 Index -> data-gen -> train (with abstention and the BM25 prior, one reranker per seed) -> one
 `ralm eval ppl --compare` table on the eval text: no retrieval, BM25 top-1, random, zero-shot, the trained
@@ -28,7 +28,7 @@ def run(
     lm: str | None = None,
     encoder: str | None = None,
     quick: bool = False,
-    run_dir: str = "runs/run",
+    output: str = "runs/run",
     scale: Overrides = _OVERRIDES,
 ) -> dict:
     """The In-Context RALM pipeline on your own corpus and held-out text, ending with a table and a plot.
@@ -43,17 +43,17 @@ def run(
         lm: Frozen LM: Hugging Face id, folder or .gguf file (default: the offline SmolLM2-135M).
         encoder: Reranker encoder: Hugging Face id or folder (default: the offline all-MiniLM-L6-v2).
         quick: The demo's small scale (fewer prefixes and steps, one seed).
-        run_dir: Folder for every output and the commands.
+        output: Folder for every output and the commands.
         scale: Overrides of the scale's settings (e.g. --scale.k 16).
     """
     return demo(
-        quick=quick, run_dir=run_dir, corpus=corpus, train_text=train_text, eval_text=eval_text,
+        quick=quick, output=output, corpus=corpus, train_text=train_text, eval_text=eval_text,
         exclude=exclude, lm=lm, encoder=encoder, scale=scale,
     )  # fmt: skip
 
 
 def build_parser():
-    return parser_for(run, prog="ralm run")
+    return parser_for(run, prog="ralm run", renamed={"run_dir": "output"})
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,10 +1,10 @@
 """`ralm index`: build a bm25s, pyserini or faiss index from passages (or from raw documents).
 
-ralm index --passages passages.jsonl --index-dir idx/                      # bm25s, the default
-ralm index --documents docs.jsonl --index-dir idx/ --exclude '[test-doc]'  # runs `ralm passages` first
-ralm index --passages passages.jsonl --index-dir idx-lucene/ --backend pyserini --threads 4
-ralm index --config configs/index/faiss_minilm.yaml --passages passages.jsonl --index-dir idx-dense/
-ralm index --prebuilt wikipedia-dpr-100w --index-dir idx-wiki/ --exclude-file data/wikitext103/eval_titles.txt
+ralm index --passages passages.jsonl --output idx/                      # bm25s, the default
+ralm index --documents docs.jsonl --output idx/ --exclude '[test-doc]'  # runs `ralm passages` first
+ralm index --passages passages.jsonl --output idx-lucene/ --backend pyserini --threads 4
+ralm index --config configs/index/faiss_minilm.yaml --passages passages.jsonl --output idx-dense/
+ralm index --prebuilt wikipedia-dpr-100w --output idx-wiki/ --exclude-file data/wikitext103/eval_titles.txt
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Literal
 
 from ralm.command_args import call_with_args, parser_for
+from ralm.config_types import PositiveInt
 from ralm.errors import RalmInputError
 from ralm.retrieval.index import build_index
 from ralm.retrieval.passages_command import make_passages, read_exclude_file
@@ -48,19 +49,22 @@ class DenseSettings:
     """Require a GPU FAISS index (errors without a GPU and a GPU FAISS build)."""
 
 
+# Former option names (one name, one meaning across commands: --stride is the retrieval stride s).
+RENAMED = {"index_dir": "output", "words": "passage_words", "stride": "passage_stride"}
+
 _DEFAULT_BM25, _DEFAULT_DENSE = Bm25Settings(), DenseSettings()  # never mutated
 
 
 def make_index(
-    index_dir: Path,
+    output: Path,
     passages: Path | None = None,
     documents: Path | None = None,
     backend: Literal["bm25s", "pyserini", "faiss"] = "bm25s",
-    words: int = 100,
-    stride: int | None = None,
+    passage_words: PositiveInt = 100,
+    passage_stride: PositiveInt | None = None,
     exclude: list[str] | None = None,
     exclude_file: Path | None = None,
-    threads: int = 1,
+    threads: PositiveInt = 1,
     overwrite: bool = False,
     bm25: Bm25Settings = _DEFAULT_BM25,
     dense: DenseSettings = _DEFAULT_DENSE,
@@ -69,12 +73,13 @@ def make_index(
     """Build a retrieval index folder (engine files + ralm_index.json).
 
     Args:
-        index_dir: Index folder to create (built as INDEX_DIR.partial, renamed when complete).
+        output: Index folder to create (built as OUTPUT.partial, renamed when complete).
         passages: Passages JSONL (from `ralm passages`). Written here when `documents` is given.
         documents: Raw documents to split first (JSONL, folder of .txt, or datasets dir).
         backend: bm25s (default), pyserini (Lucene, needs Java 21) or faiss (dense).
-        words: Words per passage when splitting `documents`.
-        stride: Words between passage starts when splitting `documents` (default: `words`, no overlap).
+        passage_words: Words per passage when splitting `documents`.
+        passage_stride: Words between passage starts when splitting `documents` (default:
+            `passage_words`, no overlap).
         exclude: Titles or doc ids to leave out when splitting `documents`.
         exclude_file: File with one title or doc id per line to leave out.
         threads: Indexing threads (pyserini).
@@ -84,14 +89,13 @@ def make_index(
             are never returned (the evaluation articles). No passages file is written.
     """
     if prebuilt is not None:
-        return _link_prebuilt(
-            prebuilt, index_dir, passages, documents, exclude, exclude_file, bm25, overwrite
-        )
+        return _link_prebuilt(prebuilt, output, passages, documents, exclude, exclude_file, bm25, overwrite)
     if documents is not None:
-        passages = passages or Path(f"{index_dir}.passages.jsonl")
+        passages = passages or Path(f"{output}.passages.jsonl")
         make_passages(
-            documents, passages, words=words, exclude=exclude, exclude_file=exclude_file, stride=stride
-        )
+            documents, passages, passage_words=passage_words, exclude=exclude, exclude_file=exclude_file,
+            passage_stride=passage_stride,
+        )  # fmt: skip
     elif passages is None:
         raise RalmInputError("passages: give --passages FILE (or --documents to split raw documents first)")
     if backend == "bm25s":
@@ -100,24 +104,24 @@ def make_index(
         options = {**asdict(bm25), "threads": threads}
     else:
         options = asdict(dense)
-    meta = build_index(passages, index_dir, backend=backend, overwrite=overwrite, **options)
+    meta = build_index(passages, output, backend=backend, overwrite=overwrite, **options)
     print(
-        f"index: {meta['backend']} index of {meta['num_passages']} passages from {passages} in {index_dir} "
+        f"index: {meta['backend']} index of {meta['num_passages']} passages from {passages} in {output} "
         f"({meta.get('build_seconds', 0):.1f} s)",
         file=sys.stderr,
     )
     return meta
 
 
-def _link_prebuilt(prebuilt, index_dir, passages, documents, exclude, exclude_file, bm25, overwrite) -> dict:
+def _link_prebuilt(prebuilt, output, passages, documents, exclude, exclude_file, bm25, overwrite) -> dict:
     from ralm.retrieval.prebuilt import link_prebuilt
 
     if passages is not None or documents is not None:
         raise RalmInputError("--prebuilt: the index brings its own passages; drop --passages/--documents")
     titles = list(exclude or []) + (read_exclude_file(exclude_file) if exclude_file else [])
-    meta = link_prebuilt(prebuilt, Path(index_dir), titles, k1=bm25.k1, b=bm25.b, overwrite=overwrite)
+    meta = link_prebuilt(prebuilt, Path(output), titles, k1=bm25.k1, b=bm25.b, overwrite=overwrite)
     print(
-        f"index: prebuilt {meta['prebuilt']} ({meta['num_passages']:,} passages) in {index_dir}, "
+        f"index: prebuilt {meta['prebuilt']} ({meta['num_passages']:,} passages) in {output}, "
         f"{len(meta['excluded_titles'])} title(s) excluded at search time",
         file=sys.stderr,
     )
@@ -125,7 +129,7 @@ def _link_prebuilt(prebuilt, index_dir, passages, documents, exclude, exclude_fi
 
 
 def build_parser():
-    return parser_for(make_index, prog="ralm index")
+    return parser_for(make_index, prog="ralm index", renamed=RENAMED)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,6 +1,6 @@
 """Pyserini's prebuilt Lucene indexes as ralm indexes: the paper's retrieval corpus without building it.
 
-    ralm index --prebuilt wikipedia-dpr-100w --index-dir indexes/wikipedia-dpr \\
+    ralm index --prebuilt wikipedia-dpr-100w --output indexes/wikipedia-dpr \\
         --exclude-file data/wikitext103/eval_titles.txt
 
 writes an index folder holding only ``ralm_index.json`` (backend ``pyserini-prebuilt``: the index name or

@@ -1,6 +1,6 @@
 """`ralm retrieve`: batch-search an index, write a TREC run plus JSONL with passage texts.
 
-ralm retrieve --index idx/ --queries queries.tsv --k 16 --out run.trec [--threads 4]
+ralm retrieve --index idx/ --queries queries.tsv --k 16 --output run.trec [--threads 4]
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from ralm.retrieval.run_files import RunWriter, read_queries
 def retrieve(
     index: Path,
     queries: Path,
-    out: Path,
+    output: Path,
     k: int = 16,
     threads: int = 1,
     batch_size: int = 1000,
-    jsonl_out: Path | None = None,
+    jsonl_output: Path | None = None,
     passages: Path | None = None,
     tag: str = "ralm",
     device: str = "auto",
@@ -34,11 +34,11 @@ def retrieve(
     Args:
         index: Index folder built by `ralm index`.
         queries: Queries as TSV (qid<TAB>query) or JSONL ({"qid", "query"}).
-        out: TREC run file to write (qid Q0 docid rank score tag).
+        output: TREC run file to write (qid Q0 docid rank score tag).
         k: Passages per query.
         threads: Search threads (bm25s, pyserini batch_search, faiss).
         batch_size: Queries per search call (the paper's code used 1000).
-        jsonl_out: JSONL run with passage texts; default: `out` with the suffix .jsonl.
+        jsonl_output: JSONL run with passage texts; default: `output` with the suffix .jsonl.
         passages: Passages file the index was built from, when it moved since (its hash is checked).
         tag: Run tag in the last TREC column.
         device: Dense indexes only: auto, cpu or cuda (query encoder and FAISS GPU index).
@@ -51,8 +51,8 @@ def retrieve(
     dense = read_meta(index).get("backend") == "faiss"
     options = {"device": device} if dense and device != "auto" else {}  # BM25 runs on the CPU only
     retriever = open_index(index, passages, **options)
-    jsonl_out = jsonl_out or Path(out).with_suffix(".jsonl")
-    writer = RunWriter(out, jsonl_out, tag=tag, expected_qids=[qid for qid, _ in pairs])
+    jsonl_output = jsonl_output or Path(output).with_suffix(".jsonl")
+    writer = RunWriter(output, jsonl_output, tag=tag, expected_qids=[qid for qid, _ in pairs])
     todo = pairs[writer.done :]
     started, ok = time.perf_counter(), False
     try:
@@ -75,19 +75,19 @@ def retrieve(
         "seconds": round(seconds, 3),
         "queries_per_second": round(len(todo) / max(seconds, 1e-9), 1),
         "backend": retriever.meta["backend"],
-        "trec_run": str(out),
-        "jsonl_run": str(jsonl_out),
+        "trec_run": str(output),
+        "jsonl_run": str(jsonl_output),
     }
     print(
         f"retrieve: {len(todo)} queries, top-{k} from {retriever.meta['backend']} index {index} "
-        f"in {seconds:.2f} s ({summary['queries_per_second']} queries/s, {threads} thread(s)) -> {out}, {jsonl_out}",
+        f"in {seconds:.2f} s ({summary['queries_per_second']} queries/s, {threads} thread(s)) -> {output}, {jsonl_output}",
         file=sys.stderr,
     )
     return summary
 
 
 def build_parser():
-    return parser_for(retrieve, prog="ralm retrieve")
+    return parser_for(retrieve, prog="ralm retrieve", renamed={"out": "output", "jsonl_out": "jsonl_output"})
 
 
 def main(argv: list[str] | None = None) -> None:
