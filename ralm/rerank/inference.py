@@ -17,6 +17,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 from ralm.devices import resolve_device, resolve_dtype
 from ralm.errors import RalmInputError
 from ralm.progress import library_bars_quiet_in_logs
+from ralm.ranking import best_first
 from ralm.rerank.inputs import INPUT_FORMAT, PRIOR_RULE, bm25_prior, encode_groups
 
 RERANKER_FORMAT = "ralm-reranker/1"
@@ -204,8 +205,7 @@ class PredictiveReranker:
             bm25 = [list(s) + ([0.0] if self.abstain else []) for s in bm25_scores]
         orders: list[list[int | None]] = []
         for real, scores in zip(candidates, self.score(prefixes, groups, bm25), strict=True):
-            ranked = sorted(range(len(scores)), key=lambda i: -scores[i])  # stable: ties keep BM25 order
-            orders.append([i if i < len(real) else None for i in ranked])
+            orders.append([i if i < len(real) else None for i in best_first(scores)])
         return orders
 
     def _score_chunk(self, prefixes: Sequence[str], candidates: Sequence[Sequence[str]]) -> list[float]:

@@ -14,10 +14,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ralm.eval.ppl.conditions import TRAINED, Condition, first_smallest
+from ralm.eval.ppl.conditions import TRAINED, Condition
 from ralm.eval.ppl.windows import Window
 from ralm.lm.loading import FrozenLM
 from ralm.lm.scoring import ScoreRequest, score_continuations
+from ralm.ranking import best_first
 
 if TYPE_CHECKING:
     from ralm.eval.ppl.perplexity import Candidate, ScoringSettings
@@ -132,5 +133,5 @@ def zero_shot_other_lm(
     for (index, _), s in zip(owners, scores, strict=True):
         by_window.setdefault(index, []).append(float(s.double().sum()))
     for index, values in by_window.items():
-        chosen[slots[index]] = first_smallest([-v for v in values])
+        chosen[slots[index]] = best_first(values)[0]
     return chosen

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from ralm.errors import RalmInputError
+from ralm.ranking import best_first, first_smallest
 
 NO_RETRIEVAL, BM25, RANDOM, BM25_ABOVE = "no-retrieval", "bm25", "random", "bm25-above"
 ZERO_SHOT, ORACLE, ORACLE_OR_NONE, TRAINED = "zero-shot", "oracle", "oracle-or-none", "trained"
@@ -139,11 +140,6 @@ def random_pick(seed: int, window: int, k: int) -> int:
     return int(np.random.default_rng([seed, window]).integers(k))
 
 
-def first_smallest(values: Sequence[float]) -> int:
-    """Index of the smallest value; ties go to the earlier candidate (higher in BM25 order)."""
-    return min(range(len(values)), key=lambda i: (values[i], i))
-
-
 def pick(condition: Condition, row: dict, chosen: int | None = None, seed: int = 0) -> int | None:
     """The candidate `condition` prepends in one window's row (None: nothing).
 
@@ -162,7 +158,7 @@ def pick(condition: Condition, row: dict, chosen: int | None = None, seed: int =
     if condition.kind == BM25_ABOVE:
         return 0 if max(c["bm25"] for c in cands) >= condition.threshold else None
     if condition.kind == ZERO_SHOT:
-        return first_smallest([-c["rank_logprob"] for c in cands])
+        return best_first([c["rank_logprob"] for c in cands])[0]
     best = first_smallest([c["nll"] for c in cands])
     if condition.kind == ORACLE_OR_NONE and row["no_passage_nll"] <= cands[best]["nll"]:
         return None

@@ -18,6 +18,7 @@ from pathlib import Path
 from ralm.atomic_files import atomic_path
 from ralm.records import parse_json_object
 from ralm.retrieval.index_meta import index_fingerprint as index_key  # the name eval results import
+from ralm.retrieval.run_files import hit_record
 from ralm.retrieval.types import Hit, Retriever
 
 FORMAT = "ralm-eval-retrieval/1"
@@ -27,16 +28,6 @@ def default_cache_path(meta: dict) -> Path:
     from ralm.lm.loading import cache_root
 
     return cache_root() / "retrieval" / f"{index_key(meta)}.jsonl"
-
-
-def _hit_json(hit: Hit) -> dict:
-    return {
-        "id": hit.id,
-        "score": hit.score,
-        "contents": hit.contents,
-        "title": hit.title,
-        "doc_id": hit.doc_id,
-    }
 
 
 def read_cache(path: Path, meta: dict, k: int) -> dict[str, list[Hit]]:
@@ -69,7 +60,7 @@ def write_cache(path: Path, meta: dict, k: int, results: dict[str, list[Hit]]) -
     with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
         f.write(json.dumps(header, default=str) + "\n")
         for query, hits in results.items():
-            f.write(json.dumps({"query": query, "hits": [_hit_json(h) for h in hits]}) + "\n")
+            f.write(json.dumps({"query": query, "hits": [hit_record(h) for h in hits]}) + "\n")
 
 
 def retrieve_cached(

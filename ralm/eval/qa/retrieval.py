@@ -19,6 +19,7 @@ from typing import Any
 
 from ralm.errors import RalmInputError
 from ralm.eval.qa.prompts import PromptPassage
+from ralm.ranking import best_first
 from ralm.retrieval.types import Hit
 
 
@@ -73,10 +74,7 @@ class PassageSource:
         if self.rerank == "none":
             return [[hit_to_passage(h) for h in row[:k]] for row in hits]
         if self.rerank == "zero-shot":
-            # Stable sort: ties keep the retriever's order.
-            orders = [
-                sorted(range(len(s)), key=lambda i: -s[i]) for s in self._zero_shot_scores(queries, hits)
-            ]
+            orders = [best_first(s) for s in self._zero_shot_scores(queries, hits)]
         else:
             orders = self._reranker.order(
                 list(queries),
