@@ -28,7 +28,7 @@ from ralm.data_gen.prefixes import PrefixTokens
 from ralm.data_gen.scoring import score_prefix
 from ralm.lm.loading import load_lm
 from ralm.lm.scoring import compose
-from ralm.testing import gpt2_small
+from ralm.testing import gpt2_small, reference_logprobs
 
 # Long stdlib docstrings: ordinary English prose available on every machine.
 _MODULES = ["argparse", "asyncio", "collections", "csv", "dataclasses", "decimal", "difflib", "email", "functools",
@@ -68,12 +68,10 @@ def bench_prefixes(lm, n: int, k: int, max_length: int, stride: int, passage_wor
 
 
 def naive_logprobs(model, passage, prefix, target, max_length, max_passage_tokens) -> list[float]:
-    ids = compose(passage, prefix, target, max_length, max_passage_tokens)
-    with torch.inference_mode():
-        logits = model(torch.tensor([ids], device=model.device)).logits[0].float()
-    logp = torch.log_softmax(logits, -1)
-    start = len(ids) - len(target)
-    return [float(logp[start - 1 + t, target[t]]) for t in range(len(target))]
+    """The baseline: one request at a time, the whole sequence through the model (float32 logits)."""
+    return reference_logprobs(
+        model, passage, prefix, target, max_length, max_passage_tokens, torch.float32
+    ).tolist()
 
 
 def matmul_flops_per_second(

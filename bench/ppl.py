@@ -27,6 +27,8 @@ from pathlib import Path
 
 import torch
 
+from ralm.testing import target_losses
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -55,18 +57,14 @@ def stdlib_documents() -> list[dict]:
 
 def naive_total_nll(lm, tokens, windows, candidates, chosen) -> float:
     """eval_lm.py's loop: a forward over the whole window, full logits, CrossEntropyLoss on the targets."""
-    ce = torch.nn.CrossEntropyLoss(reduction="none")
-    x = torch.tensor(tokens, device=lm.device)
+    x = torch.tensor(tokens)
     total = 0.0
-    with torch.no_grad():
-        for w in windows:
-            pick = chosen[w.index]
-            doc = list(candidates[w.index][pick].tokens) if pick is not None else []
-            window = x[w.begin : w.end]
-            inp = torch.cat([torch.tensor(doc, dtype=torch.long, device=lm.device), window[len(doc) :]])
-            n = w.num_targets
-            logits = lm.model(inp[None]).logits[0].float()
-            total += float(ce(logits[-n - 1 : -1], inp[-n:]).sum())
+    for w in windows:
+        pick = chosen[w.index]
+        doc = list(candidates[w.index][pick].tokens) if pick is not None else []
+        window = x[w.begin : w.end]
+        inp = torch.cat([torch.tensor(doc, dtype=torch.long), window[len(doc) :]])
+        total += float(target_losses(lm.model, inp, w.num_targets, torch.float32).sum())
     return total
 
 

@@ -39,3 +39,29 @@ def gpt2_small(folder: Path, dtype=None) -> Path:
     GPT2LMHeadModel(GPT2Config()).to(dtype or torch.float32).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def target_losses(model, ids, num_targets: int, dtype=None):
+    """The naive reference of every scorer: one forward over the whole 1-D `ids` (full logits, no cache, no
+    batching), cross-entropy of its last `num_targets` tokens, per token (float64 unless `dtype`)."""
+    import torch
+
+    with torch.no_grad():
+        logits = model(ids[None].to(model.device)).logits[0].to(dtype or torch.float64)
+    n = num_targets
+    return torch.nn.functional.cross_entropy(
+        logits[-n - 1 : -1], ids[-n:].to(logits.device), reduction="none"
+    )
+
+
+def reference_logprobs(model, passage, prefix, target, max_length: int, max_passage_tokens: int, dtype=None):
+    """Per-target log-probs of [passage; prefix; target] the slow way, sliced by hand (independent of
+    ``ralm.lm.scoring.compose``): the passage cut to `max_passage_tokens`, prefix tokens dropped from its
+    start until the whole fits in `max_length`."""
+    import torch
+
+    passage = list(passage)[:max_passage_tokens]
+    room = max_length - len(passage) - len(target)
+    kept = list(prefix)[max(0, len(prefix) - room) :] if room > 0 else []
+    ids = torch.tensor(passage + kept + list(target))
+    return -target_losses(model, ids, len(target), dtype)

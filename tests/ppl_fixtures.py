@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from ralm.testing import target_losses
+
 EVAL_DOCS = 3  # the first documents form the evaluation text; all documents form the retrieval corpus
 
 
@@ -66,7 +68,6 @@ def reference_total_nll(
     ``passage_special_tokens``: encode passages as eval_lm.py does, ``tokenizer.encode(text)`` (BOS first
     for a tokenizer that adds one).
     """
-    ce = torch.nn.CrossEntropyLoss(reduction="none")
     x = torch.tensor(tokens)
     total, scored, prev_end, idx = 0.0, 0, 0, 0
     with torch.no_grad():
@@ -90,27 +91,26 @@ def reference_total_nll(
                     docs = [] if chosen is None else [docs[chosen]]
             if not docs:
                 n = min(trg, len(window) - 1)  # the window's first token has no context
-                logits = model(window[None]).logits[0].double()
-                total += float(ce(logits[-n - 1 : -1], window[-n:]).sum())
+                total += float(target_losses(model, window, n).sum())
                 scored += n
             else:
-                target_losses, rank_losses = [], []
+                target_nlls, rank_losses = [], []
                 for d in docs:
                     context = len(window) - trg
                     rest = window[len(d) :] if len(d) <= context else window[-trg:]
                     inp = torch.cat([torch.tensor(d, dtype=torch.long), rest])
-                    logits = model(inp[None]).logits[0].double()
-                    target_losses.append(ce(logits[-trg - 1 : -1], inp[-trg:]).sum())
-                    if strategy == "zero-shot":
-                        span = slice(-trg - rank_tokens - 1, -trg - 1)
-                        rank_losses.append(ce(logits[span], inp[-trg - rank_tokens : -trg]).sum())
+                    # The rank_tokens just before the targets come from the same forward (zero-shot).
+                    ranked = rank_tokens if strategy == "zero-shot" else 0
+                    losses = target_losses(model, inp, trg + ranked)
+                    target_nlls.append(losses[ranked:].sum())
+                    rank_losses.append(losses[:ranked].sum())
                 if strategy in ("first", "given"):
                     best = 0
                 elif strategy == "oracle":
-                    best = int(torch.argmin(torch.stack(target_losses)))
+                    best = int(torch.argmin(torch.stack(target_nlls)))
                 else:
                     best = int(torch.argmin(torch.stack(rank_losses)))
-                total += float(target_losses[best])
+                total += float(target_nlls[best])
                 scored += trg
             prev_end = end
             idx += 1

@@ -10,6 +10,7 @@ import torch
 from ralm.lm import scoring
 from ralm.lm.loading import load_lm
 from ralm.lm.scoring import ScoreRequest, compose, score_continuations
+from ralm.testing import reference_logprobs
 
 
 def test_compose_cuts_passage_and_drops_prefix_from_the_start():
@@ -38,19 +39,6 @@ def test_compose_rejects_what_cannot_fit_or_has_no_context():
         compose([1, 2, 3], [10], [20, 21], max_length=4)
     with pytest.raises(ValueError, match="no context"):
         compose([], [], [20], max_length=8)
-
-
-def naive_logprobs(model, passage, prefix, target, max_length, max_passage_tokens):
-    """Independent reference: slice by hand, run the whole sequence, full logits, CrossEntropyLoss."""
-    passage = list(passage)[:max_passage_tokens]
-    room = max_length - len(passage) - len(target)
-    kept = list(prefix)[max(0, len(prefix) - room) :] if room > 0 else []
-    ids = torch.tensor([passage + kept + list(target)])
-    with torch.no_grad():
-        logits = model(ids).logits[0].double()
-    n = len(target)
-    loss = torch.nn.CrossEntropyLoss(reduction="none")(logits[-n - 1 : -1], ids[0, -n:])
-    return -loss
 
 
 def random_requests(rng: random.Random, vocab: int, count: int) -> list[ScoreRequest]:
@@ -98,7 +86,7 @@ def test_batched_scores_match_naive_reference(tiny_lm, arch, tmp_path):
     got = score_continuations(lm, requests, max_length=128, max_passage_tokens=64, batch_size=5)
     for request, scores in zip(requests, got, strict=True):
         assert scores.dtype == torch.float32 and scores.shape == (len(request.target),)
-        ref = naive_logprobs(lm.model, request.passage, request.prefix, request.target, 128, 64)
+        ref = reference_logprobs(lm.model, request.passage, request.prefix, request.target, 128, 64)
         torch.testing.assert_close(scores.double(), ref, rtol=1e-5, atol=1e-5)
 
 
@@ -120,7 +108,7 @@ def test_empty_target_gives_empty_tensor_and_order_is_kept(tiny_lm):
     requests = [ScoreRequest([1, 2], [3, 4, 5], []), ScoreRequest([], [7] * 50, [8, 9])]
     got = score_continuations(tiny_lm, requests, max_length=64)
     assert got[0].shape == (0,) and got[1].shape == (2,)
-    ref = naive_logprobs(tiny_lm.model, [], [7] * 50, [8, 9], 64, 256)
+    ref = reference_logprobs(tiny_lm.model, [], [7] * 50, [8, 9], 64, 256)
     torch.testing.assert_close(got[1].double(), ref, rtol=1e-5, atol=1e-5)
 
 
