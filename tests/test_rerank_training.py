@@ -41,19 +41,16 @@ def quiet_encoder_dir(tmp_path_factory, tiny_encoder_dir) -> Path:
     return out
 
 
+_CPU = {"accelerator": "cpu", "devices": 1, "log_every_n_steps": 1, "enable_progress_bar": False}
+
+
 def _settings(encoder_dir, accumulate=1, **optim):
     return dict(
         encoder=EncoderArgs(name=str(encoder_dir), max_length=48, max_prefix_tokens=24),
         loader=LoaderArgs(batch_size=4, val_batch_size=16, val_fraction=0.25),
         optim=OptimArgs(**{"lr": 1e-3, "warmup_steps": 2, "max_steps": 10, **optim}),
         run=RunArgs(val_every=4, save_every=2, wandb="off"),
-        trainer={
-            "accelerator": "cpu",
-            "devices": 1,
-            "log_every_n_steps": 1,
-            "enable_progress_bar": False,
-            "accumulate_grad_batches": accumulate,
-        },
+        trainer={**_CPU, "accumulate_grad_batches": accumulate},
     )
 
 
