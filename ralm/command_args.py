@@ -4,12 +4,14 @@ jsonargparse turns parameters and dataclass attribute docstrings into ``--help``
 and lets later command-line options override it, as litgpt's entry points do. Two conveniences on top:
 ``--max-length`` and ``--max_length`` are the same option, and a group's option may be given by its leaf
 name when no other option shares it (``--stride 8`` for ``--window.stride 8``), and a boolean option given
-bare (``--quick``) means ``--quick true``.
+bare (``--quick``) means ``--quick true``. A parameter may also be a group made from a class's own
+signature (`ClassGroup`, as LightningCLI adds ``pl.Trainer``'s): its values reach the function as a dict.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import sys
 import typing
 from collections.abc import Callable, Mapping
@@ -18,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from jsonargparse import ActionConfigFile, ArgumentParser, set_parsing_settings
+from jsonargparse import ActionConfigFile, ArgumentParser, Namespace, set_parsing_settings
 
 from ralm.errors import RalmInputError
 
@@ -40,6 +42,27 @@ class OptionNames:
     """Former option names -> their new names: giving one is an error that names the new one."""
 
 
+@dataclass(frozen=True)
+class ClassGroup:
+    """A function parameter (typed ``dict``) whose options are `cls`'s keyword arguments, read off its
+    signature: every one of them is an option (``--print_config`` shows them all) except `skip`."""
+
+    cls: type
+    skip: frozenset[str] = frozenset()
+    """Arguments the command sets itself: not options."""
+    defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    """The command's values where they differ from the class's defaults."""
+    links: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Argument -> the option it is copied from (one source for a value the command also uses)."""
+
+    def options(self) -> dict[str, Any]:
+        """Each option's name -> its type hint."""
+        hints = typing.get_type_hints(self.cls.__init__)
+        names = inspect.signature(self.cls.__init__).parameters
+        hidden = {"self", *self.skip, *self.links}
+        return {name: hints.get(name, Any) for name in names if name not in hidden}
+
+
 def _dataclass_of(hint: Any) -> type | None:
     """The dataclass of a group's hint (``Windowing`` or ``Windowing | None``), if it is one."""
     for candidate in (hint, *typing.get_args(hint)):
@@ -52,7 +75,11 @@ def _is_boolean(hint: Any) -> bool:
     return hint is bool or set(typing.get_args(hint)) == {bool, type(None)}
 
 
-def option_names(function: Callable[..., Any], renamed: Mapping[str, str] | None = None) -> OptionNames:
+def option_names(
+    function: Callable[..., Any],
+    renamed: Mapping[str, str] | None = None,
+    class_groups: Mapping[str, ClassGroup] | None = None,
+) -> OptionNames:
     """`function`'s top-level options, its groups' dotted options and its boolean switches."""
     top, dotted, booleans = set(), {}, set()
     for name, hint in typing.get_type_hints(function).items():
@@ -60,10 +87,14 @@ def option_names(function: Callable[..., Any], renamed: Mapping[str, str] | None
             continue
         top.add(name)
         group = _dataclass_of(hint)
-        if group is None:
+        if name in (class_groups or {}):
+            fields = class_groups[name].options()
+        elif group is not None:
+            fields = typing.get_type_hints(group)
+        else:
             booleans.update([name] if _is_boolean(hint) else [])
             continue
-        for field, field_hint in typing.get_type_hints(group).items():
+        for field, field_hint in fields.items():
             dotted.setdefault(field, []).append(f"{name}.{field}")
             booleans.update([f"{name}.{field}"] if _is_boolean(field_hint) else [])
     leaves = {leaf: keys[0] for leaf, keys in dotted.items() if len(keys) == 1 and leaf not in top}
@@ -76,10 +107,12 @@ def parser_for(
     description: str | None = None,
     prog: str | None = None,
     renamed: Mapping[str, str] | None = None,
+    class_groups: Mapping[str, ClassGroup] | None = None,
 ) -> ArgumentParser:
     """A parser whose options are `function`'s parameters, plus ``--config``.
 
-    `renamed`: former option names of this command and their new names (README, "Usage")."""
+    `renamed`: former option names of this command and their new names (README, "Usage").
+    `class_groups`: parameters whose options come from a class's signature (`ClassGroup`)."""
     parser = ArgumentParser(
         prog=prog,
         description=description or (function.__doc__ or "").strip().split("\n")[0],
@@ -87,8 +120,14 @@ def parser_for(
         exit_on_error=True,
     )
     parser.add_argument("--config", action=ActionConfigFile, help="YAML file with option values.")
-    parser.add_function_arguments(function, as_group=False)
-    parser.ralm_option_names = option_names(function, renamed)
+    class_groups = dict(class_groups or {})
+    parser.add_function_arguments(function, as_group=False, skip=set(class_groups))
+    for key, group in class_groups.items():
+        parser.add_class_arguments(group.cls, key, skip=set(group.skip), instantiate=False)
+        parser.set_defaults({f"{key}.{name}": value for name, value in group.defaults.items()})
+        for target, source in group.links.items():
+            parser.link_arguments(source, f"{key}.{target}")
+    parser.ralm_option_names = option_names(function, renamed, class_groups)
     return parser
 
 
@@ -144,6 +183,8 @@ def call_with_args(function: Callable[..., Any], parser: ArgumentParser, argv: l
     try:  # a dataclass group's __post_init__ checks run while the groups are built
         _, init = parse(parser, argv)
         kwargs = {k: v for k, v in vars(init).items() if k != "config" and not k.startswith("__")}
+        # a ClassGroup stays a namespace (not instantiated): the function takes its keyword arguments
+        kwargs = {k: v.as_dict() if isinstance(v, Namespace) else v for k, v in kwargs.items()}
         return function(**kwargs)
     except RalmInputError as err:
         print(f"error: {err}", file=sys.stderr)

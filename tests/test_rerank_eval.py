@@ -41,7 +41,8 @@ def setup(tmp_path_factory, real_documents, tiny_encoder_dir):
         encoder=EncoderArgs(name=str(tiny_encoder_dir), max_length=96, max_prefix_tokens=48),
         loader=LoaderArgs(batch_size=4, val_fraction=0.25),
         optim=OptimArgs(lr=2e-3, warmup_steps=2, max_steps=8),
-        run=RunArgs(accelerator="cpu", devices=1, val_every=8, save_every=8, wandb="off", progress_bar=False),
+        run=RunArgs(val_every=8, save_every=8, wandb="off"),
+        trainer={"accelerator": "cpu", "devices": 1, "enable_progress_bar": False},
         abstain=True,
     )
     # This file checks how eval applies the reranker's own picks; whether validation keeps them (eight

@@ -27,7 +27,8 @@ def exported(tmp_path_factory, real_documents, tiny_encoder_dir) -> Path:
         encoder=EncoderArgs(name=str(tiny_encoder_dir), max_length=40, max_prefix_tokens=12),
         loader=LoaderArgs(batch_size=4, val_fraction=0.25),
         optim=OptimArgs(lr=1e-3, warmup_steps=1, max_steps=3),
-        run=RunArgs(accelerator="cpu", devices=1, val_every=3, save_every=3, wandb="off", progress_bar=False),
+        run=RunArgs(val_every=3, save_every=3, wandb="off"),
+        trainer={"accelerator": "cpu", "devices": 1, "enable_progress_bar": False},
     )
     return Path(summary["reranker"])
 

@@ -35,15 +35,8 @@ def trained(tmp_path_factory, real_documents, tiny_encoder_dir):
         encoder=EncoderArgs(name=str(tiny_encoder_dir), max_length=64, max_prefix_tokens=32),
         loader=LoaderArgs(batch_size=8, val_batch_size=64, val_fraction=0.2),
         optim=OptimArgs(lr=3e-3, warmup_steps=15, max_steps=150, weight_decay=0.0),
-        run=RunArgs(
-            accelerator="cpu",
-            devices=1,
-            val_every=50,
-            save_every=50,
-            log_every=20,
-            wandb="off",
-            progress_bar=False,
-        ),
+        run=RunArgs(val_every=50, save_every=50, wandb="off"),
+        trainer={"accelerator": "cpu", "devices": 1, "log_every_n_steps": 20, "enable_progress_bar": False},
     )
     return root, summary
 

@@ -81,7 +81,8 @@ def test_an_offline_wandb_run_gets_the_config_the_validation_metrics_and_the_dec
         encoder=EncoderArgs(name=str(tiny_encoder_dir), max_length=40, max_prefix_tokens=12),
         loader=LoaderArgs(batch_size=4, val_batch_size=16, val_fraction=0.25),
         optim=OptimArgs(lr=1e-3, warmup_steps=1, max_steps=2),
-        run=RunArgs(accelerator="cpu", devices=1, val_every=2, save_every=2, wandb="on", progress_bar=False),
+        run=RunArgs(val_every=2, save_every=2, wandb="on"),
+        trainer={"accelerator": "cpu", "devices": 1, "enable_progress_bar": False},
         bm25_prior=True,
     )
     (run_file,) = (tmp_path / "out" / "wandb").glob("offline-run-*/run-*.wandb")

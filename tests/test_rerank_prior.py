@@ -31,7 +31,8 @@ def prior_run(tmp_path_factory, real_documents, tiny_encoder_dir) -> tuple[Path,
         encoder=EncoderArgs(name=str(tiny_encoder_dir), max_length=40, max_prefix_tokens=12),
         loader=LoaderArgs(batch_size=4, val_batch_size=16, val_fraction=0.25),
         optim=OptimArgs(lr=1e-3, warmup_steps=1, max_steps=4),
-        run=RunArgs(accelerator="cpu", devices=1, val_every=2, save_every=2, wandb="off", progress_bar=False),
+        run=RunArgs(val_every=2, save_every=2, wandb="off"),
+        trainer={"accelerator": "cpu", "devices": 1, "enable_progress_bar": False},
         bm25_prior=True,
     )
     return data, summary
@@ -145,7 +146,8 @@ def test_without_a_validation_win_the_export_is_bm25_itself(tmp_path, real_docum
         encoder=EncoderArgs(name=str(tiny_encoder_dir), max_length=40, max_prefix_tokens=12),
         loader=LoaderArgs(batch_size=4, val_batch_size=16, val_fraction=0.25),
         optim=OptimArgs(lr=1e-3, head_lr=1e-2, warmup_steps=1, max_steps=3),
-        run=RunArgs(accelerator="cpu", devices=1, val_every=1, save_every=1, wandb="off", progress_bar=False),
+        run=RunArgs(val_every=1, save_every=1, wandb="off"),
+        trainer={"accelerator": "cpu", "devices": 1, "enable_progress_bar": False},
         bm25_prior=True,
     )
     info = json.loads((Path(summary["reranker"]) / "ralm_reranker.json").read_text())
@@ -192,15 +194,9 @@ def test_when_no_passage_beats_every_candidate_the_export_never_retrieves(
         encoder=EncoderArgs(name=str(tiny_encoder_dir), max_length=40, max_prefix_tokens=12),
         loader=LoaderArgs(batch_size=4, val_batch_size=16, val_fraction=0.25),
         optim=OptimArgs(lr=1e-3, head_lr=1e-2, warmup_steps=1, max_steps=3),
-        run=RunArgs(
-            accelerator="cpu",
-            devices=1,
-            val_every=1,
-            save_every=1,
-            wandb="off",
-            progress_bar=True,  # piped here (pytest captures stderr): plain lines, not a bar
-            keep_checkpoints=False,
-        ),
+        run=RunArgs(val_every=1, save_every=1, wandb="off", keep_checkpoints=False),
+        # a bar, piped here (pytest captures stderr): plain lines instead
+        trainer={"accelerator": "cpu", "devices": 1, "enable_progress_bar": True},
         bm25_prior=True,
         abstain=True,
     )

@@ -46,7 +46,8 @@ def test_trains_on_data_gen_output_of_the_tiny_lm(tmp_path, real_documents, tiny
         encoder=EncoderArgs(name=str(tiny_encoder_dir), max_length=128, max_prefix_tokens=48),
         loader=LoaderArgs(batch_size=4, val_fraction=0.25),
         optim=OptimArgs(lr=1e-3, warmup_steps=1, max_steps=2),
-        run=RunArgs(accelerator="cpu", devices=1, val_every=2, save_every=2, wandb="off", progress_bar=False),
+        run=RunArgs(val_every=2, save_every=2, wandb="off"),
+        trainer={"accelerator": "cpu", "devices": 1, "enable_progress_bar": False},
         abstain=True,
     )
     assert (
@@ -111,9 +112,8 @@ def test_minilm_reranker_recovers_gain_on_smollm2_data(tmp_path, smollm2_gguf, m
         encoder=EncoderArgs(name=str(minilm_dir), max_length=128, max_prefix_tokens=32),
         loader=LoaderArgs(batch_size=8, val_batch_size=16, val_fraction=0.3),
         optim=OptimArgs(lr=3e-4, head_lr=3e-3, warmup_steps=5, max_steps=40),
-        run=RunArgs(
-            accelerator="cpu", devices=1, val_every=10, save_every=50, wandb="off", progress_bar=False
-        ),
+        run=RunArgs(val_every=10, save_every=50, wandb="off"),
+        trainer={"accelerator": "cpu", "devices": 1, "enable_progress_bar": False},
         bm25_prior=True,
     )
     val = summary["last_validation"]

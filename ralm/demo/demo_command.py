@@ -107,7 +107,7 @@ def _train_stage(run_dir: Path, data_dir: Path, encoder: str, scale: DemoScale, 
         # Warmup must end before the last step; a short override run keeps a tenth of its steps for it.
         "--warmup-steps", str(min(scale.warmup_steps, scale.train_steps // 10)),
         "--max-steps", str(scale.train_steps), "--val-every", str(scale.val_every),
-        "--save-every", str(scale.val_every), "--log-every", "10", "--wandb", "off", "--keep-checkpoints", "false",
+        "--save-every", str(scale.val_every), "--log-every-n-steps", "10", "--wandb", "off", "--keep-checkpoints", "false",
         # Start from BM25's ranking and learn corrections: with a few dozen prefixes a reranker trained from
         # a random head ranks far worse than BM25 (measured 13.71 ppl against 10.59 at --quick).
         "--bm25-prior", "true", "--abstain", str(scale.abstain).lower(), "--seed", str(seed),
@@ -115,7 +115,7 @@ def _train_stage(run_dir: Path, data_dir: Path, encoder: str, scale: DemoScale, 
     train_dir = run_dir / f"reranker-{short_hash(train_args)}"
     return Stage(
         "train" if len(scale.train_seeds) == 1 else f"train seed {seed}",
-        ["train", *train_args, "--out-dir", str(train_dir)],
+        ["train", *train_args, "--output", str(train_dir)],
         train_dir / "reranker",
         resume_options=["--ckpt-path", "last"],
     )

@@ -14,17 +14,17 @@ from collections.abc import Mapping
 import torch
 
 from ralm.errors import RalmInputError
-from ralm.rerank.settings import RunArgs
 
 
-def planned_world_size(run: RunArgs, env: Mapping[str, str] | None = None) -> int:
-    """Processes the Trainer will start: WORLD_SIZE under a launcher, else devices x nodes."""
+def planned_world_size(trainer: Mapping, env: Mapping[str, str] | None = None) -> int:
+    """Processes the Trainer will start (`trainer`: its settings): WORLD_SIZE under a launcher, else
+    devices x nodes."""
     env = os.environ if env is None else env
     if env.get("WORLD_SIZE"):
         return int(env["WORLD_SIZE"])
-    devices = run.devices
+    devices = trainer.get("devices", "auto")
     if devices in ("auto", -1, "-1"):
-        on_gpu = run.accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()
+        on_gpu = trainer.get("accelerator", "auto") in ("auto", "gpu", "cuda") and torch.cuda.is_available()
         count = torch.cuda.device_count() if on_gpu else 1
     elif isinstance(devices, int):
         count = devices
@@ -34,7 +34,7 @@ def planned_world_size(run: RunArgs, env: Mapping[str, str] | None = None) -> in
         count = len(devices)
     else:
         count = int(devices)
-    return max(1, count) * max(1, run.num_nodes)
+    return max(1, count) * max(1, trainer.get("num_nodes", 1))
 
 
 def split_global_batch(global_batch: int, max_micro_batch: int, world_size: int) -> tuple[int, int]:

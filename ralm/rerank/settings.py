@@ -2,13 +2,27 @@
 
 Defaults are the paper's (§6.2: RoBERTa-base, peak LR 1e-5, 32 prefixes a step, 10,000 steps, k=16
 from the data). The paper does not give warmup, weight decay or clipping; ours are the usual BERT
-fine-tuning values.
+fine-tuning values. Constraints live in the types (``ralm.config_types``): the CLI, a YAML file and a
+dataclass built in Python check them alike.
+
+The Lightning Trainer's own settings are the ``trainer`` group, made from ``pl.Trainer``'s signature
+(``TRAINER_SKIPPED`` are not options, ``TRAINER_FIXED`` are shown and may not change).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
+
+from ralm.config_types import (
+    NonNegativeFloat,
+    NonNegativeInt,
+    OpenUnitInterval,
+    PositiveFloat,
+    PositiveInt,
+    check_fields,
+)
+from ralm.errors import RalmInputError
 
 
 @dataclass
@@ -17,86 +31,141 @@ class EncoderArgs:
 
     name: str = "roberta-base"
     """Hugging Face encoder id or local folder (the offline all-MiniLM-L6-v2 folder works)."""
-    max_length: int = 512
+    max_length: PositiveInt = 512
     """Tokens per (prefix, passage) pair; the passage is cut from its end to fit."""
-    max_prefix_tokens: int = 256
+    max_prefix_tokens: PositiveInt = 256
     """The prefix is cut to its last this-many reranker tokens."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass (less memory, about 30% slower)."""
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        from ralm.rerank.inputs import check_lengths  # (it imports transformers; --help need not)
+
+        try:
+            check_lengths(self.max_length, self.max_prefix_tokens, field="encoder.max_prefix_tokens")
+        except ValueError as err:
+            raise RalmInputError(str(err)) from None
 
 
 @dataclass
 class LoaderArgs:
     """Batches of whole candidate groups, split by source document."""
 
-    batch_size: int = 32
+    batch_size: PositiveInt = 32
     """Prefixes (each with all k candidates) per process and micro-batch (the most that fit in memory when
     global_batch_size is set)."""
-    global_batch_size: int | None = None
+    global_batch_size: PositiveInt | None = None
     """Prefixes per optimizer step over all processes (the paper: 32); sets the per-process micro-batch and
-    the accumulation from the world size. None: batch_size per process, times optim.accumulate."""
-    val_batch_size: int = 32
+    the accumulation from the world size. None: batch_size per process, times
+    trainer.accumulate_grad_batches."""
+    val_batch_size: PositiveInt = 32
     """Prefixes per validation batch."""
-    val_fraction: float = 0.05
+    val_fraction: OpenUnitInterval = 0.05
     """Share of prefixes held out for validation, taken as whole source documents (none is in both splits)."""
-    max_val_prefixes: int | None = None
+    max_val_prefixes: PositiveInt | None = None
     """Cap on validation prefixes, to keep frequent validation cheap."""
-    num_workers: int = 0
+    num_workers: NonNegativeInt = 0
     """Dataloader worker processes (they tokenize); 0 tokenizes in the training process."""
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 @dataclass
 class OptimArgs:
-    """Loss, AdamW and the linear warmup/decay schedule."""
+    """Loss, AdamW and the linear warmup/decay schedule (accumulation and clipping: the trainer group)."""
 
     loss: Literal["marginal", "kl", "listwise_ce"] = "marginal"
     """marginal: -log Σ p_rank·p_LM (the paper); kl: distil softmax(lm/τ); listwise_ce: the LM's best."""
-    temperature: float = 1.0
+    temperature: PositiveFloat = 1.0
     """τ of the kl loss."""
-    lr: float = 1e-5
+    lr: PositiveFloat = 1e-5
     """Peak learning rate."""
-    head_lr: float | None = None
+    head_lr: PositiveFloat | None = None
     """Peak learning rate of the new one-logit output layer (default: lr)."""
-    prior_lr: float = 1e-2
+    prior_lr: NonNegativeFloat = 1e-2
     """Peak learning rate of the BM25 prior's weight (--bm25-prior); same warmup and decay."""
-    weight_decay: float = 0.01
+    weight_decay: NonNegativeFloat = 0.01
     """AdamW weight decay (not on biases and LayerNorm)."""
-    warmup_steps: int = 1000
+    warmup_steps: NonNegativeInt = 1000
     """Linear warmup steps, then linear decay to 0 at max_steps."""
-    max_steps: int = 10_000
-    """Optimizer steps."""
-    accumulate: int = 1
-    """Micro-batches per optimizer step (gradient accumulation)."""
-    grad_clip: float = 1.0
-    """Gradient norm clipping; 0 disables."""
+    max_steps: PositiveInt = 10_000
+    """Optimizer steps: the schedule's length and the Trainer's max_steps (linked, one source)."""
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        if self.warmup_steps > self.max_steps:
+            raise RalmInputError(
+                f"optim.warmup_steps={self.warmup_steps}: must be between 0 and max_steps ({self.max_steps})"
+            )
 
 
 @dataclass
 class RunArgs:
-    """Hardware, strategy, logging and checkpoints (Lightning Trainer settings)."""
+    """ralm's own run settings: validation and checkpoint cadence, loggers, what is kept."""
 
-    accelerator: str = "auto"
-    """auto (cuda when available, else cpu), cpu, gpu, ..."""
-    devices: int | str = "auto"
-    """Devices (processes) per node."""
-    num_nodes: int = 1
-    """Nodes."""
-    strategy: str = "auto"
-    """auto, ddp, ddp_spawn, fsdp, deepspeed_stage_2, ... (DeepSpeed needs CUDA GPUs)."""
-    precision: str = "auto"
-    """auto (bf16-mixed on a bf16 GPU, else 32-true) or any Lightning precision."""
-    val_every: int = 500
-    """Validate every this many optimizer steps (and at the end)."""
-    save_every: int = 100
+    val_every: PositiveInt = 500
+    """Validate every this many optimizer steps (and at the end); sets the Trainer's val_check_interval."""
+    save_every: PositiveInt = 100
     """Write checkpoints/last.ckpt every this many optimizer steps (for --ckpt-path last)."""
-    log_every: int = 50
-    """Log training loss every this many optimizer steps."""
     wandb: Literal["auto", "on", "off"] = "auto"
     """Weights & Biases logging: auto = when installed (WANDB_MODE=offline works without network)."""
     tensorboard: bool = False
     """Also log to TensorBoard (needs the tensorboard extra)."""
-    progress_bar: bool = True
-    """Show a tqdm progress bar."""
     keep_checkpoints: bool = True
     """Keep checkpoints/ and the step-0 model after the export (false: only the exported reranker stays,
     hundreds of MB less; a finished run then cannot be resumed or re-exported)."""
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
+# pl.Trainer's arguments that are not options, and why: ralm builds them.
+TRAINER_SKIPPED = {
+    "logger": "CSV always, plus run.wandb and run.tensorboard",
+    "callbacks": "ralm's checkpoints, BM25 fallback, validation history and export",
+    "enable_checkpointing": "the export reads ralm's checkpoints",
+    "default_root_dir": "it is --output",
+    "val_check_interval": "run.val_every optimizer steps times the accumulation (known at run time)",
+}
+TRAINER_LINKS = {"max_steps": "optim.max_steps"}
+"""Trainer arguments copied from a ralm option that also drives ralm's own logic (the LR schedule)."""
+TRAINER_FIXED = {
+    "max_epochs": (1, "the data module is one pass of max_steps x accumulation batches"),
+    "check_val_every_n_epoch": (1, "in the one epoch validation runs every run.val_every steps"),
+    "use_distributed_sampler": (False, "ralm's batch samplers shard whole groups by rank themselves"),
+    "fast_dev_run": (False, "it turns off the checkpoints the export reads (a short run: --max-steps 2)"),
+    "barebones": (False, "it turns off the logging and checkpoints ralm needs"),
+}
+"""Shown by --print_config with ralm's value; any other value is refused (the reason says why)."""
+TRAINER_DEFAULTS = {
+    "precision": None,  # None: ralm's rule, bf16-mixed on a GPU that computes bf16, else 32-true
+    "num_sanity_val_steps": 0,  # the first validation is at run.val_every; a sanity pass only costs time
+    "log_every_n_steps": 50,
+    "enable_progress_bar": True,  # piped to a file: plain log lines instead (ralm.rerank.log_lines)
+    "enable_model_summary": False,
+    "gradient_clip_val": 1.0,  # the usual BERT fine-tuning value; 0 disables
+    **{name: value for name, (value, _) in TRAINER_FIXED.items()},
+}
+"""ralm's values for the Trainer's settings where they differ from Lightning's defaults."""
+
+
+def trainer_settings(trainer: dict | None, optim: OptimArgs) -> dict:
+    """pl.Trainer keyword arguments: ralm's defaults, then `trainer`; ralm's own ones refused."""
+    given = dict(trainer or {})
+    for name in given.keys() & TRAINER_SKIPPED.keys():
+        raise RalmInputError(f"trainer.{name}: set by ralm ({TRAINER_SKIPPED[name]}), not an option")
+    for name, (value, why) in TRAINER_FIXED.items():
+        if given.get(name, value) != value:
+            raise RalmInputError(f"trainer.{name}={given[name]!r}: ralm needs {value!r} ({why})")
+    if given.get("max_steps", optim.max_steps) != optim.max_steps:  # the one entry of TRAINER_LINKS
+        raise RalmInputError(
+            f"trainer.max_steps={given['max_steps']!r}: it is optim.max_steps, set that instead"
+        )
+    # Lightning's defaults of the settings ralm reads itself (batching, hardware checks), then ralm's, then yours
+    read = {"accelerator": "auto", "strategy": "auto", "accumulate_grad_batches": 1}
+    settings = {**read, **TRAINER_DEFAULTS, **given, "max_steps": optim.max_steps}
+    if settings["precision"] == "auto":  # ralm's former spelling of None
+        settings["precision"] = None
+    return settings

@@ -1,29 +1,62 @@
 """`ralm train`: fine-tune the predictive reranker on `ralm data-gen` output and export it.
 
-    ralm train --config configs/rerank/cpu.yaml --data runs/data --out-dir runs/reranker
+    ralm train --config configs/rerank/cpu.yaml --data runs/data --output runs/reranker
     ralm train ... --ckpt-path last        # continue a killed run
     ralm train ... --strategy ddp --devices 2 --accelerator cpu
+    ralm train ... --trainer.limit_val_batches 0.5 --print_config   # any pl.Trainer setting
 
-Writes ``OUT/checkpoints`` (best by validation gain recovered, and last), ``OUT/logs``, the exported
-Hugging Face folder ``OUT/reranker`` (docs/formats.md §5) and ``OUT/summary.json``.
+Writes ``OUTPUT/checkpoints`` (best by validation gain recovered, and last), ``OUTPUT/logs``, the exported
+Hugging Face folder ``OUTPUT/reranker`` (docs/formats.md §5) and ``OUTPUT/summary.json``.
+
+The ``trainer`` group is ``pl.Trainer``'s own signature, as LightningCLI builds it, with ralm's values
+(``ralm.rerank.settings``: TRAINER_DEFAULTS; TRAINER_SKIPPED are set by ralm, TRAINER_FIXED may not change).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from jsonargparse import ArgumentParser
 
-from ralm.command_args import call_with_args, parser_for
+from ralm.command_args import ClassGroup, call_with_args, parser_for
 from ralm.errors import RalmInputError
-from ralm.rerank.settings import EncoderArgs, LoaderArgs, OptimArgs, RunArgs
+from ralm.rerank.settings import (
+    TRAINER_DEFAULTS,
+    TRAINER_LINKS,
+    TRAINER_SKIPPED,
+    EncoderArgs,
+    LoaderArgs,
+    OptimArgs,
+    RunArgs,
+)
+
+# Former option names (README, "Usage"): the output folder is --output in every command, and the Trainer's
+# settings ralm re-declared are the trainer group's, under Lightning's names.
+RENAMED = {
+    "out_dir": "output",
+    "log_every": "log_every_n_steps",
+    "run.log_every": "trainer.log_every_n_steps",
+    "progress_bar": "enable_progress_bar",
+    "run.progress_bar": "trainer.enable_progress_bar",
+    "accumulate": "accumulate_grad_batches",
+    "optim.accumulate": "trainer.accumulate_grad_batches",
+    "grad_clip": "gradient_clip_val",
+    "optim.grad_clip": "trainer.gradient_clip_val",
+    **{
+        f"run.{name}": f"trainer.{name}"
+        for name in ("accelerator", "devices", "num_nodes", "strategy", "precision")
+    },
+}
 
 
 def train(
     data: str,
-    out_dir: str,
+    output: str,
     encoder: EncoderArgs = EncoderArgs(),  # noqa: B008 - frozen-by-convention defaults are the schema
     loader: LoaderArgs = LoaderArgs(),  # noqa: B008
     optim: OptimArgs = OptimArgs(),  # noqa: B008
     run: RunArgs = RunArgs(),  # noqa: B008
+    trainer: dict[str, Any] | None = None,
     abstain: bool = False,
     bm25_prior: bool = False,
     ckpt_path: str | None = None,
@@ -34,11 +67,13 @@ def train(
 
     Args:
         data: A `ralm data-gen` dataset folder (format ralm-rerank-data/1).
-        out_dir: Output folder for checkpoints, logs, the exported reranker and summary.json.
+        output: Output folder for checkpoints, logs, the exported reranker and summary.json.
         encoder: The cross-encoder and its input lengths.
         loader: Batching and the train/validation split.
         optim: Loss, optimizer and schedule.
-        run: Hardware, strategy, precision, logging and checkpoint cadence.
+        run: Validation and checkpoint cadence, loggers, what is kept.
+        trainer: pl.Trainer keyword arguments (hardware, strategy, precision, accumulation, clipping, ...)
+            over ralm's values; on the command line every one is an option (--print_config lists them).
         abstain: Add the empty passage (no retrieval) to every candidate group.
         bm25_prior: Score = f + w * (BM25 score standardised in its group), f starting at 0 and w at 1,
             so the untrained reranker ranks like BM25 and training learns corrections.
@@ -62,11 +97,12 @@ def train(
 
     summary = fit_reranker(
         data,
-        out_dir,
+        output,
         encoder=encoder,
         loader=loader,
         optim=optim,
         run=run,
+        trainer=trainer,
         abstain=abstain,
         bm25_prior=bm25_prior,
         ckpt_path=ckpt_path,
@@ -125,7 +161,10 @@ def _evidence_lines(evidence: dict) -> list[str]:
 
 
 def build_parser() -> ArgumentParser:
-    return parser_for(train, prog="ralm train")
+    import lightning.pytorch as pl  # the trainer group is its signature: Lightning loads for the parser
+
+    trainer = ClassGroup(pl.Trainer, frozenset(TRAINER_SKIPPED), TRAINER_DEFAULTS, TRAINER_LINKS)
+    return parser_for(train, prog="ralm train", renamed=RENAMED, class_groups={"trainer": trainer})
 
 
 def main(argv: list[str] | None = None) -> None:
