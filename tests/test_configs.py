@@ -8,12 +8,10 @@ from ralm.cli import COMMANDS, load_command
 from ralm.command_args import normalize_argv
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
-# A folder is named after its command's words joined by "_"; `rerank` holds the training configs.
-FOLDER_ALIASES = {"rerank": "train"}
+# A folder is named after its command's words joined by "_" (configs/eval_ppl/ for `ralm eval ppl`).
 
 
 def _command_for(folder: str) -> str:
-    folder = FOLDER_ALIASES.get(folder, folder)
     for name in COMMANDS:
         if name.replace(" ", "_").replace("-", "_") == folder.replace("-", "_"):
             return name

@@ -309,7 +309,7 @@ def test_optional_loggers(tmp_path, data_dir, tiny_encoder_dir, monkeypatch):
 
 
 def test_ralm_train_from_the_shipped_cpu_config(tmp_path, data_dir, tiny_encoder_dir, capsys):
-    """`ralm train --config configs/rerank/cpu.yaml` with overrides, tokenizing in a loader worker process."""
+    """`ralm train --config configs/train/cpu.yaml` with overrides, tokenizing in a loader worker process."""
     from ralm.cli import main as ralm_main
 
     out = tmp_path / "out"

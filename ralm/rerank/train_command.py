@@ -1,6 +1,6 @@
 """`ralm train`: fine-tune the predictive reranker on `ralm data-gen` output and export it.
 
-    ralm train --config configs/rerank/cpu.yaml --data runs/data --output runs/reranker
+    ralm train --config configs/train/cpu.yaml --data runs/data --output runs/reranker
     ralm train ... --ckpt-path last        # continue a killed run
     ralm train ... --strategy ddp --devices 2 --accelerator cpu
     ralm train ... --trainer.limit_val_batches 0.5 --print_config   # any pl.Trainer setting
