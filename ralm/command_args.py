@@ -10,14 +10,16 @@ bare (``--quick``) means ``--quick true``.
 from __future__ import annotations
 
 import dataclasses
+import re
 import sys
 import typing
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from jsonargparse import ActionConfigFile, ArgumentParser, set_parsing_settings
 
+from ralm.config_types import constraints, violation
 from ralm.errors import RalmInputError
 
 # Attribute docstrings of dataclass fields become --help text and YAML comments.
@@ -34,6 +36,13 @@ class OptionNames:
     """Keys typed ``bool`` or ``bool | None``: given bare (``--quick``) they mean true."""
     renamed: dict[str, str]
     """Former option names -> their new names: giving one is an error that names the new one."""
+    constrained: dict[str, tuple[type, ...]] = field(default_factory=dict)
+    """Keys typed with a constrained number type (``PositiveInt | None``) -> those types."""
+
+    def spelling(self, key: str) -> str:
+        """How a user writes `key`: its leaf when that is unambiguous (``--stride``), else ``--window.stride``."""
+        leaf = key.rpartition(".")[2]
+        return "--" + (leaf if self.leaves.get(leaf) == key or leaf == key else key).replace("_", "-")
 
 
 def _dataclass_of(hint: Any) -> type | None:
@@ -50,20 +59,51 @@ def _is_boolean(hint: Any) -> bool:
 
 def option_names(function: Callable[..., Any], renamed: Mapping[str, str] | None = None) -> OptionNames:
     """`function`'s top-level options, its groups' dotted options and its boolean switches."""
-    top, dotted, booleans = set(), {}, set()
+    top, dotted, hints = set(), {}, {}
     for name, hint in typing.get_type_hints(function).items():
         if name == "return":
             continue
         top.add(name)
         group = _dataclass_of(hint)
         if group is None:
-            booleans.update([name] if _is_boolean(hint) else [])
+            hints[name] = hint
             continue
-        for field, field_hint in typing.get_type_hints(group).items():
-            dotted.setdefault(field, []).append(f"{name}.{field}")
-            booleans.update([f"{name}.{field}"] if _is_boolean(field_hint) else [])
+        for leaf, leaf_hint in typing.get_type_hints(group).items():
+            dotted.setdefault(leaf, []).append(f"{name}.{leaf}")
+            hints[f"{name}.{leaf}"] = leaf_hint
     leaves = {leaf: keys[0] for leaf, keys in dotted.items() if len(keys) == 1 and leaf not in top}
-    return OptionNames(leaves, frozenset(booleans), dict(renamed or {}))
+    booleans = frozenset(key for key, hint in hints.items() if _is_boolean(hint))
+    constrained = {key: kinds for key, hint in hints.items() if (kinds := constraints(hint))}
+    return OptionNames(leaves, booleans, dict(renamed or {}), constrained)
+
+
+# jsonargparse's words for a value its constrained type refuses: "... 0 does not conform to restriction
+# v>0" for `PositiveInt`, and a union's report ending in "Given value: 0" for `PositiveInt | None`.
+_KEY = re.compile(r'^Parser key "([^"]+)":')
+_VALUE = re.compile(r"Given value: (.*)$|: (\S+) does not conform to restriction", re.M)
+
+
+def constraint_error(names: OptionNames, message: str) -> str | None:
+    """jsonargparse's multi-line report of a constrained value as one line in `violation`'s words (the
+    same as a Python caller gets), or None for any other parse error."""
+    key, value = _KEY.match(message), _VALUE.search(message)
+    if key is None or value is None or key[1] not in names.constrained:
+        return None
+    if "does not conform to restriction" not in message:
+        return None
+    raw = value[1] if value[1] is not None else value[2]
+    return violation(names.spelling(key[1]), names.constrained[key[1]], raw)
+
+
+class _Parser(ArgumentParser):
+    """jsonargparse's parser; a value that breaks its constrained type is a one-line RalmInputError."""
+
+    def error(self, message: str, ex: Exception | None = None) -> typing.NoReturn:
+        names = getattr(self, "ralm_option_names", None)
+        line = constraint_error(names, message) if names is not None else None
+        if line is not None:
+            raise RalmInputError(line)
+        super().error(message, ex)
 
 
 def parser_for(
@@ -75,7 +115,7 @@ def parser_for(
     """A parser whose options are `function`'s parameters, plus ``--config``.
 
     `renamed`: former option names of this command and their new names (README, "Usage")."""
-    parser = ArgumentParser(
+    parser = _Parser(
         prog=prog,
         description=description or (function.__doc__ or "").strip().split("\n")[0],
         default_env=False,
