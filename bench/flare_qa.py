@@ -10,7 +10,7 @@ SmolLM2-135M-Instruct (offline: its Q4_1 GGUF, dequantized to fp32), greedy. Eve
 ``ralm eval flare`` (resumable folders under --work), so a killed bench resumes.
 
     OMP_NUM_THREADS=2 .venv/bin/python bench/flare_qa.py --split dev --limit 45 --sweep theta=0.2,0.5,0.8,1.0
-    OMP_NUM_THREADS=2 .venv/bin/python bench/flare_qa.py --split test --limit 120 --candidates 4 \
+    OMP_NUM_THREADS=2 .venv/bin/python bench/flare_qa.py --split test --limit 120 --k 4 \
         --dev-theta 0.2 [--reranker PATH]
 """
 
@@ -120,7 +120,7 @@ def main() -> None:
     parser.add_argument("--dev-theta", type=float, default=None, help="one more row: theta chosen on dev")
     parser.add_argument("--reranker", default=None, help="a trained reranker export for one more row")
     parser.add_argument("--limit", type=int, default=None, help="only the first N questions")
-    parser.add_argument("--candidates", type=int, default=4, help="BM25 candidates a reranker orders")
+    parser.add_argument("--k", type=int, default=4, help="BM25 candidates a reranker orders")
     parser.add_argument("--lm", default=None, help="LM folder or .gguf (default: the offline SmolLM2)")
     parser.add_argument("--work", default=os.path.expanduser("~/.cache/ralm/bench-flare-qa"))
     args = parser.parse_args()
@@ -139,12 +139,10 @@ def main() -> None:
     lm_calls, rates = {}, {}
     rows = conditions(args.theta, args.reranker, args.dev_theta)
     for name, (config, rerank) in rows.items():
-        # --candidates only matters to a reranker; the rows without one keep the value they ran with (8), so
+        # --k only matters to a reranker; the rows without one keep the value they ran with (8), so
         # their finished folders resume instead of being refused for a changed setting.
-        candidates = args.candidates if rerank != "none" else 8
-        results = eval_flare(
-            **common, output=str(out / slug(name)), flare=config, rerank=rerank, candidates=candidates
-        )
+        k = args.k if rerank != "none" else 8
+        results = eval_flare(**common, output=str(out / slug(name)), flare=config, reranker=rerank, k=k)
         lm_calls[name] = results["metrics"]["lm_calls_per_example"]
         rates[name] = results["metrics"]["retrieval_rate"]
     print(table(out, list(rows), lm_calls, rates))

@@ -12,16 +12,18 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 import sys
 import typing
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 from jsonargparse import ActionConfigFile, ArgumentParser, Namespace, set_parsing_settings
 
+from ralm.config_types import constraints, violation
 from ralm.errors import RalmInputError
 
 # Attribute docstrings of dataclass fields become --help text and YAML comments.
@@ -40,6 +42,13 @@ class OptionNames:
     """Keys typed ``bool`` or ``bool | None``: given bare (``--quick``) they mean true."""
     renamed: dict[str, str]
     """Former option names -> their new names: giving one is an error that names the new one."""
+    constrained: dict[str, tuple[type, ...]] = field(default_factory=dict)
+    """Keys typed with a constrained number type (``PositiveInt | None``) -> those types."""
+
+    def spelling(self, key: str) -> str:
+        """How a user writes `key`: its leaf when that is unambiguous (``--stride``), else ``--window.stride``."""
+        leaf = key.rpartition(".")[2]
+        return "--" + (leaf if self.leaves.get(leaf) == key or leaf == key else key).replace("_", "-")
 
 
 @dataclass(frozen=True)
@@ -81,7 +90,7 @@ def option_names(
     class_groups: Mapping[str, ClassGroup] | None = None,
 ) -> OptionNames:
     """`function`'s top-level options, its groups' dotted options and its boolean switches."""
-    top, dotted, booleans = set(), {}, set()
+    top, dotted, hints = set(), {}, {}
     for name, hint in typing.get_type_hints(function).items():
         if name == "return":
             continue
@@ -92,14 +101,45 @@ def option_names(
         elif group is not None:
             fields = typing.get_type_hints(group)
         else:
-            booleans.update([name] if _is_boolean(hint) else [])
+            hints[name] = hint
             continue
-        for field, field_hint in fields.items():
-            dotted.setdefault(field, []).append(f"{name}.{field}")
-            booleans.update([f"{name}.{field}"] if _is_boolean(field_hint) else [])
+        for leaf, leaf_hint in fields.items():
+            dotted.setdefault(leaf, []).append(f"{name}.{leaf}")
+            hints[f"{name}.{leaf}"] = leaf_hint
     leaves = {leaf: keys[0] for leaf, keys in dotted.items() if len(keys) == 1 and leaf not in top}
     keys = top | {key for group_keys in dotted.values() for key in group_keys}
-    return OptionNames(frozenset(keys), leaves, frozenset(booleans), dict(renamed or {}))
+    booleans = frozenset(key for key, hint in hints.items() if _is_boolean(hint))
+    constrained = {key: kinds for key, hint in hints.items() if (kinds := constraints(hint))}
+    return OptionNames(frozenset(keys), leaves, booleans, dict(renamed or {}), constrained)
+
+
+# jsonargparse's words for a value its constrained type refuses: "... 0 does not conform to restriction
+# v>0" for `PositiveInt`, and a union's report ending in "Given value: 0" for `PositiveInt | None`.
+_KEY = re.compile(r'^Parser key "([^"]+)":')
+_VALUE = re.compile(r"Given value: (.*)$|: (\S+) does not conform to restriction", re.M)
+
+
+def constraint_error(names: OptionNames, message: str) -> str | None:
+    """jsonargparse's multi-line report of a constrained value as one line in `violation`'s words (the
+    same as a Python caller gets), or None for any other parse error."""
+    key, value = _KEY.match(message), _VALUE.search(message)
+    if key is None or value is None or key[1] not in names.constrained:
+        return None
+    if "does not conform to restriction" not in message:
+        return None
+    raw = value[1] if value[1] is not None else value[2]
+    return violation(names.spelling(key[1]), names.constrained[key[1]], raw)
+
+
+class _Parser(ArgumentParser):
+    """jsonargparse's parser; a value that breaks its constrained type is a one-line RalmInputError."""
+
+    def error(self, message: str, ex: Exception | None = None) -> typing.NoReturn:
+        names = getattr(self, "ralm_option_names", None)
+        line = constraint_error(names, message) if names is not None else None
+        if line is not None:
+            raise RalmInputError(line)
+        super().error(message, ex)
 
 
 def parser_for(
@@ -113,7 +153,7 @@ def parser_for(
 
     `renamed`: former option names of this command and their new names (README, "Usage").
     `class_groups`: parameters whose options come from a class's signature (`ClassGroup`)."""
-    parser = ArgumentParser(
+    parser = _Parser(
         prog=prog,
         description=description or (function.__doc__ or "").strip().split("\n")[0],
         default_env=False,

@@ -4,7 +4,11 @@ A dataclass field annotated with a constrained number type (``PositiveInt``, ``N
 ``AtLeastTwoInt``, ``ClosedUnitInterval``, ...) shows its type in ``--help``; jsonargparse checks it when
 the command line or a YAML file is parsed; and a dataclass built in Python checks it in ``__post_init__``
 through `check_fields`, with the type's own validator, so the rule is written once. Rules between fields
-(one option only with another) are written in ``__post_init__`` after `check_fields`.
+(one option only with another) are written in ``__post_init__`` after `check_fields`. A command's
+top-level parameters carry the same types (jsonargparse checks them on the command line); the function
+calls `check_arguments` with its ``locals()`` on entry for Python callers. Every path words a bad value
+alike (`violation`): ``--stride: must be > 0, got 0`` (``ralm.command_args`` turns jsonargparse's report
+into that one line).
 
     @dataclass
     class Windowing:
@@ -18,8 +22,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 import types
 import typing
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from jsonargparse.typing import (
@@ -48,8 +54,11 @@ __all__ = [
     "OpenUnitInterval",
     "PositiveFloat",
     "PositiveInt",
+    "check_arguments",
     "check_fields",
+    "constraints",
     "option_name",
+    "violation",
 ]
 
 
@@ -62,7 +71,7 @@ def _is_constrained(hint: Any) -> bool:
     return isinstance(hint, type) and hasattr(hint, "_restrictions") and hasattr(hint, "_expression")
 
 
-def _constraints(hint: Any) -> tuple[type, ...]:
+def constraints(hint: Any) -> tuple[type, ...]:
     """The constrained number types of a hint (``PositiveInt`` or ``PositiveInt | None``)."""
     if _is_constrained(hint):
         return (hint,)
@@ -74,8 +83,15 @@ def _constraints(hint: Any) -> tuple[type, ...]:
 @functools.cache
 def _field_constraints(cls: type) -> tuple[tuple[str, tuple[type, ...]], ...]:
     hints = typing.get_type_hints(cls)
-    found = ((f.name, _constraints(hints[f.name])) for f in dataclasses.fields(cls))
+    found = ((f.name, constraints(hints[f.name])) for f in dataclasses.fields(cls))
     return tuple((name, kinds) for name, kinds in found if kinds)
+
+
+def violation(option: str, kinds: tuple[type, ...], value: Any) -> str:
+    """The one-line message for `value` breaking `kinds`' rule, e.g. ``--stride: must be > 0, got 0``
+    (the same words on the command line, in a YAML file and from Python)."""
+    rule = re.sub(r"\bv\s*([<>=!]+)\s*", r"\1 ", kinds[0]._expression)  # "v>=0 and v<1" -> ">= 0 and < 1"
+    return f"{option}: must be {rule}, got {value}"
 
 
 def check_fields(obj: Any) -> None:
@@ -83,15 +99,36 @@ def check_fields(obj: Any) -> None:
     naming the option and the rule (None passes where the annotation allows it)."""
     for name, kinds in _field_constraints(type(obj)):
         value = getattr(obj, name)
-        if value is None or any(_conforms(kind, value) for kind in kinds):
-            continue
-        rule = kinds[0]._expression.replace("v", "")  # e.g. ">0", ">=0.0 and <1.0"
-        raise RalmInputError(
-            f"{option_name(name)} ({type(obj).__name__}.{name}): must be {rule}, got {value!r}"
-        )
+        if not _allowed(kinds, value):
+            raise RalmInputError(
+                violation(f"{option_name(name)} ({type(obj).__name__}.{name})", kinds, value)
+            )
+
+
+@functools.cache
+def _argument_constraints(function: Callable[..., Any]) -> tuple[tuple[str, tuple[type, ...]], ...]:
+    hints = typing.get_type_hints(function)
+    found = ((name, constraints(hint)) for name, hint in hints.items() if name != "return")
+    return tuple((name, kinds) for name, kinds in found if kinds)
+
+
+def check_arguments(function: Callable[..., Any], values: Mapping[str, Any]) -> None:
+    """Check `function`'s constrained top-level parameters in `values` (its ``locals()`` on entry).
+
+    The command line checks them already (jsonargparse reads the same annotations); this is the check
+    for Python callers, so the rule stays written once, in the signature."""
+    for name, kinds in _argument_constraints(function):
+        if name in values and not _allowed(kinds, values[name]):
+            raise RalmInputError(violation(option_name(name), kinds, values[name]))
+
+
+def _allowed(kinds: tuple[type, ...], value: Any) -> bool:
+    return value is None or any(_conforms(kind, value) for kind in kinds)
 
 
 def _conforms(kind: type, value: Any) -> bool:
+    if isinstance(value, bool):  # True is an int to Python, not a count to a user
+        return False
     try:
         kind(value)
     except (TypeError, ValueError):

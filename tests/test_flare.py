@@ -7,6 +7,8 @@ LM calls are needed are all known before the run.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from flare_fixtures import RecordingRetriever, chain_lm
 
@@ -146,16 +148,16 @@ def test_stop_pattern_and_token_budget_end_the_answer():
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
-        ({"theta": 1.5}, "--theta must be in [0, 1]"),
-        ({"beta": -0.1}, "--beta must be in [0, 1]"),
+        ({"theta": 1.5}, "--theta (FlareConfig.theta): must be >= 0 and <= 1, got 1.5"),
+        ({"beta": -0.1}, "--beta (FlareConfig.beta): must be >= 0 and <= 1, got -0.1"),
         ({"method": "magic"}, "--method must be one of"),
         ({"query": "questions"}, "--query must be one of masked, full, explicit"),
-        ({"docs": 0}, "--docs must be at least 1"),
+        ({"docs": 0}, "--docs (FlareConfig.docs): must be > 0, got 0"),
     ],
 )
 def test_bad_settings_are_input_errors(settings, message):
-    with pytest.raises(RalmInputError, match=message.replace("[", r"\[").replace("]", r"\]")):
-        FlareConfig(**settings).check()
+    with pytest.raises(RalmInputError, match=re.escape(message)):  # when built, not only when checked
+        FlareConfig(**settings)
 
 
 def test_low_confidence_spans_are_the_maximal_runs_below_beta():

@@ -88,7 +88,7 @@ def test_bad_options_fail_before_loading(tmp_path, corpus, capsys):
         "/nope",
     ]
     for extra, message in [
-        (["--theta", "1.2", "--index", "x"], "--theta must be in [0, 1]"),
+        (["--theta", "1.2", "--index", "x"], "error: --theta: must be >= 0 and <= 1, got 1.2"),
         (["--method", "single"], "--method single needs --index"),
     ]:
         with pytest.raises(SystemExit):
@@ -116,7 +116,7 @@ def test_theta_sweep_runs_each_point_and_both_references(tmp_path, corpus, tiny_
 
 @pytest.mark.parametrize(
     ("sweep", "message"),
-    [("theta=0.2,high", "'high' is not a number"), ("theta=0.5,1.5", r"theta must be in \[0, 1\], got 1.5"),
+    [("theta=0.2,high", "'high' is not a number"), ("theta=0.5,1.5", r"--theta \(FlareConfig.theta\): must be >= 0 and <= 1, got 1.5"),
      ("stride=4", "expected theta or beta"), ("theta=0.2,0.2", "distinct")],
 )  # fmt: skip
 def test_bad_sweeps_fail_before_loading(tmp_path, corpus, sweep, message):

@@ -36,7 +36,7 @@ def test_bad_input_fails_before_lm_work(ppl_setup, tmp_path, capsys):
     missing_lm = tmp_path / "no-such-model"  # an error about the LM would mean the checks came too late
     args = base_args(ppl_setup, tmp_path / "out", lm=missing_lm)
 
-    assert "--stride: must be at least 1" in cli([*args, "--stride", "0"], capsys)
+    assert "--stride: must be > 0, got 0" in cli([*args, "--stride", "0"], capsys)
 
     empty = tmp_path / "empty.txt"
     empty.write_text("  \n\n ")

@@ -135,7 +135,7 @@ def test_zero_shot_rerank_through_the_command(tmp_path, corpus, tiny_lm_dir):
     from ralm.retrieval.index import open_index
 
     out = eval_qa(str(corpus["questions"]), str(tmp_path / "zs"), str(tiny_lm_dir), docs=2, index=str(corpus["index"]),
-                  rerank="zero-shot", candidates=4, device="cpu", limit=2)  # fmt: skip
+                  reranker="zero-shot", k=4, device="cpu", limit=2)  # fmt: skip
     records = read_predictions(tmp_path / "zs")
     assert out["done"] == 2 and all(len(r["passages"]) == 2 for r in records)
     # The passages shown are the reranker's top 2 of BM25's top 4, the same as asking the source directly.

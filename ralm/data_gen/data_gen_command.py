@@ -17,6 +17,7 @@ from pathlib import Path
 import ralm
 from ralm.atomic_files import ensure_writable_dir, write_json_atomic
 from ralm.command_args import call_with_args, parser_for
+from ralm.config_types import NonNegativeInt, PositiveInt, check_fields
 from ralm.data_gen.generate import GenerationSettings, check_corpus_matches_index, shard_rows
 from ralm.data_gen.merge import merge_shards, missing_shards
 from ralm.data_gen.metadata import read_json, refuse_if_different, run_config
@@ -34,35 +35,46 @@ _AGREEMENT_SAMPLE = 64
 
 @dataclass
 class Sampling:
-    num_prefixes: int = 300_000
+    num_prefixes: PositiveInt = 300_000
     """Prefixes to sample (the paper: 300,000 from WikiText-103's training set)."""
-    stride: int = 4
+    stride: PositiveInt = 4
     """s: target length in tokens; prefixes end on multiples of it."""
-    query_tokens: int = 32
+    query_tokens: PositiveInt = 32
     """ℓ: the BM25 query is the last ℓ prefix tokens; no prefix ends inside a document's first ℓ tokens."""
-    min_prefix_tokens: int = 32
+    min_prefix_tokens: NonNegativeInt = 32
     """Shortest prefix (in tokens) that may be sampled; the effective floor is max(ℓ, this)."""
-    seed: int = 0
+    seed: NonNegativeInt = 0
     """Seed of the prefix sample."""
-    limit: int | None = None
+    limit: PositiveInt | None = None
     """Only the first LIMIT prefixes of the sample (a quick look)."""
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+    @property
+    def prefix_floor(self) -> int:
+        """The shortest prefix sampled: no query may reach before the document's start."""
+        return max(self.query_tokens, self.min_prefix_tokens)
 
 
 @dataclass
 class Candidates:
-    k: int = 16
+    k: PositiveInt = 16
     """BM25 candidates per prefix."""
     allow_same_doc: bool = False
     """Keep passages of the prefix's own document (excluded by default; recorded in the metadata)."""
-    retrieval_threads: int = 1
+    retrieval_threads: PositiveInt = 1
     """Threads for BM25 batch search."""
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 @dataclass
 class Scoring:
-    max_length: int = 1024
+    max_length: PositiveInt = 1024
     """LM input length (passage + prefix + target); capped at the LM's own context."""
-    max_passage_tokens: int = 256
+    max_passage_tokens: NonNegativeInt = 256
     """Passages are cut to this many tokens."""
     device: str = "auto"
     """auto: cuda when available, else cpu."""
@@ -70,17 +82,23 @@ class Scoring:
     """auto: bf16 on a GPU that computes it natively, else fp32; config: the model config's dtype, as the
     authors' eval_lm.py loads it (fp16 for OPT); or fp32, bf16, fp16."""
 
+    def __post_init__(self) -> None:
+        check_fields(self)
+
 
 @dataclass
 class Sharding:
-    num_shards: int | None = None
+    num_shards: PositiveInt | None = None
     """Shards to cut the sample into (default: one per PREFIXES_PER_SHARD prefixes)."""
-    shard_id: int | None = None
+    shard_id: NonNegativeInt | None = None
     """Run only this shard (default: all, or every WORLD_SIZE-th from RANK under torchrun)."""
-    prefixes_per_shard: int = 1000
+    prefixes_per_shard: PositiveInt = 1000
     """Shard size when --num-shards is not given; a killed run loses at most one shard per process."""
     keep_shards: bool = False
     """Keep shards/ after merging."""
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 # Defaults of the argument groups (never mutated; the parser builds fresh instances from the command line).
@@ -90,25 +108,6 @@ _DEFAULT_SAMPLING, _DEFAULT_CANDIDATES, _DEFAULT_SCORING, _DEFAULT_SHARDING = (
     Scoring(),
     Sharding(),
 )
-
-
-def _check_options(sampling: Sampling, candidates: Candidates, scoring: Scoring, sharding: Sharding) -> None:
-    positive = {
-        "num_prefixes": sampling.num_prefixes,
-        "stride": sampling.stride,
-        "query_tokens": sampling.query_tokens,
-        "k": candidates.k,
-        "max_length": scoring.max_length,
-        "prefixes_per_shard": sharding.prefixes_per_shard,
-        "retrieval_threads": candidates.retrieval_threads,
-    }
-    for name, value in positive.items():
-        if value < 1:
-            raise RalmInputError(f"--{name.replace('_', '-')}: must be at least 1, got {value}")
-    if sampling.limit is not None and sampling.limit < 1:
-        raise RalmInputError(f"--limit: must be at least 1, got {sampling.limit}")
-    if scoring.max_passage_tokens < 0 or sampling.min_prefix_tokens < 0:
-        raise RalmInputError("--max-passage-tokens and --min-prefix-tokens: must not be negative")
 
 
 def data_gen(
@@ -135,7 +134,6 @@ def data_gen(
         gguf_file: GGUF file name inside the LM folder, if any.
         progress: Show progress bars.
     """
-    _check_options(sampling, candidates, scoring, sharding)
     rank, world_size = worker_from_env(os.environ)
     check_world(sharding.num_shards, sharding.shard_id, rank, world_size)  # before any GPU work
     out = Path(output)
@@ -144,8 +142,9 @@ def data_gen(
     corpus, sample, num_examples, num_shards = _sample(
         documents, model, sampling, sharding, world_size, progress
     )
-    config, meta = _describe_run(documents, model, retriever, corpus, sample, sampling, candidates, scoring,
-                                 max_length=max_length, num_examples=num_examples, num_shards=num_shards)  # fmt: skip
+    settings = _settings(sampling, candidates, max_length, scoring.max_passage_tokens, retriever.meta,
+                         num_examples=num_examples, num_shards=num_shards)  # fmt: skip
+    config, meta = _describe_run(documents, model, retriever, corpus, sample, settings, limit=sampling.limit)
     meta_path = out / METADATA_FILE
     if meta_path.exists():
         found = read_json(meta_path)
@@ -160,13 +159,8 @@ def data_gen(
     store.prepare(config)
     mine = shards_for_worker(plan_shards(num_examples, num_shards), sharding.shard_id, rank, world_size)
     todo = [s for s in mine if not store.is_complete(s)]
-    settings = GenerationSettings(
-        stride=sampling.stride, query_tokens=sampling.query_tokens, k=candidates.k, max_length=max_length,
-        max_passage_tokens=scoring.max_passage_tokens, exclude_same_doc=config["exclude_same_doc"],
-        num_passages=int(retriever.meta["num_passages"]), retrieval_threads=candidates.retrieval_threads,
-    )  # fmt: skip
     context = _ShardContext(documents, corpus, sample, retriever, model, settings, store, config)
-    rate = _score_shards(context, todo, scoring.max_passage_tokens, progress)
+    rate = _score_shards(context, todo, progress)
     print(
         f"{len(todo)} shard(s) written by this process, {len(mine) - len(todo)} already complete; {rate:.1f} pairs/s"
     )
@@ -198,7 +192,7 @@ def _sample(documents: str, model, sampling: Sampling, sharding: Sharding, world
     from ralm.retrieval.passages import read_documents
 
     corpus = tokenize_documents(read_documents(documents), model.encode_batch, progress=progress)
-    floor = max(sampling.query_tokens, sampling.min_prefix_tokens)
+    floor = sampling.prefix_floor
     sample = sample_prefixes(corpus.lengths, sampling.stride, floor, sampling.num_prefixes, sampling.seed)
     num_examples = min(len(sample.doc), sampling.limit or len(sample.doc))
     if num_examples == 0:
@@ -214,29 +208,40 @@ def _sample(documents: str, model, sampling: Sampling, sharding: Sharding, world
     return corpus, sample, num_examples, num_shards
 
 
-def _describe_run(documents, model, retriever, corpus, sample, sampling: Sampling, candidates: Candidates,
-                  scoring: Scoring, *, max_length: int, num_examples: int, num_shards: int) -> tuple[dict, dict]:  # fmt: skip
+def _settings(sampling: Sampling, candidates: Candidates, max_length: int, max_passage_tokens: int,
+              index_meta: dict, *, num_examples: int, num_shards: int) -> GenerationSettings:  # fmt: skip
+    """The run's settings, resolved once (``exclude_same_doc`` is the negation of --allow-same-doc)."""
+    return GenerationSettings(
+        stride=sampling.stride, query_tokens=sampling.query_tokens, k=candidates.k,
+        min_prefix_tokens=sampling.prefix_floor, max_length=max_length, max_passage_tokens=max_passage_tokens,
+        seed=sampling.seed, num_prefixes=sampling.num_prefixes, num_examples=num_examples, num_shards=num_shards,
+        exclude_same_doc=not candidates.allow_same_doc, num_passages=int(index_meta["num_passages"]),
+        retrieval_threads=candidates.retrieval_threads,
+    )  # fmt: skip
+
+
+# The metadata repeats these values of ``config`` at its top level, under their documented names
+# (docs/formats.md §4).
+_META_FROM_CONFIG = ("tokenizer", "s", "l", "k", "seed", "max_length", "max_passage_tokens", "num_prefixes",
+                     "num_examples", "exclude_same_doc", "index_hash")  # fmt: skip
+
+
+def _describe_run(
+    documents, model, retriever, corpus, sample, settings: GenerationSettings, *, limit: int | None
+) -> tuple[dict, dict]:
     """(config, meta): what the rows depend on (a resume must match it) and the dataset's metadata file."""
     config = run_config(
         lm=model.name, tokenizer=str(getattr(model.tokenizer, "name_or_path", "")),
         dtype=str(model.dtype).removeprefix("torch."), documents_sha256=corpus.texts_sha256,
-        index_meta=retriever.meta, stride=sampling.stride, query_tokens=sampling.query_tokens, k=candidates.k,
-        min_prefix_tokens=max(sampling.query_tokens, sampling.min_prefix_tokens), max_length=max_length,
-        max_passage_tokens=scoring.max_passage_tokens, seed=sampling.seed, num_prefixes=sampling.num_prefixes,
-        num_examples=num_examples, num_shards=num_shards, exclude_same_doc=not candidates.allow_same_doc,
+        index_meta=retriever.meta, **settings.recorded(),
     )  # fmt: skip
     if model.bos_id is not None:  # passages start with the tokenizer's BOS (eval_lm.py): part of the rows
         config["passage_bos"] = model.bos_id
-    # The metadata repeats the config's values under their documented names (docs/formats.md §4).
     meta = {
-        "format": FORMAT, "config": config, "lm": model.name, "tokenizer": config["tokenizer"],
-        "s": config["s"], "l": config["l"], "k": config["k"], "seed": config["seed"],
-        "max_length": max_length, "max_passage_tokens": config["max_passage_tokens"],
-        "num_prefixes": config["num_prefixes"], "limit": sampling.limit, "num_examples": num_examples,
-        "exclude_same_doc": config["exclude_same_doc"], "index": retriever.meta, "index_hash": config["index_hash"],
-        "documents": str(documents), "documents_available_prefixes": sample.available,
-        "documents_skipped_too_short": sample.skipped_docs, "documents_total": len(corpus.doc_ids),
-        "ralm_version": ralm.__version__, "complete": False,
+        "format": FORMAT, "config": config, "lm": model.name, **{key: config[key] for key in _META_FROM_CONFIG},
+        "limit": limit, "index": retriever.meta, "documents": str(documents),
+        "documents_available_prefixes": sample.available, "documents_skipped_too_short": sample.skipped_docs,
+        "documents_total": len(corpus.doc_ids), "ralm_version": ralm.__version__, "complete": False,
     }  # fmt: skip
     return config, meta
 
@@ -255,7 +260,7 @@ class _ShardContext:
     config: dict
 
 
-def _score_shards(ctx: _ShardContext, todo: list, max_passage_tokens: int, progress: bool) -> float:
+def _score_shards(ctx: _ShardContext, todo: list, progress: bool) -> float:
     """Score and write each shard of `todo` (the first one checks the corpus against the index); pairs/s."""
 
     def check_documents(docs: list[int], hits) -> None:
@@ -263,7 +268,7 @@ def _score_shards(ctx: _ShardContext, todo: list, max_passage_tokens: int, progr
         texts = [ctx.model.decode(ctx.corpus.tokens(d).tolist()) for d in docs]
         check_corpus_matches_index(ctx.documents, texts, [ctx.corpus.doc_ids[d] for d in docs], hits)
 
-    token_cache = PassageTokens(ctx.model, max_passage_tokens)
+    token_cache = PassageTokens(ctx.model, ctx.settings.max_passage_tokens)
     total_pairs = sum(s.stop - s.start for s in todo) * ctx.settings.k
     bar = progress_bar(
         total_pairs, unit="pair", desc="score candidates", disable=not progress, smoothing=0.05

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from ralm.data_gen.candidates import retrieve_candidates
 from ralm.data_gen.prefixes import PrefixSample, TokenizedCorpus, prefix_tokens
@@ -22,14 +22,31 @@ from ralm.retrieval.types import Hit, Retriever
 
 @dataclass(frozen=True)
 class GenerationSettings:
+    """One run's resolved settings, built once from the options, the LM and the sample: every later use
+    (the rows, the progress total, ``config`` in the metadata and in every shard) reads them from here."""
+
     stride: int
     query_tokens: int
     k: int
+    min_prefix_tokens: int
+    """The effective floor: max(ℓ, --min-prefix-tokens)."""
     max_length: int
+    """After capping at the LM's context."""
     max_passage_tokens: int
+    seed: int
+    num_prefixes: int
+    num_examples: int
+    num_shards: int
     exclude_same_doc: bool
     num_passages: int
     retrieval_threads: int = 1
+
+    def recorded(self) -> dict:
+        """The fields that decide the rows, as `ralm.data_gen.metadata.run_config` takes them (the index's
+        size and the search threads change no row)."""
+        fields = asdict(self)
+        del fields["num_passages"], fields["retrieval_threads"]
+        return fields
 
 
 def _normalized(text: str) -> str:

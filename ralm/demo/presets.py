@@ -11,6 +11,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Literal
 
+from ralm.config_types import (
+    AtLeastTwoInt,
+    NonNegativeInt,
+    OpenUnitInterval,
+    PositiveFloat,
+    PositiveInt,
+    check_fields,
+)
+
 
 @dataclass(frozen=True)
 class DemoScale:
@@ -106,50 +115,53 @@ class Overrides:
     """World English Bible books for choosing settings (`--split dev`); never reported, never retrieved."""
     test_books: list[str] | None = None
     """World English Bible books scored by the default `--split test`; never retrieved, never trained on."""
-    eval_tokens: int | None = None
+    eval_tokens: AtLeastTwoInt | None = None
     """Score only the first this-many LM tokens of the split's books (default: all of them)."""
-    stride: int | None = None
+    stride: PositiveInt | None = None
     """s: retrieve every s tokens (eval) and predict s tokens (data-gen)."""
-    query_tokens: int | None = None
+    query_tokens: PositiveInt | None = None
     """ℓ: BM25 query length in LM tokens."""
-    max_length: int | None = None
+    max_length: AtLeastTwoInt | None = None
     """LM input length (passage + prefix + targets)."""
-    max_passage_tokens: int | None = None
+    max_passage_tokens: PositiveInt | None = None
     """Passages are cut to this many LM tokens."""
-    passage_words: int | None = None
+    passage_words: PositiveInt | None = None
     """Words per retrieval passage."""
-    passage_stride: int | None = None
+    passage_stride: PositiveInt | None = None
     """Words between passage starts (passage_words: no overlap, the paper's split)."""
-    k: int | None = None
+    k: PositiveInt | None = None
     """BM25 candidates per query (reranked by zero-shot, trained reranker, oracle)."""
-    num_prefixes: int | None = None
+    num_prefixes: PositiveInt | None = None
     """Training prefixes scored by data-gen."""
-    prefixes_per_shard: int | None = None
+    prefixes_per_shard: PositiveInt | None = None
     """Data-gen shard size (a killed run loses at most one shard)."""
-    train_steps: int | None = None
+    train_steps: PositiveInt | None = None
     """Reranker optimizer steps."""
-    batch_size: int | None = None
+    batch_size: PositiveInt | None = None
     """Prefixes (each with its k candidates) per training step."""
-    lr: float | None = None
+    lr: PositiveFloat | None = None
     """Reranker peak learning rate."""
-    head_lr: float | None = None
+    head_lr: PositiveFloat | None = None
     """Peak learning rate of the reranker's new one-logit head."""
-    warmup_steps: int | None = None
+    warmup_steps: NonNegativeInt | None = None
     """Linear warmup steps of the reranker."""
     loss: Literal["marginal", "kl", "listwise_ce"] | None = None
     """Reranker loss: marginal (the paper), kl or listwise_ce."""
-    encoder_max_length: int | None = None
+    encoder_max_length: PositiveInt | None = None
     """Reranker tokens per (prefix, passage) pair."""
-    max_prefix_tokens: int | None = None
+    max_prefix_tokens: PositiveInt | None = None
     """The reranker reads the last this-many tokens of the prefix."""
-    val_fraction: float | None = None
+    val_fraction: OpenUnitInterval | None = None
     """Share of training prefixes (whole documents) held out to validate the reranker and its export choice."""
-    val_every: int | None = None
+    val_every: PositiveInt | None = None
     """Validate (and keep the best checkpoint) every this many steps."""
     train_seeds: list[int] | None = None
     """One reranker per seed, all in the same eval table (their spread is the training noise)."""
     abstain: bool | None = None
     """Train with the empty passage as a candidate, so the reranker (and validation) can decline to retrieve."""
+
+    def __post_init__(self) -> None:
+        check_fields(self)  # before the first stage, not minutes later in the stage that reads the value
 
 
 def resolve_scale(quick: bool, overrides: Overrides) -> DemoScale:

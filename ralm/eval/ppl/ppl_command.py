@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from ralm.atomic_files import ensure_writable_dir, write_json_atomic
 from ralm.command_args import call_with_args, parser_for
+from ralm.config_types import AtLeastTwoInt, NonNegativeInt, PositiveInt, check_arguments, check_fields
 from ralm.errors import RalmInputError
 from ralm.eval.ppl.conditions import (
     NO_RETRIEVAL,
@@ -40,26 +41,34 @@ PAPER_MAX_LENGTH = 1024
 
 @dataclass
 class Windowing:
-    stride: int = 4
+    stride: PositiveInt = 4
     """s: retrieve every s tokens; each window scores its last s tokens (the paper's s=4)."""
-    query_tokens: int = 32
+    query_tokens: PositiveInt = 32
     """ℓ: the query is the decoded last ℓ tokens before the window's targets (32 for BM25)."""
-    max_length: int | None = None
+    max_length: AtLeastTwoInt | None = None
     """LM input length (passage + prefix + targets); default: the LM's context capped at 1024."""
-    max_passage_tokens: int = 256
+    max_passage_tokens: PositiveInt = 256
     """Retrieved passages are cut to this many tokens."""
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 @dataclass
 class Reranking:
     reranker: str = "none"
     """none (BM25 top-1), zero-shot (§6.1), oracle (best candidate on the true targets), or a trained reranker folder."""
-    k: int = 16
+    k: PositiveInt = 16
     """Candidates retrieved per window (and reranked by zero-shot, oracle or a trained reranker)."""
     rerank_lm: str | None = None
     """Zero-shot reranking LM (id, folder or .gguf), may use another tokenizer; default: the evaluated LM."""
-    rank_tokens: int = 16
+    rank_tokens: PositiveInt = 16
     """s': zero-shot reranking scores the s' prefix tokens just before the targets."""
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        if self.rerank_lm and self.reranker != "zero-shot":
+            raise RalmInputError("--rerank-lm: only used with --reranker zero-shot")
 
 
 @dataclass
@@ -69,38 +78,24 @@ class Runtime:
     dtype: str = "auto"
     """auto: bf16 on a GPU that computes it natively, else fp32; config: the model config's dtype, as the
     authors' eval_lm.py loads it (fp16 for OPT); or fp32, bf16, fp16."""
-    batch_size: int | None = None
+    batch_size: PositiveInt | None = None
     """Most scoring inputs per LM forward (default: 2 on CPU, 32 on GPU)."""
-    max_batch_tokens: int | None = None
+    max_batch_tokens: PositiveInt | None = None
     """Most padded tokens per LM forward (default: batch size x max length)."""
-    retrieval_threads: int = 1
+    retrieval_threads: PositiveInt = 1
     """Threads for the batched BM25 search."""
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 _WINDOWING, _RERANKING, _RUNTIME = Windowing(), Reranking(), Runtime()
 
 
 def _check_options(
-    window: Windowing,
-    reranking: Reranking,
-    runtime: Runtime,
-    no_retrieval: bool,
-    index: str | None,
-    compare: str | None = None,
-    sweep: str | None = None,
-    bootstrap_resamples: int = 1,
-    max_tokens: int | None = None,
+    reranking: Reranking, no_retrieval: bool, index: str | None, compare: str | None, sweep: str | None
 ) -> None:
-    positive = {
-        "stride": window.stride, "query_tokens": window.query_tokens, "max_passage_tokens": window.max_passage_tokens,
-        "k": reranking.k, "rank_tokens": reranking.rank_tokens, "batch_size": runtime.batch_size or 1,
-        "max_batch_tokens": runtime.max_batch_tokens or 1, "retrieval_threads": runtime.retrieval_threads,
-    }  # fmt: skip
-    for name, value in positive.items():
-        if value < 1:
-            raise RalmInputError(f"--{name.replace('_', '-')}: must be at least 1, got {value}")
-    if window.max_length is not None and window.max_length < 2:
-        raise RalmInputError(f"--max-length: must be at least 2, got {window.max_length}")
+    """The rules between option groups and top-level options (each group checks its own fields)."""
     if compare is not None:
         conflicts = {
             "--sweep": sweep is not None, "--no-retrieval": no_retrieval, "--rerank-lm": bool(reranking.rerank_lm),
@@ -117,12 +112,6 @@ def _check_options(
         raise RalmInputError(f"--no-retrieval: cannot be combined with --reranker {reranking.reranker}")
     if not no_retrieval and index is None:
         raise RalmInputError("--index: required unless --no-retrieval")
-    if reranking.rerank_lm and reranking.reranker != "zero-shot":
-        raise RalmInputError("--rerank-lm: only used with --reranker zero-shot")
-    if bootstrap_resamples < 1:
-        raise RalmInputError(f"--bootstrap-resamples: must be at least 1, got {bootstrap_resamples}")
-    if max_tokens is not None and max_tokens < 2:
-        raise RalmInputError(f"--max-tokens: must be at least 2, got {max_tokens}")
 
 
 def _check_lengths(
@@ -152,12 +141,12 @@ def eval_ppl(
     no_retrieval: bool = False,
     gguf_file: str | None = None,
     text_field: str = "text",
-    max_tokens: int | None = None,
+    max_tokens: AtLeastTwoInt | None = None,
     retrieval_cache: str | None = None,
     sweep: str | None = None,
     compare: str | None = None,
-    seed: int = 0,
-    bootstrap_resamples: int = 2000,
+    seed: NonNegativeInt = 0,
+    bootstrap_resamples: PositiveInt = 2000,
     window: Windowing = _WINDOWING,
     reranking: Reranking = _RERANKING,
     runtime: Runtime = _RUNTIME,
@@ -187,13 +176,12 @@ def eval_ppl(
         bootstrap_resamples: Resamples of the paired bootstrap (--compare).
         progress: Show a progress bar.
     """
+    check_arguments(eval_ppl, locals())  # the CLI checked them already; a Python caller has not
     from ralm.eval.ppl.run import evaluate
     from ralm.lm.loading import load_lm
 
     started = time.perf_counter()
-    _check_options(
-        window, reranking, runtime, no_retrieval, index, compare, sweep, bootstrap_resamples, max_tokens
-    )
+    _check_options(reranking, no_retrieval, index, compare, sweep)
     conditions = [single_condition(no_retrieval, reranking.reranker, reranking.rerank_lm)]
     if compare is not None:
         conditions = parse_conditions(compare)

@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ralm.config_types import ClosedUnitInterval, PositiveInt, check_fields
 from ralm.errors import RalmInputError
 from ralm.eval.qa.data import QAExample
 from ralm.eval.qa.prompts import PassageFitter, PromptPassage, flare_prompt
@@ -59,22 +60,22 @@ class FlareConfig:
 
     method: str = "flare"
     """flare, no-retrieval, single, window or sentence."""
-    theta: float = 0.8
+    theta: ClosedUnitInterval = 0.8
     """A look-ahead sentence is kept when every token has at least this probability."""
-    beta: float = 0.4
+    beta: ClosedUnitInterval = 0.4
     """Masked queries drop the look-ahead tokens whose probability is below this."""
     query: str = "masked"
     """How FLARE forms its query from an unsure sentence: masked (implicit, low-confidence tokens removed),
     full (the whole sentence) or explicit (the LM asks one question per low-confidence span, §3.2)."""
-    docs: int = 2
+    docs: PositiveInt = 2
     """Passages shown to the LM (earlier ones are replaced, not accumulated)."""
-    lookahead_tokens: int = 64
+    lookahead_tokens: PositiveInt = 64
     """Look-ahead length before it is cut at the first sentence end."""
-    window_tokens: int = 16
+    window_tokens: PositiveInt = 16
     """Tokens between retrievals for the window baseline."""
-    max_new_tokens: int = 256
+    max_new_tokens: PositiveInt = 256
     """Most tokens generated per answer."""
-    max_query_tokens: int = 64
+    max_query_tokens: PositiveInt = 64
     """Queries keep at most their last this many tokens."""
     stop: str = "\n\n"
     """End-of-answer pattern: generation stops when the answer contains it (it is cut off)."""
@@ -91,21 +92,17 @@ class FlareConfig:
     reinit_ctx: bool = False
     """flare: generate every look-ahead without the previous passages (the authors' default: false)."""
 
+    def __post_init__(self) -> None:
+        self.check()
+
     def check(self) -> None:
-        """Bad settings are input errors, raised before any model is loaded."""
+        """Bad settings are input errors, raised when the settings are built (before any model loads):
+        the numbers by their types, the choices here."""
+        check_fields(self)
         if self.method not in METHODS:
             raise RalmInputError(f"--method must be one of {', '.join(METHODS)}, got '{self.method}'")
         if self.query not in QUERY_MODES:
             raise RalmInputError(f"--query must be one of {', '.join(QUERY_MODES)}, got '{self.query}'")
-        for name in ("theta", "beta"):
-            value = getattr(self, name)
-            if not 0.0 <= value <= 1.0:
-                raise RalmInputError(f"--{name} must be in [0, 1], got {value}")
-        for name in ("docs", "lookahead_tokens", "window_tokens", "max_new_tokens", "max_query_tokens"):
-            if getattr(self, name) < 1:
-                raise RalmInputError(
-                    f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}"
-                )
         if not self.stop:
             raise RalmInputError("--stop must be a non-empty end-of-answer pattern")
         if self.look_ahead_pre_retrieval not in PRE_RETRIEVAL:

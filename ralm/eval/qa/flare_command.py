@@ -11,21 +11,27 @@ from __future__ import annotations
 import codecs
 import logging
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 from jsonargparse import ArgumentParser
 
 from ralm.command_args import call_with_args, parser_for
+from ralm.config_types import PositiveInt, check_arguments
 from ralm.errors import RalmInputError
 from ralm.eval.qa.data import FORMATS, QAExample, load_examples, load_exemplars
 from ralm.eval.qa.flare import FlareConfig, FlareRunner, run_batched
 from ralm.eval.qa.flare_sweep import parse_flare_sweep, run_flare_sweep
 from ralm.eval.qa.metrics import score_answer
 from ralm.eval.qa.predictions import RESULTS, PredictionWriter, mean_of, write_results
-from ralm.eval.qa.retrieval import open_source
+from ralm.eval.qa.retrieval import RENAMED_OPTIONS, open_source
 from ralm.progress import progress
 
 log = logging.getLogger(__name__)
+
+# The options recorded in run.json besides `data` and `flare` (they change the predictions; a rerun into
+# the same folder with others is refused).
+_RECORDED = ("lm", "index", "format", "split", "exemplars", "reranker", "k", "max_length")
 
 
 def _record(ex: QAExample, out: dict) -> dict:
@@ -58,11 +64,11 @@ def eval_flare(
     split: str = "dev",
     exemplars: str | None = None,
     flare: FlareConfig = FlareConfig(),  # noqa: B008 (a frozen default read by the parser)
-    rerank: str = "none",
-    candidates: int = 16,
-    max_length: int = 1024,
-    batch_size: int = 8,
-    limit: int | None = None,
+    reranker: str = "none",
+    k: PositiveInt = 16,
+    max_length: PositiveInt = 1024,
+    batch_size: PositiveInt = 8,
+    limit: PositiveInt | None = None,
     device: str = "auto",
     dtype: str = "auto",
     gguf_file: str | None = None,
@@ -81,8 +87,8 @@ def eval_flare(
         split: ASQA split to read.
         exemplars: Few-shot exemplars: JSONL {question, answer} (answer = full target output).
         flare: FLARE and baseline settings.
-        rerank: none, zero-shot (the LM scores each candidate) or a trained reranker folder.
-        candidates: BM25 candidates handed to the reranker.
+        reranker: none, zero-shot (the LM scores each candidate) or a trained reranker folder.
+        k: BM25 candidates handed to the reranker.
         max_length: Context cap in tokens (the LM's own context if smaller).
         batch_size: Examples decoded together (no-retrieval and single only).
         limit: Only the first this many examples.
@@ -94,10 +100,11 @@ def eval_flare(
             in OUTPUT/theta=V plus single-time and no retrieval as references, then sweep.json and
             sweep.png (EM and F1 against the share of sentences that retrieved).
     """
+    arguments = dict(locals())  # taken first: exactly the parameters
+    check_arguments(eval_flare, arguments)  # the CLI checked them already; a Python caller has not
     if "\\" in flare.stop:
         # "\n\n" typed on a command line arrives as backslashes; YAML's "\n\n" is already a newline.
         flare.stop = codecs.decode(flare.stop, "unicode_escape")
-    flare.check()
     if format not in FORMATS:
         raise RalmInputError(f"--format must be one of {', '.join(FORMATS)}, got '{format}'")
     if flare.method != "no-retrieval" and index is None:
@@ -106,19 +113,18 @@ def eval_flare(
     examples = load_examples(data, format, split, limit)
     shots = load_exemplars(exemplars)
     settings = {
-        "command": "eval flare", "data": str(Path(data).resolve()), "lm": lm, "index": index,
-        "format": format, "split": split, "exemplars": exemplars, "flare": vars(flare),
-        "rerank": rerank, "candidates": candidates, "max_length": max_length,
+        "command": "eval flare", **{name: arguments[name] for name in _RECORDED},
+        "data": str(Path(data).resolve()), "flare": asdict(flare),
     }  # fmt: skip
     from ralm.lm.loading import load_lm
 
     model = load_lm(lm, device=device, dtype=dtype, gguf_file=gguf_file)
     # No retrieval needs no index (and no reranker), unless a sweep runs the retrieving methods too.
     needs_source = flare.method != "no-retrieval" or plan is not None
-    source = open_source(index, model, rerank, candidates, max_length, passages) if needs_source else None
+    source = open_source(index, model, reranker, k, max_length, passages) if needs_source else None
     if plan is not None:
         return run_flare_sweep(plan, output, lambda cfg, out: run_flare(
-            model, source, cfg, examples, shots, out, {**settings, "flare": vars(cfg)},
+            model, source, cfg, examples, shots, out, {**settings, "flare": asdict(cfg)},
             batch_size=batch_size, max_length=max_length, overwrite=overwrite,
         ))  # fmt: skip
     return run_flare(model, source, flare, examples, shots, output, settings,
@@ -171,7 +177,7 @@ def run_flare(
 
 
 def build_parser() -> ArgumentParser:
-    return parser_for(eval_flare, prog="ralm eval flare")
+    return parser_for(eval_flare, prog="ralm eval flare", renamed=RENAMED_OPTIONS)
 
 
 def main(argv: list[str] | None = None) -> None:

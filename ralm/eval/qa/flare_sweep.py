@@ -50,8 +50,10 @@ def parse_flare_sweep(spec: str, base: FlareConfig) -> FlareSweep:
             number = float(value)
         except ValueError:
             raise RalmInputError(f"--sweep {spec!r}: {value.strip()!r} is not a number") from None
-        if not 0.0 <= number <= 1.0:
-            raise RalmInputError(f"--sweep {spec!r}: {field} must be in [0, 1], got {number:g}")
+        try:
+            replace(base, **{field: number})  # FlareConfig's own rule for the field
+        except RalmInputError as err:
+            raise RalmInputError(f"--sweep {spec!r}: {err}") from None
         parsed.append(number)
     sweep = FlareSweep(field, tuple(parsed), base)
     if len({sweep.folder(v) for v in parsed}) != len(parsed):  # distinct folders, not only distinct floats

@@ -14,29 +14,34 @@ from pathlib import Path
 from jsonargparse import ArgumentParser
 
 from ralm.command_args import call_with_args, parser_for
+from ralm.config_types import NonNegativeInt, PositiveInt, check_arguments
 from ralm.errors import RalmInputError
 from ralm.eval.qa.data import load_examples
 from ralm.eval.qa.odqa import QARunner
 from ralm.eval.qa.predictions import RESULTS, PredictionWriter, mean_of, write_results
-from ralm.eval.qa.retrieval import open_source
+from ralm.eval.qa.retrieval import RENAMED_OPTIONS, open_source
 from ralm.progress import progress
+
+# The options recorded in run.json besides `data` (they change the predictions; a rerun into the same
+# folder with others is refused).
+_RECORDED = ("lm", "docs", "index", "format", "split", "reranker", "k", "max_new_tokens", "max_length")
 
 
 def eval_qa(
     data: str,
     output: str,
     lm: str,
-    docs: int = 2,
+    docs: NonNegativeInt = 2,
     index: str | None = None,
     passages: str | None = None,
     format: str = "auto",
     split: str = "dev",
-    rerank: str = "none",
-    candidates: int = 16,
-    max_new_tokens: int = 10,
-    max_length: int = 1024,
-    batch_size: int = 8,
-    limit: int | None = None,
+    reranker: str = "none",
+    k: PositiveInt = 16,
+    max_new_tokens: PositiveInt = 10,
+    max_length: PositiveInt = 1024,
+    batch_size: PositiveInt = 8,
+    limit: PositiveInt | None = None,
     device: str = "auto",
     dtype: str = "auto",
     gguf_file: str | None = None,
@@ -54,8 +59,8 @@ def eval_qa(
         passages: Passages JSONL of the index, when it moved since indexing.
         format: Input format: auto, jsonl, 2wiki, strategyqa, asqa or dpr.
         split: ASQA split to read.
-        rerank: none, zero-shot (the LM scores each candidate) or a trained reranker folder.
-        candidates: BM25 candidates handed to the reranker.
+        reranker: none, zero-shot (the LM scores each candidate) or a trained reranker folder.
+        k: BM25 candidates handed to the reranker.
         max_new_tokens: Greedy tokens generated per answer (the paper: 10).
         max_length: Context cap in tokens (the LM's own context if smaller).
         batch_size: Examples decoded together.
@@ -65,25 +70,23 @@ def eval_qa(
         gguf_file: GGUF file name inside the `lm` folder.
         overwrite: Discard predictions already in `output` instead of resuming.
     """
-    if docs < 0:
-        raise RalmInputError(f"--docs must be 0 or more, got {docs}")
-    if max_new_tokens < 1 or batch_size < 1:
-        raise RalmInputError("--max-new-tokens and --batch-size must be at least 1")
+    arguments = dict(locals())  # taken first: exactly the parameters
+    check_arguments(eval_qa, arguments)  # the CLI checked them already; a Python caller has not
     examples = load_examples(data, format, split, limit)
     if docs > 0 and index is None:
         missing = next((ex for ex in examples if ex.ctxs is None), None)
         if missing is not None:
             raise RalmInputError(f"{data}: example '{missing.id}' has no ctxs; give --index or --docs 0")
     settings = {
-        "command": "eval qa", "data": str(Path(data).resolve()), "lm": lm, "docs": docs, "index": index,
-        "format": format, "split": split, "rerank": rerank, "candidates": candidates,
-        "max_new_tokens": max_new_tokens, "max_length": max_length,
-    }  # fmt: skip
+        "command": "eval qa",
+        **{name: arguments[name] for name in _RECORDED},
+        "data": str(Path(data).resolve()),
+    }
     from ralm.lm.loading import load_lm
 
     writer = PredictionWriter(output, settings, overwrite=overwrite)
     model = load_lm(lm, device=device, dtype=dtype, gguf_file=gguf_file)
-    source = open_source(index, model, rerank, candidates, max_length, passages) if docs > 0 else None
+    source = open_source(index, model, reranker, k, max_length, passages) if docs > 0 else None
     runner = QARunner(model, docs=docs, source=source, max_new_tokens=max_new_tokens, max_length=max_length)
     runner.check(examples)
     start = time.perf_counter()
@@ -121,7 +124,7 @@ def _answer_all(runner: QARunner, examples: list, writer: PredictionWriter, batc
 
 
 def build_parser() -> ArgumentParser:
-    return parser_for(eval_qa, prog="ralm eval qa")
+    return parser_for(eval_qa, prog="ralm eval qa", renamed=RENAMED_OPTIONS)
 
 
 def main(argv: list[str] | None = None) -> None:

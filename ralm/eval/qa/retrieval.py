@@ -1,6 +1,6 @@
 """Passages for QA and FLARE: BM25 (or any index) candidates, optionally reranked, best first.
 
-Rerankers (``--rerank``):
+Rerankers (``--reranker``):
 - ``none``: the index's own order; only ``docs`` passages are fetched.
 - ``zero-shot``: fetch ``candidates`` passages and order them by the LM's log-probability of the query given
   each passage (the RALM paper's §6.1 rule, with the retrieval query as the scored continuation), through
@@ -58,7 +58,7 @@ class PassageSource:
         if rerank not in ("none", "zero-shot"):
             if not Path(rerank).is_dir():
                 raise RalmInputError(
-                    f"--rerank: expected none, zero-shot or a reranker folder, got '{rerank}'"
+                    f"--reranker: expected none, zero-shot or a reranker folder, got '{rerank}'"
                 )
             from ralm.rerank.inference import PredictiveReranker
 
@@ -113,6 +113,11 @@ class PassageSource:
         return out
 
 
+# Former option names of `ralm eval qa|flare`: the same option is --reranker and --k in every `ralm eval`
+# command (README, Usage).
+RENAMED_OPTIONS = {"rerank": "reranker", "candidates": "k"}
+
+
 def open_source(
     index: str | None,
     lm: Any,
@@ -124,7 +129,7 @@ def open_source(
     """Open `index` (None: no retrieval) and wrap it with the chosen reranker."""
     if index is None:
         if rerank != "none":
-            raise RalmInputError("--rerank needs --index")
+            raise RalmInputError("--reranker needs --index")
         return None
     from ralm.retrieval.index import open_index
 
