@@ -85,7 +85,7 @@ def test_trainer_settings_from_python_keep_ralms_own():
 
 
 def test_constraints_live_in_the_types():
-    with pytest.raises(RalmInputError, match=r"--batch-size \(LoaderArgs.batch_size\): must be >0, got 0"):
+    with pytest.raises(RalmInputError, match=r"--batch-size \(LoaderArgs.batch_size\): must be > 0, got 0"):
         LoaderArgs(batch_size=0)
     with pytest.raises(RalmInputError, match="val_fraction.*got 1.5"):
         LoaderArgs(val_fraction=1.5)
