@@ -20,7 +20,8 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from ralm.eval.qa.flare import FlareConfig, FlareRunner, run_batched  # noqa: E402
+from ralm.eval.qa.flare import FlareRunner, run_batched  # noqa: E402
+from ralm.eval.qa.flare_config import FlareConfig
 from ralm.eval.qa.metrics import score_answer  # noqa: E402
 from ralm.eval.qa.quiz import quiz_examples, wordnet_noun_index  # noqa: E402
 from ralm.eval.qa.retrieval import PassageSource  # noqa: E402

@@ -10,7 +10,7 @@ from ralm.data_gen.data_gen_command import Candidates, Sampling, Scoring, Shardi
 from ralm.demo.presets import Overrides
 from ralm.errors import RalmInputError
 from ralm.eval.ppl.ppl_command import Reranking, Runtime, Windowing
-from ralm.eval.qa.flare import FlareConfig
+from ralm.eval.qa.flare_config import FlareConfig
 
 
 def _parser(command: str):

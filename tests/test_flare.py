@@ -14,14 +14,9 @@ from flare_fixtures import RecordingRetriever, chain_lm
 
 from ralm.errors import RalmInputError
 from ralm.eval.qa.data import QAExample
-from ralm.eval.qa.flare import (
-    FlareConfig,
-    FlareRunner,
-    first_sentence_length,
-    masked_query,
-    run_batched,
-    sentence_end,
-)
+from ralm.eval.qa.flare import FlareRunner, run_batched
+from ralm.eval.qa.flare_config import FlareConfig
+from ralm.eval.qa.lookahead import first_sentence_length, masked_query, sentence_end
 from ralm.eval.qa.retrieval import PassageSource
 
 SENT1 = [("the", 0.95), ("capital", 0.9), ("is", 0.85), ("paris", 0.3), (".", 0.99)]
@@ -161,7 +156,7 @@ def test_bad_settings_are_input_errors(settings, message):
 
 
 def test_low_confidence_spans_are_the_maximal_runs_below_beta():
-    from ralm.eval.qa.flare import low_confidence_spans
+    from ralm.eval.qa.lookahead import low_confidence_spans
 
     probs = [0.9, 0.3, 0.2, 0.8, 0.1, 0.95]
     assert low_confidence_spans([1, 2, 3, 4, 5, 6], probs, beta=0.4) == [[2, 3], [5]]

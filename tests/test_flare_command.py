@@ -9,8 +9,8 @@ from flare_fixtures import tiny_qa_corpus
 
 from ralm.cli import main as ralm_main
 from ralm.errors import RalmInputError
-from ralm.eval.qa.flare import FlareConfig
 from ralm.eval.qa.flare_command import eval_flare
+from ralm.eval.qa.flare_config import FlareConfig
 
 
 @pytest.fixture(scope="module")

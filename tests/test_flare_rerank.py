@@ -111,7 +111,8 @@ def test_flare_reranks_against_the_query_it_issues(tmp_path, tiny_encoder_dir):
     from flare_fixtures import RecordingRetriever, chain_lm
 
     from ralm.eval.qa.data import QAExample
-    from ralm.eval.qa.flare import FlareConfig, FlareRunner
+    from ralm.eval.qa.flare import FlareRunner
+    from ralm.eval.qa.flare_config import FlareConfig
 
     example = QAExample("x", "where is the capital ?", ["paris"])
     chain = [("the", 0.95), ("capital", 0.9), ("is", 0.85), ("paris", 0.3), (".", 0.99)]

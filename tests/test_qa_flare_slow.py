@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from ralm.eval.qa.flare import FlareConfig, FlareRunner, run_batched
+from ralm.eval.qa.flare import FlareRunner, run_batched
+from ralm.eval.qa.flare_config import FlareConfig
 from ralm.eval.qa.metrics import score_answer
 from ralm.eval.qa.odqa import QARunner
 from ralm.eval.qa.quiz import QUIZZES, quiz_examples, quiz_qa_set, wordnet_noun_index

@@ -21,28 +21,24 @@ look-ahead is generated without the previous passages). As in their code (``ctx_
 new passages replace the old ones. The answer is generated as token
 ids appended to the prompt's ids, so every step's prompt extends the previous one and the generator's KV
 cache serves it. A masked query left empty (every token below beta) retrieves nothing, as in the
-authors' code, so the look-ahead is kept. Sentences end at ``.``,
-``!`` or ``?`` (with closing quotes or brackets) before whitespace, or at a newline: a rule instead of
-NLTK's trained splitter, so "Dr. Smith" splits after "Dr.".
+authors' code, so the look-ahead is kept. Sentence ends and queries: ``ralm.eval.qa.lookahead``; settings:
+``ralm.eval.qa.flare_config``.
 """
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ralm.config_types import ClosedUnitInterval, PositiveInt, check_fields
 from ralm.errors import RalmInputError
 from ralm.eval.qa.data import QAExample
+from ralm.eval.qa.flare_config import FlareConfig
+from ralm.eval.qa.lookahead import first_sentence_length, low_confidence_spans, masked_query, sentence_end
 from ralm.eval.qa.prompts import PassageFitter, PromptPassage, flare_prompt
 from ralm.lm.generation import Generation, Generator, generate_batch
 
-METHODS = ("flare", "no-retrieval", "single", "window", "sentence")
-QUERY_MODES = ("masked", "full", "explicit")
-PRE_RETRIEVAL = ("first", "none")
 QUESTION_PROMPT = (
     '{text}\n\nGiven the above passage, ask a question to which the answer is the term/entity/phrase "{span}".\n'
     "Question:"
@@ -51,101 +47,6 @@ QUESTION_PROMPT = (
 span, after the paper's "Given the above passage, ask a question to which the answer is ..." prompt; the text
 is the user input and the answer so far with the look-ahead sentence."""
 QUESTION_TOKENS = 32
-_SENTENCE_END = re.compile(r"[.!?][\"')\]]*(?=\s)|\n")
-
-
-@dataclass
-class FlareConfig:
-    """FLARE and baseline settings (defaults: the paper's 2WikiMultihopQA setup)."""
-
-    method: str = "flare"
-    """flare, no-retrieval, single, window or sentence."""
-    theta: ClosedUnitInterval = 0.8
-    """A look-ahead sentence is kept when every token has at least this probability."""
-    beta: ClosedUnitInterval = 0.4
-    """Masked queries drop the look-ahead tokens whose probability is below this."""
-    query: str = "masked"
-    """How FLARE forms its query from an unsure sentence: masked (implicit, low-confidence tokens removed),
-    full (the whole sentence) or explicit (the LM asks one question per low-confidence span, §3.2)."""
-    docs: PositiveInt = 2
-    """Passages shown to the LM (earlier ones are replaced, not accumulated)."""
-    lookahead_tokens: PositiveInt = 64
-    """Look-ahead length before it is cut at the first sentence end."""
-    window_tokens: PositiveInt = 16
-    """Tokens between retrievals for the window baseline."""
-    max_new_tokens: PositiveInt = 256
-    """Most tokens generated per answer."""
-    max_query_tokens: PositiveInt = 64
-    """Queries keep at most their last this many tokens."""
-    stop: str = "\n\n"
-    """End-of-answer pattern: generation stops when the answer contains it (it is cut off)."""
-    keep_confident: bool = True
-    """Keep a confident look-ahead instead of regenerating it (identical under greedy decoding)."""
-    use_full_input_as_query: bool = True
-    """The first query (every method's) is the whole input, as in the authors' 2WikiMultihopQA config;
-    false (their code's default): its last max_query_tokens."""
-    use_ctx_for_examplars: bool = False
-    """Each exemplar shows the passages its question retrieves (the authors' "ret"); off by default: two
-    passages per exemplar take ~300 tokens of a small LM's context from the question's own passages."""
-    look_ahead_pre_retrieval: str = "first"
-    """flare: first (retrieve with the input before the first look-ahead, the authors') or none."""
-    reinit_ctx: bool = False
-    """flare: generate every look-ahead without the previous passages (the authors' default: false)."""
-
-    def __post_init__(self) -> None:
-        self.check()
-
-    def check(self) -> None:
-        """Bad settings are input errors, raised when the settings are built (before any model loads):
-        the numbers by their types, the choices here."""
-        check_fields(self)
-        if self.method not in METHODS:
-            raise RalmInputError(f"--method must be one of {', '.join(METHODS)}, got '{self.method}'")
-        if self.query not in QUERY_MODES:
-            raise RalmInputError(f"--query must be one of {', '.join(QUERY_MODES)}, got '{self.query}'")
-        if not self.stop:
-            raise RalmInputError("--stop must be a non-empty end-of-answer pattern")
-        if self.look_ahead_pre_retrieval not in PRE_RETRIEVAL:
-            raise RalmInputError(
-                f"--look-ahead-pre-retrieval must be one of {', '.join(PRE_RETRIEVAL)}, got "
-                f"'{self.look_ahead_pre_retrieval}'"
-            )
-
-
-def sentence_end(text: str) -> int | None:
-    """Character offset just past the first sentence of `text` (leading whitespace skipped), or None."""
-    start = len(text) - len(text.lstrip())
-    match = _SENTENCE_END.search(text, start)
-    return match.end() if match else None
-
-
-def first_sentence_length(decode: Callable[[list[int]], str], tokens: list[int]) -> int:
-    """How many of `tokens` make up the first sentence (all of them when no sentence end is seen)."""
-    end = sentence_end(decode(tokens))
-    if end is None:
-        return len(tokens)
-    for n in range(1, len(tokens) + 1):
-        if len(decode(tokens[:n])) >= end:
-            return n
-    return len(tokens)
-
-
-def masked_query(tokens: Sequence[int], probs: Sequence[float], beta: float) -> list[int]:
-    """The implicit query: the sentence's tokens without those whose probability is below beta."""
-    return [t for t, p in zip(tokens, probs, strict=True) if p >= beta]
-
-
-def low_confidence_spans(tokens: Sequence[int], probs: Sequence[float], beta: float) -> list[list[int]]:
-    """The maximal runs of consecutive tokens whose probability is below beta (what explicit queries ask about)."""
-    spans: list[list[int]] = []
-    run: list[int] = []
-    for token, p in zip(tokens, probs, strict=True):
-        if p < beta:
-            run.append(token)
-        elif run:
-            spans.append(run)
-            run = []
-    return spans + ([run] if run else [])
 
 
 class FlareRunner:

@@ -20,7 +20,8 @@ from ralm.command_args import call_with_args, parser_for
 from ralm.config_types import PositiveInt, check_arguments
 from ralm.errors import RalmInputError
 from ralm.eval.qa.data import FORMATS, QAExample, load_examples, load_exemplars
-from ralm.eval.qa.flare import FlareConfig, FlareRunner, run_batched
+from ralm.eval.qa.flare import FlareRunner, run_batched
+from ralm.eval.qa.flare_config import FlareConfig
 from ralm.eval.qa.flare_sweep import parse_flare_sweep, run_flare_sweep
 from ralm.eval.qa.metrics import score_answer
 from ralm.eval.qa.predictions import RESULTS, PredictionWriter, mean_of, write_results

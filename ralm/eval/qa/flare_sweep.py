@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ralm.atomic_files import write_json_atomic
 from ralm.errors import RalmInputError
-from ralm.eval.qa.flare import FlareConfig
+from ralm.eval.qa.flare_config import FlareConfig
 from ralm.plots import pyplot, save_figure
 
 SWEEPABLE = ("theta", "beta")
