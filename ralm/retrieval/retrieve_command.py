@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from ralm.command_args import call_with_args, parser_for
-from ralm.errors import RalmInputError
+from ralm.config_types import PositiveInt, check_arguments
 from ralm.progress import progress
 from ralm.retrieval.index import open_index
 from ralm.retrieval.index_meta import read_meta
@@ -21,9 +21,9 @@ def retrieve(
     index: Path,
     queries: Path,
     output: Path,
-    k: int = 16,
-    threads: int = 1,
-    batch_size: int = 1000,
+    k: PositiveInt = 16,
+    threads: PositiveInt = 1,
+    batch_size: PositiveInt = 1000,
     jsonl_output: Path | None = None,
     passages: Path | None = None,
     tag: str = "ralm",
@@ -43,10 +43,7 @@ def retrieve(
         tag: Run tag in the last TREC column.
         device: Dense indexes only: auto, cpu or cuda (query encoder and FAISS GPU index).
     """
-    if k < 1:
-        raise RalmInputError(f"k: must be >= 1, got {k}")
-    if batch_size < 1:
-        raise RalmInputError(f"batch_size: must be >= 1, got {batch_size}")
+    check_arguments(retrieve, locals())
     pairs = read_queries(queries)
     dense = read_meta(index).get("backend") == "faiss"
     options = {"device": device} if dense and device != "auto" else {}  # BM25 runs on the CPU only
