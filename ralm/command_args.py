@@ -63,13 +63,28 @@ class ClassGroup:
     """The command's values where they differ from the class's defaults."""
     links: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """Argument -> the option it is copied from (one source for a value the command also uses)."""
+    widened: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    """Argument -> a type the command accepts beside the class's own (``Literal["auto"]``: its own rule)."""
 
     def options(self) -> dict[str, Any]:
-        """Each option's name -> its type hint."""
+        """Each option's name -> its type hint (widened where the command accepts more)."""
         hints = typing.get_type_hints(self.cls.__init__)
         names = inspect.signature(self.cls.__init__).parameters
         hidden = {"self", *self.skip, *self.links}
-        return {name: hints.get(name, Any) for name in names if name not in hidden}
+        found = {name: hints.get(name, Any) for name in names if name not in hidden}
+        return {name: self.widened[name] | hint if name in self.widened else hint
+                for name, hint in found.items()}  # fmt: skip
+
+    def add_to(self, parser: ArgumentParser, key: str) -> None:
+        """Its options as the group `key` of `parser`, with the command's defaults and links."""
+        parser.add_class_arguments(self.cls, key, skip={*self.skip, *self.widened}, instantiate=False)
+        hints = self.options()
+        for name in self.widened:
+            parser.add_argument(f"--{key}.{name}", type=hints[name], default=None,
+                                help=f"{self.cls.__name__}'s {name} (or {self.widened[name]})")  # fmt: skip
+        parser.set_defaults({f"{key}.{name}": value for name, value in self.defaults.items()})
+        for target, source in self.links.items():
+            parser.link_arguments(source, f"{key}.{target}")
 
 
 def _dataclass_of(hint: Any) -> type | None:
@@ -163,10 +178,7 @@ def parser_for(
     class_groups = dict(class_groups or {})
     parser.add_function_arguments(function, as_group=False, skip=set(class_groups))
     for key, group in class_groups.items():
-        parser.add_class_arguments(group.cls, key, skip=set(group.skip), instantiate=False)
-        parser.set_defaults({f"{key}.{name}": value for name, value in group.defaults.items()})
-        for target, source in group.links.items():
-            parser.link_arguments(source, f"{key}.{target}")
+        group.add_to(parser, key)
     parser.ralm_option_names = option_names(function, renamed, class_groups)
     return parser
 
@@ -202,13 +214,23 @@ def _refuse_renamed_keys(config_file: str, names: OptionNames) -> None:
         return  # jsonargparse reports a missing file itself
     try:
         values = yaml.safe_load(Path(config_file).read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError):
-        return  # jsonargparse reports a malformed file with its position
-    for key in values if isinstance(values, dict) else ():
+    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        return  # jsonargparse reports an unreadable or malformed file itself
+    for key in _dotted_keys(values):
         if key in names.renamed:
             raise RalmInputError(
                 f"{config_file}: key {key!r} was renamed {names.renamed[key]!r} (README, Usage)"
             )
+
+
+def _dotted_keys(values: Any, prefix: str = "") -> list[str]:
+    """Every key of a YAML mapping, nested ones dotted (``optim: {accumulate: 2}`` -> ``optim.accumulate``)."""
+    if not isinstance(values, dict):
+        return []
+    keys = []
+    for key, value in values.items():
+        keys += [f"{prefix}{key}", *_dotted_keys(value, f"{prefix}{key}.")]
+    return keys
 
 
 def parse(parser: ArgumentParser, argv: list[str] | None) -> Any:

@@ -107,3 +107,14 @@ def test_a_config_file_with_a_former_key_is_refused_naming_file_key_and_new_name
         capsys.readouterr().err.strip() == f"error: {config}: key 'out' was renamed 'output' (README, Usage)"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["old.yaml"]
+
+
+def test_a_nested_former_key_in_a_config_file_is_refused_with_its_new_name(tmp_path, capsys):
+    from ralm.rerank import train_command
+
+    config = tmp_path / "old.yaml"
+    config.write_text("data: d\noutput: o\noptim:\n  accumulate: 2\n")
+    with pytest.raises(SystemExit):
+        train_command.main(["--config", str(config)])
+    expected = f"error: {config}: key 'optim.accumulate' was renamed 'trainer.accumulate_grad_batches' (README, Usage)"
+    assert capsys.readouterr().err.strip() == expected

@@ -101,3 +101,15 @@ def test_the_modules_keyword_arguments_are_the_settings_fields_of_their_names():
     # the BM25 standardisation comes from the data, not the options
     assert set(hparams) == accepted - {"bm25_top_mean", "bm25_top_std"}
     assert hparams["encoder_name"] == "enc" and hparams["lr"] == 3e-4 and hparams["abstain"] is True
+
+
+def test_precision_auto_is_ralms_rule_and_accumulation_must_be_a_positive_count(capsys):
+    from ralm.command_args import normalize_argv
+
+    parser = build_parser()
+    argv = ["--data", "d", "--output", "o", "--precision", "auto", "--max-steps", "10", "--warmup-steps", "1"]
+    cfg = parser.parse_args(normalize_argv(parser, argv))
+    optim = OptimArgs(max_steps=10, warmup_steps=1)
+    assert trainer_settings(cfg.trainer.as_dict(), optim)["precision"] is None  # resolved at run time
+    with pytest.raises(RalmInputError, match=r"^--accumulate-grad-batches: must be > 0, got 0$"):
+        trainer_settings({"accumulate_grad_batches": 0}, optim)

@@ -174,7 +174,7 @@ def fit_reranker(
               "trainer": _json_safe(settings), "abstain": abstain, "bm25_prior": bm25_prior, "seed": seed,
               "data": data}  # fmt: skip
     export = ExportDecided(
-        ExportSettings(output, data, rerank_data, dict(module.hparams), {"hardware": hardware, "settings": config},
+        ExportSettings(output, data, rerank_data, dict(module.hparams), {"hardware": _json_safe(hardware), "settings": config},
                        seed, abstain, bm25_prior, run.keep_checkpoints, loggers),
         best, last, history,
     )  # fmt: skip

@@ -21,6 +21,7 @@ from ralm.config_types import (
     PositiveFloat,
     PositiveInt,
     check_fields,
+    violation,
 )
 from ralm.errors import RalmInputError
 
@@ -166,6 +167,9 @@ def trainer_settings(trainer: dict | None, optim: OptimArgs) -> dict:
     # Lightning's defaults of the settings ralm reads itself (batching, hardware checks), then ralm's, then yours
     read = {"accelerator": "auto", "strategy": "auto", "accumulate_grad_batches": 1}
     settings = {**read, **TRAINER_DEFAULTS, **given, "max_steps": optim.max_steps}
-    if settings["precision"] == "auto":  # ralm's former spelling of None
+    if settings["precision"] == "auto":  # ralm's rule, as None
         settings["precision"] = None
+    accumulate = settings["accumulate_grad_batches"]  # ralm sizes its batches by it before the Trainer exists
+    if isinstance(accumulate, bool) or not isinstance(accumulate, int) or accumulate < 1:
+        raise RalmInputError(violation("--accumulate-grad-batches", (PositiveInt,), accumulate))
     return settings

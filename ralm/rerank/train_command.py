@@ -14,7 +14,7 @@ The ``trainer`` group is ``pl.Trainer``'s own signature, as LightningCLI builds 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from jsonargparse import ArgumentParser
 
@@ -163,7 +163,9 @@ def _evidence_lines(evidence: dict) -> list[str]:
 def build_parser() -> ArgumentParser:
     import lightning.pytorch as pl  # the trainer group is its signature: Lightning loads for the parser
 
-    trainer = ClassGroup(pl.Trainer, frozenset(TRAINER_SKIPPED), TRAINER_DEFAULTS, TRAINER_LINKS)
+    # "auto" is ralm's rule for precision (bf16-mixed on a GPU that computes bf16, else 32-true), as null.
+    trainer = ClassGroup(pl.Trainer, frozenset(TRAINER_SKIPPED), TRAINER_DEFAULTS, TRAINER_LINKS,
+                         widened={"precision": Literal["auto"]})  # fmt: skip
     return parser_for(train, prog="ralm train", renamed=RENAMED, class_groups={"trainer": trainer})
 
 

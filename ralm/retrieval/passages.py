@@ -130,10 +130,12 @@ def split_passages(
     excluded documents' ids, and the exclude entries that matched nothing (often a typo worth reporting).
     """
     if words < 1:
-        raise RalmInputError(f"words: must be >= 1, got {words}")
+        raise RalmInputError(f"passage words (--passage-words): must be >= 1, got {words}")
     stride = words if stride is None else stride
     if not 1 <= stride <= words:
-        raise RalmInputError(f"stride: must be between 1 and words ({words}), got {stride}")
+        raise RalmInputError(
+            f"passage stride (--passage-stride): must be between 1 and the passage words ({words}), got {stride}"
+        )
     names, patterns = exclusion_rules(exclude)
     matched: set[str] = set()
     counts = {"documents": 0, "excluded": 0, "passages": 0}
