@@ -77,7 +77,7 @@ def train(
         abstain: Add the empty passage (no retrieval) to every candidate group.
         bm25_prior: Score = f + w * (BM25 score standardised in its group), f starting at 0 and w at 1,
             so the untrained reranker ranks like BM25 and training learns corrections.
-        ckpt_path: Resume from this checkpoint; `last` means OUT/checkpoints/last.ckpt.
+        ckpt_path: Resume from this checkpoint; `last` means OUTPUT/checkpoints/last.ckpt.
         seed: Seed for the split, the batch order and initialisation.
         push_to_hub: Upload the exported reranker (with its model card) to this hub repo (owner/name,
             private; needs `huggingface-cli login`). The repo id is checked before training starts.

@@ -74,7 +74,7 @@ class ExportSettings:
 class ExportDecided(Callback):
     """At the end of fit (rank zero): the best checkpoint competes with BM25 (the step-0 model) and no
     retrieval (--abstain) on the validation prefixes (``ralm.rerank.selection``; a tie goes to the simpler
-    rule); the winner is exported to ``OUT/reranker`` and ``OUT/summary.json`` written (``self.summary``)."""
+    rule); the winner is exported to ``OUTPUT/reranker`` and ``OUTPUT/summary.json`` written (``self.summary``)."""
 
     def __init__(self, settings: ExportSettings, best: ModelCheckpoint, last: ModelCheckpoint,
                  history: ValidationHistory):  # fmt: skip
