@@ -120,9 +120,8 @@ def load_rerank_data(
     max_val_prefixes: int | None = None,
     bm25_prior: bool = False,
 ) -> RerankData:
-    """Check every row, drop groups of fewer than 2 candidates, split train/validation by ``doc_id``."""
-    if not 0.0 < val_fraction < 1.0:
-        raise RalmInputError(f"val_fraction={val_fraction}: must be between 0 and 1")
+    """Check every row, drop groups of fewer than 2 candidates, split train/validation by ``doc_id``
+    (`val_fraction` in (0, 1): ``LoaderArgs`` checks it)."""
     meta = read_meta(path)
     ds = open_dataset(path, abstain=abstain, bm25_prior=bm25_prior)
     table = ds.data.table if hasattr(ds.data, "table") else ds.data
