@@ -125,7 +125,20 @@ def option_names(
     keys = top | {key for group_keys in dotted.values() for key in group_keys}
     booleans = frozenset(key for key, hint in hints.items() if _is_boolean(hint))
     constrained = {key: kinds for key, hint in hints.items() if (kinds := constraints(hint))}
-    return OptionNames(frozenset(keys), leaves, booleans, dict(renamed or {}), constrained)
+    return OptionNames(
+        frozenset(keys), leaves, booleans, _with_leaf_forms(renamed or {}, keys, leaves), constrained
+    )
+
+
+def _with_leaf_forms(renamed: Mapping[str, str], keys: set[str], leaves: dict[str, str]) -> dict[str, str]:
+    """A former group option was also given by its leaf (``--accumulate`` for ``--optim.accumulate``): that
+    spelling is former too, renamed to the new option's leaf, unless it still names an option."""
+    found = dict(renamed)
+    for former, new in renamed.items():
+        leaf = former.rpartition(".")[2]
+        if "." in former and leaf not in found and leaf not in keys and leaf not in leaves:
+            found[leaf] = new.rpartition(".")[2]
+    return found
 
 
 # jsonargparse's words for a value its constrained type refuses: "... 0 does not conform to restriction

@@ -15,10 +15,13 @@ No Lightning here: ``ralm.eval`` imports this through ``ralm.rerank.inference``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-from transformers import BatchEncoding, PreTrainedTokenizerBase
+from typing import TYPE_CHECKING
 
 from ralm.rerank.pair_rule import prefix_tails  # standalone: the export carries a copy
+
+# Annotations only: the settings import check_lengths, and building a parser need not load transformers.
+if TYPE_CHECKING:
+    from transformers import BatchEncoding, PreTrainedTokenizerBase
 
 INPUT_FORMAT = "prefix-tail/passage"
 

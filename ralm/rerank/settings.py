@@ -24,6 +24,7 @@ from ralm.config_types import (
     violation,
 )
 from ralm.errors import RalmInputError
+from ralm.rerank.inputs import check_lengths
 
 
 @dataclass
@@ -41,8 +42,6 @@ class EncoderArgs:
 
     def __post_init__(self) -> None:
         check_fields(self)
-        from ralm.rerank.inputs import check_lengths  # (it imports transformers; --help need not)
-
         try:
             check_lengths(self.max_length, self.max_prefix_tokens, field="encoder.max_prefix_tokens")
         except ValueError as err:

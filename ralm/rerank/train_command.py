@@ -31,16 +31,13 @@ from ralm.rerank.settings import (
 )
 
 # Former option names (README, "Usage"): the output folder is --output in every command, and the Trainer's
-# settings ralm re-declared are the trainer group's, under Lightning's names.
+# settings ralm re-declared are the trainer group's, under Lightning's names (their leaf spellings,
+# ``--log-every``, are former too: ``command_args.option_names`` derives them).
 RENAMED = {
     "out_dir": "output",
-    "log_every": "log_every_n_steps",
     "run.log_every": "trainer.log_every_n_steps",
-    "progress_bar": "enable_progress_bar",
     "run.progress_bar": "trainer.enable_progress_bar",
-    "accumulate": "accumulate_grad_batches",
     "optim.accumulate": "trainer.accumulate_grad_batches",
-    "grad_clip": "gradient_clip_val",
     "optim.grad_clip": "trainer.gradient_clip_val",
     **{
         f"run.{name}": f"trainer.{name}"
