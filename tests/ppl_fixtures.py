@@ -158,12 +158,12 @@ def ppl_setup(tiny_lm_dir, real_documents, tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("ppl")
     lm_dir = build_tiny_lm(tiny_lm_dir, root / "lm", n_positions=512)
     # Passages of 250 words run to ~350 tokens, longer than the 256-token passage cut.
-    long_index, _ = build_bm25_index(real_documents, root / "long", words=250)
+    long_index, long_passages = build_bm25_index(real_documents, root / "long", words=250)
     index, passages = build_bm25_index(real_documents, root / "short", words=40)
     text = root / "eval.txt"
     text.write_text("\n\n".join(d["text"] for d in real_documents[:EVAL_DOCS]))
     lm = load_lm(lm_dir, device="cpu", dtype="float32")
     return {
         "root": root, "lm_dir": lm_dir, "lm": lm, "index": index, "passages": passages,
-        "long_index": long_index, "text": text,
+        "long_index": long_index, "long_passages": long_passages, "text": text,
     }  # fmt: skip

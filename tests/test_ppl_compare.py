@@ -259,7 +259,6 @@ def test_bad_compare_options_fail_naming_the_option(ppl_setup, tmp_path):
         with pytest.raises(RalmInputError, match=match):
             eval_ppl(**args)
 
-    fails("--compare: cannot be combined with --sweep", compare="bm25,oracle", sweep="stride=4,8")
     fails("--compare: cannot be combined with --no-retrieval", compare="bm25", no_retrieval=True)
     fails(
         "--compare: cannot be combined with --rerank-lm",

@@ -24,8 +24,9 @@ from ralm.eval.ppl.point import Chosen, Point, Scored, condition_config, conditi
 from ralm.eval.ppl.windows import Window
 from ralm.statistics import DEFAULT_RESAMPLES, DEFAULT_SEED
 
-TABLE_FORMAT = 2
-"""Version of the table's rows (2: ``copies_target`` per candidate); a partial table of another is redone."""
+TABLE_FORMAT = 3
+"""Version of the table's rows (2: ``copies_target`` per candidate; 3: ``matched_nll``, the context-matched
+no-passage row); a partial table of another is redone."""
 TABLE_FILE = "candidates.jsonl"
 COMPARE_FILE = "compare.json"
 COMPARE_FORMAT = "ralm-eval-ppl-compare/1"

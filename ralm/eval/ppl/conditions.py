@@ -4,6 +4,9 @@ A run evaluates one condition (``--reranker X`` or ``--no-retrieval``) or severa
 both go through one engine (``ralm.eval.ppl.point``). The kinds:
 
 - ``no-retrieval``: nothing is prepended (the baseline);
+- ``no-retrieval-matched``: nothing is prepended, but the window's context is cut by the length of BM25's
+  top-1 passage, exactly as that passage would cut it: the context-matched baseline. Against it a passage's
+  change is what its content adds; against ``no-retrieval``, that minus the context it displaced;
 - ``bm25``: candidate 0, BM25's top-1 (``--reranker none``);
 - ``random``: a seeded uniform draw among the window's candidates (``--seed``; the same draw for a window
   whatever else is compared or resumed);
@@ -36,11 +39,12 @@ from ralm.ranking import best_first, first_smallest
 
 NO_RETRIEVAL, BM25, RANDOM, BM25_ABOVE = "no-retrieval", "bm25", "random", "bm25-above"
 ZERO_SHOT, ORACLE, ORACLE_OR_NONE, TRAINED = "zero-shot", "oracle", "oracle-or-none", "trained"
-BUILT_IN = (NO_RETRIEVAL, BM25, RANDOM, ZERO_SHOT, ORACLE, ORACLE_OR_NONE)
+CONTEXT_MATCHED = "no-retrieval-matched"
+BUILT_IN = (NO_RETRIEVAL, CONTEXT_MATCHED, BM25, RANDOM, ZERO_SHOT, ORACLE, ORACLE_OR_NONE)
 """Conditions named by their kind alone in a ``--compare`` list."""
 RERANKER_VALUES = {"none": BM25, "zero-shot": ZERO_SHOT, "oracle": ORACLE}
 """``--reranker`` value -> condition kind (any other value is a trained reranker's folder)."""
-_RECORDED = {NO_RETRIEVAL: "none", BM25: "none"}
+_RECORDED = {NO_RETRIEVAL: "none", CONTEXT_MATCHED: "none", BM25: "none"}
 """results.json ``config.reranker`` where it is not the kind (what ``--reranker`` says for that run)."""
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
 
@@ -147,7 +151,7 @@ def pick(condition: Condition, row: dict, chosen: int | None = None, seed: int =
     chooses first. Only a condition that ``reads_every_candidate`` reads the row's LM scores.
     """
     cands = row["candidates"]
-    if condition.kind == NO_RETRIEVAL or not cands:
+    if condition.kind in (NO_RETRIEVAL, CONTEXT_MATCHED) or not cands:
         return None
     if condition.chooses_first:
         return chosen
@@ -167,16 +171,19 @@ def pick(condition: Condition, row: dict, chosen: int | None = None, seed: int =
 
 @dataclass(frozen=True)
 class RowPlan:
-    """The LM rows one window needs: the no-passage row and the candidates (by BM25 rank) to score."""
+    """The LM rows one window needs: the no-passage row, the context-matched one and the candidates (by
+    BM25 rank) to score."""
 
     bare: bool
     candidates: tuple[int, ...]
     rank_tokens: bool = False
     """The candidate rows also score the ranking tokens y' (same-LM zero-shot is among the conditions)."""
+    matched: bool = False
+    """The no-passage row with the context cut by BM25's top-1 passage's length (``no-retrieval-matched``)."""
 
     @property
     def rows(self) -> int:
-        return int(self.bare) + len(self.candidates)
+        return int(self.bare) + int(self.matched) + len(self.candidates)
 
 
 def plan_rows(
@@ -198,7 +205,9 @@ def plan_rows(
     if count == 0:
         return RowPlan(bare=True, candidates=())
     every = baselines or any(c.reads_every_candidate for c in conditions)
-    picks = {pick(c, row, chosen.get(c.name), seed) for c in conditions if not c.reads_every_candidate}
+    plain = [c for c in conditions if not c.reads_every_candidate and c.kind != CONTEXT_MATCHED]
+    picks = {pick(c, row, chosen.get(c.name), seed) for c in plain}
     bare = baselines or None in picks or any(c.kind == ORACLE_OR_NONE for c in conditions)
     wanted = tuple(range(count)) if every else tuple(sorted(p for p in picks if p is not None))
-    return RowPlan(bare, wanted, rank_tokens=any(c.ranks for c in conditions))
+    matched = any(c.kind == CONTEXT_MATCHED for c in conditions)
+    return RowPlan(bare, wanted, rank_tokens=any(c.ranks for c in conditions), matched=matched)

@@ -96,3 +96,15 @@ def perplexity_metrics(rows: list[dict], num_tokens: int, words: int, words_eval
         "windows": len(rows),
         "retrieval_rate": with_passage / len(retrieving) if retrieving else 0.0,
     }
+
+
+def targets_perplexity(rows: list[dict], first_target: int) -> dict:
+    """Token perplexity over the windows whose targets start at or after `first_target` (``windows.jsonl``
+    rows): e.g. the tokens every point of a ``max_length`` sweep scores in a retrieving window."""
+    kept = [r for r in rows if r["target_start"] >= first_target]
+    scored = sum(r["num_targets"] for r in kept)
+    total = math.fsum(r["nll"] for r in kept)
+    return {
+        "first_target": first_target, "windows": len(kept), "scored_tokens": scored,
+        "total_nll": total, "token_ppl": math.exp(total / scored) if scored else None,
+    }  # fmt: skip

@@ -50,12 +50,19 @@ def window_request(
     return ScoreRequest(tuple(passage), tokens[start:target_from], tokens[target_from : window.end])
 
 
+def matched_request(tokens: Sequence[int], window: Window, displaced: int) -> ScoreRequest:
+    """No passage, and the context cut where a `displaced`-token passage would cut it: the same targets
+    with the context BM25's passage leaves (the context-matched baseline)."""
+    start = window.context_start(displaced)
+    return ScoreRequest((), tokens[start : window.target_start], tokens[window.target_start : window.end])
+
+
 def blank_row(window: Window, candidates: Sequence[Candidate]) -> dict:
     """A window's table row before scoring: its candidates in BM25 order, every LM value still null."""
     cands = candidates if window.retrieves else ()
     return {
         "window": window.index, "target_start": window.target_start, "num_targets": window.num_targets,
-        "no_passage_nll": None,
+        "no_passage_nll": None, "matched_nll": None,
         "candidates": [
             {"id": c.id, "bm25": c.bm25_score, "nll": None, "rank_logprob": None, "copies_target": None}
             for c in cands
@@ -75,6 +82,8 @@ def _requests(
     if plan.rank_tokens and plan.candidates:
         target_from = ranking_span(window, settings.rank_tokens, settings.max_passage_tokens)[0]
     requests = [window_request(tokens, window, ())] if plan.bare else []
+    if plan.matched:
+        requests.append(matched_request(tokens, window, len(candidates[0].tokens)))
     requests += [window_request(tokens, window, candidates[i].tokens, target_from) for i in plan.candidates]
     return requests, window.target_start - target_from
 
@@ -113,6 +122,8 @@ def score_rows(
             scored = iter(scores[start : start + plan.rows])
             if plan.bare:
                 row["no_passage_nll"] = -float(next(scored).double().sum())
+            if plan.matched:
+                row["matched_nll"] = -float(next(scored).double().sum())
             for i in plan.candidates:
                 s, entry, passage = next(scored), row["candidates"][i], candidates[w.index][i]
                 entry["nll"] = -float(s[n_rank:].double().sum())

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from ralm.atomic_files import write_json_atomic
 from ralm.eval.ppl.choosers import choose_first
-from ralm.eval.ppl.conditions import NO_RETRIEVAL, Condition, pick, plan_rows
+from ralm.eval.ppl.conditions import CONTEXT_MATCHED, NO_RETRIEVAL, Condition, pick, plan_rows
 from ralm.eval.ppl.eval_text import EvalText
 from ralm.eval.ppl.outputs import RESULTS_FILE, WindowLog, config_key, point_results
 from ralm.eval.ppl.perplexity import Candidate, ScoringSettings, blank_row, score_rows
@@ -93,9 +93,12 @@ def condition_rows(
         w = point.windows[row["window"]]
         index = pick(condition, row, picks.get(w.index), seed)
         cand = row["candidates"][index] if index is not None else None
+        bare = row["no_passage_nll"]
+        if condition.kind == CONTEXT_MATCHED and row["candidates"]:
+            bare = row["matched_nll"]
         rows.append({
             "window": w.index, "begin": w.begin, "end": w.end, "target_start": w.target_start,
-            "num_targets": w.num_targets, "nll": cand["nll"] if cand else row["no_passage_nll"],
+            "num_targets": w.num_targets, "nll": cand["nll"] if cand else bare,
             "query": None if condition.kind == NO_RETRIEVAL else point.queries[w.index], "chosen_rank": index,
             "passage_id": cand["id"] if cand else None, "copies_target": bool(cand and cand["copies_target"]),
         })  # fmt: skip

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ralm.atomic_files import ensure_writable_dir, write_json_atomic
+from ralm.atomic_files import ensure_writable_dir
 from ralm.command_args import call_with_args, parser_for
 from ralm.config_types import AtLeastTwoInt, NonNegativeInt, PositiveInt, check_arguments, check_fields
 from ralm.errors import RalmInputError
@@ -29,7 +29,7 @@ from ralm.eval.ppl.conditions import (
     single_condition,
 )
 from ralm.eval.ppl.eval_text import read_eval_text
-from ralm.eval.ppl.sweep import Sweep, parse_sweep, plot_sweep
+from ralm.eval.ppl.sweep import Sweep, parse_sweep, report_sweep
 
 if TYPE_CHECKING:
     from ralm.eval.ppl.choosers import RerankLM
@@ -98,7 +98,7 @@ def _check_options(
     """The rules between option groups and top-level options (each group checks its own fields)."""
     if compare is not None:
         conflicts = {
-            "--sweep": sweep is not None, "--no-retrieval": no_retrieval, "--rerank-lm": bool(reranking.rerank_lm),
+            "--no-retrieval": no_retrieval, "--rerank-lm": bool(reranking.rerank_lm),
             f"--reranker {reranking.reranker}": reranking.reranker != "none",
         }  # fmt: skip
         for option, given in conflicts.items():
@@ -165,7 +165,9 @@ def eval_ppl(
         text_field: Text column of a JSONL or datasets input.
         max_tokens: Evaluate only the first MAX_TOKENS tokens of the text (quick runs).
         retrieval_cache: Retrieval cache file (default: under $RALM_CACHE, keyed by the index).
-        sweep: Run several points sharing one retrieval pass, e.g. stride=4,8,16,32 or query-tokens=16,32,64.
+        sweep: Run several points sharing one retrieval pass, e.g. stride=4,8,16,32, query-tokens=16,32,64 or
+            max_length=256,512,1024 (with --compare: every condition against the window; sweep.json also gives
+            each point's perplexity on the targets every point scores with a passage).
         compare: Several conditions from one table of candidate scores (k + 1 LM rows per window), e.g.
             no-retrieval,bm25,zero-shot,oracle,trained=runs/reranker/export (NAME=PATH: a trained reranker);
             writes OUTPUT/<condition>/results.json and windows.jsonl, OUTPUT/candidates.jsonl and compare.json.
@@ -202,11 +204,18 @@ def eval_ppl(
         cache_path=cache_path, sweep=plan, progress=progress, started=started, seed=seed,
         resamples=bootstrap_resamples,
     )  # fmt: skip
-    if compare is not None:
-        return _report_compare(summaries[0][2], out)
-    for _, point_dir, results in summaries:
-        _print_summary(results, point_dir)
-    return summaries[0][2] if plan is None else _report_sweep(plan, summaries, out)
+    if compare is not None and plan is None:
+        return _report_compare(summaries[0].results, out)
+    for point in summaries:
+        if compare is not None:
+            _report_compare(point.results, point.folder)
+        else:
+            _print_summary(point.results, point.folder)
+    return (
+        summaries[0].results
+        if plan is None
+        else report_sweep(plan, summaries, out, compared=compare is not None)
+    )
 
 
 def _open_index(index: str, passages: str | None, retrieval_cache: str | None) -> tuple[Retriever, Path]:
@@ -234,14 +243,22 @@ def _resolve(
     from ralm.eval.ppl.run import PplOptions
 
     max_length = min(window.max_length or PAPER_MAX_LENGTH, lm_max_length)
-    strides = plan.values if plan and plan.field == "stride" else (window.stride,)
-    query_lengths = plan.values if plan and plan.field == "query_tokens" else (window.query_tokens,)
+    swept = {plan.field: plan.values} if plan else {}
+    strides = swept.get("stride", (window.stride,))
+    query_lengths = swept.get("query_tokens", (window.query_tokens,))
+    max_lengths = swept.get("max_length", ())
+    if max_lengths and max(max_lengths) > lm_max_length:
+        raise RalmInputError(
+            f"--sweep max_length={max(max_lengths)}: longer than the LM's {lm_max_length} tokens"
+        )
     rank_tokens = reranking.rank_tokens if any(c.ranks for c in conditions) else 0
     retrieval = conditions[0].kind != NO_RETRIEVAL or compare
     for stride in strides:
-        _check_lengths(max_length, stride, window.max_passage_tokens, retrieval, rank_tokens)
+        for length in max_lengths or (max_length,):
+            _check_lengths(length, stride, window.max_passage_tokens, retrieval, rank_tokens)
     return PplOptions(
-        strides=tuple(strides), query_lengths=tuple(query_lengths), max_length=max_length,
+        strides=tuple(strides), query_lengths=tuple(query_lengths), max_length=(max_lengths or (max_length,))[0],
+        max_lengths=tuple(max_lengths),
         max_passage_tokens=window.max_passage_tokens, k=reranking.k, rank_tokens=reranking.rank_tokens,
         batch_size=runtime.batch_size, max_batch_tokens=runtime.max_batch_tokens,
         retrieval_threads=runtime.retrieval_threads, conditions=tuple(conditions), compare=compare, **recorded,
@@ -293,18 +310,6 @@ def _report_compare(compared: dict, out: Path) -> dict:
     )
     print(f"compare: {out / 'compare.json'} (table: {out / 'candidates.jsonl'})")
     return compared
-
-
-def _report_sweep(plan: Sweep, summaries: list, out: Path) -> dict:
-    sweep_points = [
-        {"value": p[0] if plan.field == "stride" else p[1], "dir": str(d), **r["metrics"]}
-        for p, d, r in summaries
-    ]
-    sweep_results = {"field": plan.field, "values": list(plan.values), "points": sweep_points}
-    write_json_atomic(out / "sweep.json", sweep_results, default=str)
-    plot_sweep(plan, sweep_points, out / "sweep.png")
-    print(f"sweep: {out / 'sweep.json'} and {out / 'sweep.png'}")
-    return sweep_results
 
 
 def _print_summary(results: dict, out_dir: Path) -> None:

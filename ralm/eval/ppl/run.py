@@ -29,7 +29,15 @@ from ralm.eval.ppl.windows import Window, strided_windows
 from ralm.lm.loading import FrozenLM
 from ralm.retrieval.types import Hit, Retriever
 
-__all__ = ["EvalText", "PplOptions", "build_candidates", "evaluate", "window_queries"]
+__all__ = [
+    "EvalText",
+    "PointKey",
+    "PointResult",
+    "PplOptions",
+    "build_candidates",
+    "evaluate",
+    "window_queries",
+]
 
 
 def window_queries(
@@ -62,12 +70,37 @@ def build_candidates(
 
 
 @dataclass(frozen=True)
+class PointKey:
+    """One point of a run: the settings a sweep varies (a run without ``--sweep`` has one point)."""
+
+    stride: int
+    query_tokens: int
+    max_length: int
+
+    def value(self, field: str) -> int:
+        """The swept setting's value (``Sweep.field``)."""
+        return getattr(self, field)
+
+
+@dataclass(frozen=True)
+class PointResult:
+    """What ``evaluate`` returns per point: its key, its folder, and its results (``{condition: results}``
+    with ``--compare``, else the one condition's results)."""
+
+    key: PointKey
+    folder: Path
+    results: dict
+
+
+@dataclass(frozen=True)
 class PplOptions:
-    """Resolved options of one ``ralm eval ppl`` invocation (a sweep has several strides or query lengths)."""
+    """Resolved options of one ``ralm eval ppl`` invocation (a sweep has several strides, query lengths or
+    input lengths)."""
 
     strides: tuple[int, ...]
     query_lengths: tuple[int, ...]
     max_length: int
+    """The LM input length (the first of ``max_lengths`` when those are swept)."""
     max_passage_tokens: int = 256
     k: int = 16
     rank_tokens: int = 16
@@ -80,6 +113,13 @@ class PplOptions:
     """Write the comparison (OUTPUT/<condition>/, candidates.jsonl, compare.json), even of one condition."""
     max_tokens: int | None = None
     text_field: str = "text"
+    max_lengths: tuple[int, ...] = ()
+    """The swept input lengths (``--sweep max_length=...``); empty: ``max_length`` alone."""
+
+    @property
+    def points(self) -> list[PointKey]:
+        lengths = self.max_lengths or (self.max_length,)
+        return [PointKey(s, q, m) for s in self.strides for q in self.query_lengths for m in lengths]
 
     @property
     def retrieves(self) -> bool:
@@ -113,7 +153,7 @@ def _point_config(
     model: FrozenLM,
     text: EvalText,
     options: PplOptions,
-    point: tuple[int, int],
+    point: PointKey,
     index: dict | None,
     cache: str | None,
 ) -> dict:
@@ -122,8 +162,9 @@ def _point_config(
         "lm": model.name, "tokenizer": str(getattr(model.tokenizer, "name_or_path", "")),
         "dtype": str(model.dtype).removeprefix("torch."), "text": text.path, "text_sha256": text.sha256,
         "text_field": options.text_field, "max_tokens": options.max_tokens, "mode": None, "reranker": None,
-        "rerank_lm": options.rerank_lm, "k": options.k, "rank_tokens": options.rank_tokens, "stride": point[0],
-        "query_tokens": point[1], "max_length": options.max_length, "max_passage_tokens": options.max_passage_tokens,
+        "rerank_lm": options.rerank_lm, "k": options.k, "rank_tokens": options.rank_tokens, "stride": point.stride,
+        "query_tokens": point.query_tokens, "max_length": point.max_length,
+        "max_passage_tokens": options.max_passage_tokens,
         "index": index, "retrieval_cache": cache, "ralm_version": ralm.__version__,
     }  # fmt: skip
     if model.bos_id is not None:  # a BOS-adding tokenizer's passages start with it (recorded, keyed)
@@ -135,7 +176,7 @@ def _retrieve(
     model: FrozenLM,
     text: EvalText,
     options: PplOptions,
-    windows: dict[tuple[int, int], list[Window]],
+    windows: dict[PointKey, list[Window]],
     retriever: Retriever | None,
     cache_path: Path | None,
 ) -> tuple[dict, dict[str, list[Hit]], dict]:
@@ -144,7 +185,7 @@ def _retrieve(
     timings = {"retrieval_s": 0.0, "queries_searched": 0}
     if retriever is None or not options.retrieves:
         return queries, {}, timings
-    queries = {p: window_queries(model, text.tokens, w, p[1]) for p, w in windows.items()}
+    queries = {p: window_queries(model, text.tokens, w, p.query_tokens) for p, w in windows.items()}
     started = time.perf_counter()
     hits_by_query, timings["queries_searched"] = retrieve_cached(
         retriever, [q for qs in queries.values() for q in qs if q is not None], options.k, cache_path,
@@ -170,27 +211,27 @@ def evaluate(
     started: float | None = None,
     seed: int = 0,
     resamples: int = 2000,
-) -> list[tuple[tuple[int, int], Path, Any]]:
+) -> list[PointResult]:
     """Tokenize once, retrieve all queries of all points in one call, then run each point's conditions.
 
-    Returns ``((stride, query_tokens), output folder, results)`` per point; with ``options.compare`` the
-    results are ``{condition name: results}``. `models` maps the names of conditions that choose first to
+    Returns each point's key, folder and results; with ``options.compare`` the results are
+    ``{condition name: results}``. `models` maps the names of conditions that choose first to
     their loaded models (``ralm.eval.ppl.choosers.choose_first``); `seed` and `resamples` feed the random
     condition and the paired bootstrap.
     """
     started = time.perf_counter() if started is None else started
     text = eval_text(model, raw_text, text_path, options)
-    points = [(s, q) for s in options.strides for q in options.query_lengths]
-    windows = {p: strided_windows(len(text.tokens), options.max_length, p[0]) for p in points}
+    points = options.points
+    windows = {p: strided_windows(len(text.tokens), p.max_length, p.stride) for p in points}
     queries, hits_by_query, timings = _retrieve(model, text, options, windows, retriever, cache_path)
     index = None if retriever is None else {"dir": str(index_dir), "key": index_key(retriever.meta)}
     cache = None if cache_path is None else str(cache_path)
-    settings = ScoringSettings(
-        max_length=options.max_length, max_passage_tokens=options.max_passage_tokens,
-        rank_tokens=options.rank_tokens, batch_size=options.batch_size, max_batch_tokens=options.max_batch_tokens,
-    )  # fmt: skip
     summaries = []
     for p in points:
+        settings = ScoringSettings(
+            max_length=p.max_length, max_passage_tokens=options.max_passage_tokens,
+            rank_tokens=options.rank_tokens, batch_size=options.batch_size, max_batch_tokens=options.max_batch_tokens,
+        )  # fmt: skip
         candidates = [[] for _ in windows[p]]
         if options.retrieves and retriever is not None:
             candidates = build_candidates(
@@ -201,7 +242,7 @@ def evaluate(
             settings=settings, config=_point_config(model, text, options, p, index, cache),
             timings={**timings, "setup_s": time.perf_counter() - started},
         )  # fmt: skip
-        point_dir = out / sweep.folder(p[0] if sweep.field == "stride" else p[1]) if sweep else out
+        point_dir = out / sweep.folder(p.value(sweep.field)) if sweep else out
         output: Output = (
             CompareOutput(point, options.conditions, point_dir, seed=seed, resamples=resamples)
             if options.compare
@@ -210,5 +251,5 @@ def evaluate(
         results = run_conditions(
             point, options.conditions, output, models=models, seed=seed, progress=progress
         )
-        summaries.append((p, point_dir, results))
+        summaries.append(PointResult(p, point_dir, results))
     return summaries

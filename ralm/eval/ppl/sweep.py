@@ -1,20 +1,34 @@
-"""``--sweep stride=4,8,16,32`` (or ``query-tokens=16,32,64``): several points, one retrieval pass, one plot.
+"""``--sweep stride=4,8,16,32`` (``query-tokens=16,32,64``, ``max_length=256,512,1024``): several points,
+one retrieval pass, one plot.
 
-The paper's Figures 5 and 6 plot perplexity against the retrieval stride and the query length. Points
-share the tokenized text, the loaded LM and a single batched search over the union of their queries
-(stride 8's queries are a subset of stride 4's, so the sweep costs little more retrieval than one run).
+The paper's Figures 5 and 6 plot perplexity against the retrieval stride and the query length; the input
+length decides how much context a passage displaces (the paper: 256 of 1,024 tokens). Points share the
+tokenized text, the loaded LM and a single batched search over the union of their queries (stride 8's
+queries are a subset of stride 4's, so the sweep costs little more retrieval than one run). With
+``--compare`` each point is a comparison table and the plot draws every condition against the swept value.
+
+The first window of a point scores its first ``max_length`` tokens with no passage, so points of different
+input lengths score different shares of their targets with a passage. Every point's perplexity is also given
+on the *common targets*: the tokens from the largest point's ``max_length`` on, which every point scores in
+windows that retrieve (the same tokens, so the points are comparable).
 """
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ralm.atomic_files import write_json_atomic
 from ralm.errors import RalmInputError
+from ralm.eval.ppl.outputs import WINDOWS_FILE, targets_perplexity
 from ralm.plots import pyplot, save_figure
 
-SWEEPABLE = ("stride", "query_tokens")
+SWEEPABLE = ("stride", "query_tokens", "max_length")
+_AXIS = {"stride": "retrieval stride s", "query_tokens": "query length ℓ (tokens)",
+         "max_length": "LM input length (tokens)"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -43,22 +57,64 @@ def parse_sweep(spec: str) -> Sweep:
     return Sweep(field, parsed)
 
 
-def plot_sweep(sweep: Sweep, points: list[dict], path: Path, baseline: float | None = None) -> None:
-    """Perplexity against the swept value (log-2 x axis for strides, as the paper draws them)."""
+def report_sweep(plan: Sweep, points: Sequence, out: Path, *, compared: bool = False) -> dict:
+    """``sweep.json`` and ``sweep.png`` from ``evaluate``'s points (``run.PointResult``); returns the record.
+
+    Each point has its whole-text metrics and, under ``common_targets``, its perplexity on the tokens from
+    the largest point's ``max_length`` on (the same targets at every point). With `compared` (``--compare``)
+    each point holds every condition.
+    """
+    first = max(p.key.max_length for p in points)
+    records = []
+    for p in points:
+        named = p.results if compared else {"": p.results}
+        conditions = {}
+        for name, results in named.items():
+            folder = p.folder / name if compared else p.folder
+            rows = [json.loads(line) for line in (folder / WINDOWS_FILE).read_text().splitlines() if line]
+            conditions[name] = {**results["metrics"], "common_targets": targets_perplexity(rows, first)}
+        record = {"value": p.key.value(plan.field), "dir": str(p.folder)}
+        records.append({**record, "conditions": conditions} if compared else {**record, **conditions[""]})
+    result = {
+        "field": plan.field,
+        "values": list(plan.values),
+        "common_targets_from": first,
+        "points": records,
+    }
+    write_json_atomic(out / "sweep.json", result, default=str)
+    plot_sweep(plan, records, out / "sweep.png", compared=compared)
+    print(f"sweep: {out / 'sweep.json'} and {out / 'sweep.png'} (common targets: tokens {first} on)")
+    for r in records:
+        named = r["conditions"] if compared else {"token ppl": r}
+        cells = "  ".join(f"{n} {c['common_targets']['token_ppl']:.3f}" for n, c in named.items())
+        print(f"  {plan.field}={r['value']}: {cells}")
+    return result
+
+
+def plot_sweep(sweep: Sweep, points: list[dict], path: Path, *, compared: bool = False) -> None:
+    """Perplexity against the swept value (log-2 x axis for strides, as the paper draws them): token and
+    word perplexity of one condition, or (`compared`) every condition on the common targets."""
     plt = pyplot()
     xs = [p["value"] for p in points]
-    fig, ax = plt.subplots(figsize=(5, 3.5))
-    for key, label in (("token_ppl", "token perplexity"), ("word_ppl", "word perplexity")):
-        ys = [p[key] for p in points]
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    if compared:
+        series = {
+            name: [p["conditions"][name]["common_targets"]["token_ppl"] for p in points]
+            for name in points[0]["conditions"]
+        }
+        ylabel = "token perplexity, common targets"
+    else:
+        series = {label: [p[key] for p in points]
+                  for key, label in (("token_ppl", "token perplexity"), ("word_ppl", "word perplexity"))}  # fmt: skip
+        ylabel = "perplexity"
+    for label, ys in series.items():
         if all(y is not None and math.isfinite(y) for y in ys):
             ax.plot(xs, ys, marker="o", label=label)
-    if baseline is not None:
-        ax.axhline(baseline, color="gray", linestyle="--", label="no retrieval (token)")
     if sweep.field == "stride":
         ax.set_xscale("log", base=2)
     ax.set_xticks(xs, [str(x) for x in xs])
-    ax.set_xlabel("retrieval stride s" if sweep.field == "stride" else "query length ℓ (tokens)")
-    ax.set_ylabel("perplexity")
-    ax.legend()
+    ax.set_xlabel(_AXIS[sweep.field])
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize="small")
     fig.tight_layout()
     save_figure(fig, path)
