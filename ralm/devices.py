@@ -9,12 +9,18 @@
   RTX 30xx and later); fp32 everywhere else. ``torch.cuda.is_bf16_supported()`` also counts emulation,
   which makes V100 and T4 run bf16 slower than fp32. CPU bf16 only by request (``--dtype bf16``): on the
   AVX2 machine of bench/RESULTS.md it ran data-gen at 0.16x fp32's speed, and it is not exact.
+- **dtype** ``fastest`` (the demo's, and ``ralm run``'s): ``auto`` on a GPU; on a CPU, bf16 only where the
+  CPU computes it natively (``avx512_bf16`` or ``amx_bf16`` among its flags) *and* a measurement here finds
+  it faster than fp32 (``bf16_is_faster``), else fp32. Machines differ: an AMX CPU ran eval 2.5-3x faster
+  in bf16, an AVX2 one ran data-gen 6x slower. fp32 stays the exactness reference.
 - **Lightning precision** ``auto``: ``bf16-mixed`` where dtype ``auto`` gives bf16, else ``32-true``.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import time
 from collections.abc import Mapping
 
 import torch
@@ -102,3 +108,45 @@ def training_precision(on_gpu: bool) -> str:
     if on_gpu and native_bf16(resolve_device("auto")):
         return "bf16-mixed"
     return "32-true"
+
+
+def cpu_has_native_bf16(cpuinfo: str | None = None) -> bool:
+    """The CPU computes bf16 in hardware: ``avx512_bf16`` or ``amx_bf16`` among /proc/cpuinfo's flags."""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8") as f:
+                cpuinfo = f.read()
+        except OSError:
+            return False
+    flags = {flag for line in cpuinfo.splitlines() if line.startswith("flags") for flag in line.split()}
+    return bool(flags & {"avx512_bf16", "amx_bf16"})
+
+
+@functools.cache
+def bf16_is_faster(repeats: int = 5) -> bool:
+    """A small-LM-shaped matmul (2,048 x 576 by 576 x 1,536: SmolLM2-135M's MLP over a 2x1,024-token batch)
+    in bf16 against fp32 on this CPU, best of `repeats` each: True when bf16 takes under 80% of fp32's time
+    (a margin, so a tie keeps the exact dtype). About 0.1 s; measured once per process."""
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randn(2048, 576, generator=generator)
+    b = torch.randn(576, 1536, generator=generator)
+
+    def best(x: torch.Tensor, y: torch.Tensor) -> float:
+        times = []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            x @ y
+            times.append(time.perf_counter() - started)
+        return min(times)
+
+    fp32 = best(a, b)
+    bf16 = best(a.bfloat16(), b.bfloat16())
+    return bf16 < 0.8 * fp32
+
+
+def fastest_dtype(device: torch.device | None = None) -> str:
+    """``fastest`` resolved: the name of the dtype to pass as ``--dtype`` (module docstring)."""
+    device = device or resolve_device("auto")
+    if device.type == "cuda":
+        return "auto"
+    return "bf16" if cpu_has_native_bf16() and bf16_is_faster() else "fp32"

@@ -51,21 +51,30 @@ def default_encoder() -> str:
 
 @dataclass(frozen=True)
 class DemoTexts:
-    """Paths of the three text files the stages read, and what they hold (for the report)."""
+    """Paths of the text files the stages read, and what they hold (for the report)."""
 
     corpus: Path
     train: Path
-    eval: Path
+    evals: dict[str, Path]
+    """Eval sets by name, each scored in its own table: the demo's test split has ``related`` (text the corpus
+    retells: retrieval should help) and ``unrelated`` (it should not); a user's run has one, ``eval``."""
     description: dict
     exclude: tuple[str, ...] = ()
     """Titles, ids or ``re:`` patterns the index stage leaves out of the corpus (``ralm index --exclude``)."""
+
+    @property
+    def eval(self) -> Path:
+        """The first eval set (a user's run has only one)."""
+        return next(iter(self.evals.values()))
 
 
 def check_bible_books(scale) -> None:
     """The dev and test books must be OSIS ids of the canon (checked before anything is fetched or written)."""
     from ralm.corpora import CANON
 
-    for option, names in {"--dev-books": scale.dev_books, "--test-books": scale.test_books}.items():
+    options = {"--dev-books": scale.dev_books, "--related-books": scale.related_books,
+               "--unrelated-books": scale.unrelated_books}  # fmt: skip
+    for option, names in options.items():
         unknown = [b for b in names if b not in CANON]
         if unknown or not names:
             raise RalmInputError(
@@ -76,7 +85,8 @@ def check_bible_books(scale) -> None:
 
 def bible_texts(data_dir: Path, scale, split: str = "test") -> DemoTexts:
     """The King James Bible as retrieval corpus, the World English Bible's other books for training, and
-    the split's books (`scale.dev_books` or `scale.test_books`) for evaluation.
+    the split's books for evaluation: the dev books (one set), or the related and the unrelated test books
+    (two sets, each scored in its own table).
 
     Both translations file a book under its OSIS id ("Mark"), so one id names a book in every version:
     the index stage excludes the dev and test books from the corpus by id (``ralm index --exclude``), and
@@ -85,18 +95,16 @@ def bible_texts(data_dir: Path, scale, split: str = "test") -> DemoTexts:
     from ralm.corpora import bible_books
 
     check_bible_books(scale)
-    paths = DemoTexts(
-        corpus=data_dir / "kjv_books.jsonl",
-        train=data_dir / "web_train_books.jsonl",
-        eval=data_dir / f"web_{split}_books.jsonl",
-        description={},
-    )
     kjv, web = bible_books("kjv"), bible_books("web")
     held = set(scale.heldout_books)
     train = [d for d in web if d["id"] not in held]
     by_id = {d["id"]: d for d in web}
-    scored = [by_id[b] for b in (scale.dev_books if split == "dev" else scale.test_books)]
-    for path, rows in ((paths.corpus, kjv), (paths.train, train), (paths.eval, scored)):
+    sets = ({"dev": scale.dev_books} if split == "dev"
+            else {"related": scale.related_books, "unrelated": scale.unrelated_books})  # fmt: skip
+    scored = {name: [by_id[b] for b in books] for name, books in sets.items()}
+    corpus, train_path = data_dir / "kjv_books.jsonl", data_dir / "web_train_books.jsonl"
+    evals = {name: data_dir / f"web_{name}_books.jsonl" for name in sets}
+    for path, rows in ((corpus, kjv), (train_path, train), *((evals[n], scored[n]) for n in sets)):
         if not _same_jsonl(path, rows):
             write_jsonl_atomic(path, rows, ensure_ascii=False)
 
@@ -108,37 +116,44 @@ def bible_texts(data_dir: Path, scale, split: str = "test") -> DemoTexts:
         "corpus": f"King James Bible minus the dev and test books ({', '.join(scale.heldout_books)}): "
         f"{len(kept)} books, {words(kept):,} words (Debian sword-text-kjv)",
         "train": f"World English Bible minus the dev and test books: {len(train)} books, {words(train):,} words",
-        "eval": f"World English Bible {split} books {', '.join(d['id'] for d in scored)}: {words(scored):,} words",
+        "eval": "; ".join(
+            f"{name}: World English Bible {', '.join(d['id'] for d in rows)} ({words(rows):,} words)"
+            for name, rows in scored.items()
+        ),
     }
-    return DemoTexts(paths.corpus, paths.train, paths.eval, description, exclude=tuple(scale.heldout_books))
+    return DemoTexts(corpus, train_path, evals, description, exclude=tuple(scale.heldout_books))
 
 
 PYTHON_DOCS = {
     "corpus": ("library/",),
     "train": ("howto/", "faq/", "reference/", "extending/", "using/"),
     "dev": ("tutorial/errors", "tutorial/modules"),
-    "test-quick": ("tutorial/stdlib", "tutorial/stdlib2"),
-    "test": ("tutorial/datastructures", "tutorial/inputoutput", "tutorial/stdlib", "tutorial/stdlib2"),
-}
-"""The second domain: page-id prefixes of the Python 3.11 documentation (Debian python3.11-doc) per role.
-The library reference is the retrieval corpus, the HOWTOs, FAQ, language reference, extending and usage
-guides train the reranker, and tutorial pages are held out (dev pages choose, test pages are reported)."""
+    "related": ("tutorial/stdlib", "tutorial/stdlib2"),
+    "unrelated": ("tutorial/appetite", "tutorial/interpreter", "tutorial/interactive", "tutorial/appendix",
+                  "tutorial/whatnow"),
+}  # fmt: skip
+"""The second domain: page ids (prefixes for corpus and train) of the Python 3.11 documentation (Debian
+python3.11-doc) per role. The library reference is the retrieval corpus; the HOWTOs, FAQ, language
+reference, extending and usage guides train the reranker; tutorial pages are held out: dev pages choose,
+test pages are reported. By the same rule as the Bible's, fixed before any test number: *related* pages
+tour library modules the corpus documents (the standard library tour); *unrelated* pages are about the
+tutorial and the interactive interpreter, which the library reference does not document."""
 
 
-def python_docs_texts(data_dir: Path, quick: bool, split: str = "test") -> DemoTexts:
+def python_docs_texts(data_dir: Path, split: str = "test") -> DemoTexts:
     """The Python documentation split by section (PYTHON_DOCS): a domain far from the Bible."""
     from ralm.corpora import python_docs
 
     docs = python_docs()
-    scored_ids = PYTHON_DOCS["dev" if split == "dev" else "test-quick" if quick else "test"]
+    sets = ("dev",) if split == "dev" else ("related", "unrelated")
 
     def pages(prefixes: tuple[str, ...]) -> list[dict]:
         return [d for d in docs if d["id"].startswith(prefixes)]
 
     by_id = {d["id"]: d for d in docs}
     roles = {"corpus": pages(PYTHON_DOCS["corpus"]), "train": pages(PYTHON_DOCS["train"]),
-             "eval": [by_id[i] for i in scored_ids]}  # fmt: skip
-    paths = {role: data_dir / f"python_docs_{role if role != 'eval' else split}.jsonl" for role in roles}
+             **{name: [by_id[i] for i in PYTHON_DOCS[name]] for name in sets}}  # fmt: skip
+    paths = {role: data_dir / f"python_docs_{role}.jsonl" for role in roles}
     for role, rows in roles.items():
         if not _same_jsonl(paths[role], rows):
             write_jsonl_atomic(paths[role], rows, ensure_ascii=False)
@@ -151,9 +166,12 @@ def python_docs_texts(data_dir: Path, quick: bool, split: str = "test") -> DemoT
         "(Debian python3.11-doc)",
         "train": f"Python 3.11 HOWTOs, FAQ, language reference, extending and using guides: {len(roles['train'])} "
         f"pages, {words(roles['train']):,} words",
-        "eval": f"Python tutorial {split} pages {', '.join(scored_ids)}: {words(roles['eval']):,} words",
+        "eval": "; ".join(
+            f"{name}: Python tutorial pages {', '.join(PYTHON_DOCS[name])} ({words(roles[name]):,} words)"
+            for name in sets
+        ),
     }
-    return DemoTexts(paths["corpus"], paths["train"], paths["eval"], description)
+    return DemoTexts(paths["corpus"], paths["train"], {n: paths[n] for n in sets}, description)
 
 
 def _same_jsonl(path: Path, rows: list[dict]) -> bool:
@@ -194,7 +212,7 @@ def user_texts(corpus: str, train: str | None, eval_text: str, exclude: tuple[st
     return DemoTexts(
         Path(corpus),
         Path(train),
-        Path(eval_text),
+        {"eval": Path(eval_text)},
         {"corpus": f"{corpus} (yours)", "train": f"{train} (yours)", "eval": f"{eval_text} (yours)"},
         exclude=tuple(exclude),
     )

@@ -51,7 +51,7 @@ def _stage_plan(
     rule to the eval's conditions.
     """
     # Keyed by the input files' contents, not their names: an edited file gets a fresh folder.
-    contents = {role: path_fingerprint(getattr(texts, role)) for role in ("corpus", "train", "eval")}
+    contents = {role: path_fingerprint(getattr(texts, role)) for role in ("corpus", "train")}
     exclude = ["--exclude", json.dumps(list(texts.exclude))] if texts.exclude else []
     index_key = short_hash(
         [contents["corpus"], str(scale.passage_words), str(scale.passage_stride), *exclude]
@@ -65,25 +65,41 @@ def _stage_plan(
          "--overwrite", "true"],
         index_dir,
     )  # fmt: skip
-    lm_window = ["--stride", str(scale.stride), "--query-tokens", str(scale.query_tokens),
-                 "--max-length", str(scale.max_length), "--max-passage-tokens", str(scale.max_passage_tokens),
-                 "--k", str(scale.k)]  # fmt: skip
     gen_args = ["--documents", str(texts.train), "--index", str(index_dir), "--passages", str(passages),
                 "--lm", lm, "--num-prefixes", str(scale.num_prefixes),
-                "--prefixes-per-shard", str(scale.prefixes_per_shard), *lm_window]  # fmt: skip
+                "--prefixes-per-shard", str(scale.prefixes_per_shard), *_lm_window(scale),
+                "--dtype", resolved_dtype(scale.dtype)]  # fmt: skip
     data_dir = run_dir / f"rerank-data-{short_hash([index_key, contents['train'], *gen_args])}"
     data_gen = Stage("data-gen", ["data-gen", *gen_args, "--output", str(data_dir)], data_dir)
     trains = [_train_stage(run_dir, data_dir, encoder, scale, seed) for seed in scale.train_seeds]
 
-    eval_args = ["--text", str(texts.eval), "--lm", lm, *lm_window]
+    trained = {f"trained-seed{seed}": t.output for seed, t in zip(scale.train_seeds, trains, strict=True)}
+    evals = [_eval_stage(run_dir, name, path, index_dir, lm, scale, trained, threshold, len(texts.evals))
+             for name, path in texts.evals.items()]  # fmt: skip
+    return [index, data_gen, *trains, *evals]
+
+
+def _eval_stage(
+    run_dir: Path,
+    name: str,
+    text: Path,
+    index_dir: Path,
+    lm: str,
+    scale: DemoScale,
+    trained: dict[str, Path],
+    threshold: float | None,
+    sets: int,
+) -> Stage:
+    """One eval set's `ralm eval ppl --compare` table: every condition on the same windows and candidates."""
+    passages = Path(f"{index_dir}.passages.jsonl")
+    eval_args = ["--text", str(text), "--lm", lm, *_lm_window(scale), "--dtype", resolved_dtype(scale.dtype)]
     if scale.eval_tokens is not None:
         eval_args += ["--max-tokens", str(scale.eval_tokens)]
-    eval_key = short_hash([index_key, contents["eval"], *eval_args])
+    eval_key = short_hash([index_dir.name, path_fingerprint(text), *eval_args])
     cache = run_dir / f"retrieval-cache-{eval_key}.jsonl"
     retrieval = ["--index", str(index_dir), "--passages", str(passages), "--retrieval-cache", str(cache)]
-    # One table of k + 1 LM scores per window serves every condition (`--compare`): the same windows,
+    # One table of k + 2 LM scores per window serves every condition (`--compare`): the same windows,
     # candidates and scores for each, and each trained seed costs only its encoder passes.
-    trained = {f"trained-seed{seed}": t.output for seed, t in zip(scale.train_seeds, trains, strict=True)}
     rule = [] if threshold is None else [f"{BM25_ABOVE}={threshold!r}"]
     compare = ",".join(
         [c for c in BASELINES if c not in UPPER_BOUNDS]
@@ -92,10 +108,16 @@ def _stage_plan(
         + list(UPPER_BOUNDS)
     )
     # The trained rerankers' folder names already carry their training settings.
-    eval_dir = run_dir / f"eval-{short_hash([eval_key, compare])}"
-    evaluate = Stage("eval", ["eval", "ppl", *eval_args, *retrieval, "--compare", compare,
-                              "--output", str(eval_dir)], eval_dir / COMPARE_FILE)  # fmt: skip
-    return [index, data_gen, *trains, evaluate]
+    eval_dir = run_dir / f"eval-{name}-{short_hash([eval_key, compare])}"
+    key = "eval" if sets == 1 else f"eval {name}"
+    return Stage(key, ["eval", "ppl", *eval_args, *retrieval, "--compare", compare, "--output", str(eval_dir)],
+                 eval_dir / COMPARE_FILE)  # fmt: skip
+
+
+def _lm_window(scale: DemoScale) -> list[str]:
+    return ["--stride", str(scale.stride), "--query-tokens", str(scale.query_tokens),
+            "--max-length", str(scale.max_length), "--max-passage-tokens", str(scale.max_passage_tokens),
+            "--k", str(scale.k)]  # fmt: skip
 
 
 def _train_stage(run_dir: Path, data_dir: Path, encoder: str, scale: DemoScale, seed: int) -> Stage:
@@ -168,8 +190,8 @@ def demo(
         # data-gen and training; and a failed start leaves no run folder behind.
         texts = user_texts(corpus, train_text, eval_text, tuple(exclude or ()))
         # Words, not tokens (the LM is not loaded yet): BPE gives about 1.3 tokens a word, so this is the
-        # generous side of query_tokens + stride tokens.
-        check_user_texts(texts, min_eval_words=settings.query_tokens + settings.stride)
+        # generous side of the first window (max_length tokens, no passage) and one retrieving window.
+        check_user_texts(texts, min_eval_words=(settings.max_length + settings.stride) * 2 // 3)
     elif domain == "bible":
         check_bible_books(settings)
     lm_path = lm or default_lm()
@@ -182,48 +204,111 @@ def demo(
     )
     t0 = time.perf_counter()
     if texts is None:
-        texts = (python_docs_texts(out / "data", quick, split) if domain == "python-docs"
+        texts = (python_docs_texts(out / "data", split) if domain == "python-docs"
                  else bible_texts(out / "data", settings, split))  # fmt: skip
     for role, text in texts.description.items():
         print(f"[demo] {role}: {text}", flush=True)
     times = {"assets": time.perf_counter() - t0}
-    results_paths, train_dirs, exclusions = _run_stages(out, texts, lm_path, encoder_path, settings, times)
+    results, train_dirs, exclusions, dtype_check = _run_stages(
+        out, texts, lm_path, encoder_path, settings, times
+    )
     report = build_report(
         out,
-        results_paths,
+        results,
         train_dirs,
         times,
         settings,
         {**texts.description, "excluded": exclusions, "split": split},
         total_seconds=time.perf_counter() - started,
+        dtype_check=dtype_check,
     )
     print(report["table"], flush=True)
     return report
 
 
+def resolved_dtype(dtype: str) -> str:
+    """The scale's dtype as ``--dtype`` takes it: ``fastest`` measured here (``ralm.devices.fastest_dtype``)."""
+    if dtype != "fastest":
+        return dtype
+    from ralm.devices import fastest_dtype
+
+    return fastest_dtype()
+
+
 def _run_stages(
     out: Path, texts: DemoTexts, lm: str, encoder: str, settings: DemoScale, times: dict[str, float]
-) -> tuple[dict[str, Path], dict[str, Path], str]:
-    """Run (or reuse) every stage, recording seconds in `times`; returns the conditions' results files,
-    the rerankers' training folders by seed, and the exclusions line."""
+) -> tuple[dict[str, dict[str, Path]], dict[str, Path], str, dict | None]:
+    """Run (or reuse) every stage, recording seconds in `times`; returns each eval set's conditions' results
+    files, the rerankers' training folders by seed, the exclusions line, and the bf16 check (or None)."""
     from ralm.rerank.selection import fit_bm25_threshold  # imports Lightning: not for `--help`
 
     runner = StageRunner(out)
     plan = _stage_plan(out, texts, lm, encoder, settings)
-    for stage in plan[:-1]:
+    evals = len(texts.evals)
+    for stage in plan[:-evals]:
         times[stage.key] = runner.run(stage)
     # The trivial abstention rule, fitted on the training prefixes, joins the eval as a baseline.
     threshold = fit_bm25_threshold(str(plan[1].output))
     print(f"[demo] {BM25_ABOVE} rule fitted on the training prefixes: retrieve when BM25 >= {threshold:.3f}")
     plan = _stage_plan(out, texts, lm, encoder, settings, threshold)
-    times[plan[-1].key] = runner.run(plan[-1])
+    results = {}
+    for name, stage in zip(texts.evals, plan[-evals:], strict=True):
+        times[stage.key] = runner.run(stage)
+        eval_dir = stage.output.parent
+        summary = json.loads((eval_dir / COMPARE_FILE).read_text())
+        results[name] = {c: eval_dir / c / "results.json" for c in summary["results"]}
+    dtype_check = _check_dtype(runner, plan[-evals], settings, times)
     trains = [stage.output.parent for stage in plan if stage.command[0] == "train"]
     train_dirs = {f"seed {seed}": d for seed, d in zip(settings.train_seeds, trains, strict=True)}
     exclusions = _exclusions(Path(f"{plan[0].output}.passages.jsonl.excluded.json"))
     print(f"[demo] exclusions: {exclusions}", flush=True)
-    eval_dir = plan[-1].output.parent
-    summary = json.loads((eval_dir / COMPARE_FILE).read_text())
-    return {name: eval_dir / name / "results.json" for name in summary["results"]}, train_dirs, exclusions
+    return results, train_dirs, exclusions, dtype_check
+
+
+DTYPE_CHECK_WINDOWS = 8
+"""Retrieving windows rescored in fp32 when the eval ran in bf16, to state bf16's change in NLL."""
+
+
+def _check_dtype(
+    runner: StageRunner, evaluate: Stage, settings: DemoScale, times: dict[str, float]
+) -> dict | None:
+    """With bf16 eval: the first eval set's first windows again in fp32 (no retrieval and BM25, the same
+    windows: ``--max-tokens`` ends the text where the bf16 run's window DTYPE_CHECK_WINDOWS ends), and the
+    change in their total NLL."""
+    command = evaluate.command
+    if command[command.index("--dtype") + 1] != "bf16":
+        return None
+    tokens = settings.max_length + DTYPE_CHECK_WINDOWS * settings.stride
+    check = [*command[: command.index("--dtype")], "--dtype", "fp32"]
+    rest = command[command.index("--dtype") + 2 :]
+    rest = (
+        rest[: rest.index("--max-tokens")] + rest[rest.index("--max-tokens") + 2 :]
+        if "--max-tokens" in rest
+        else rest
+    )
+    rest = rest[: rest.index("--compare")] + ["--compare", "no-retrieval,bm25"]
+    folder = evaluate.output.parent.with_name(evaluate.output.parent.name + "-fp32-check")
+    stage = Stage("bf16 check", [*check, *rest, "--max-tokens", str(tokens), "--output", str(folder)],
+                  folder / COMPARE_FILE)  # fmt: skip
+    times[stage.key] = runner.run(stage)
+    return dtype_change(evaluate.output.parent, folder)
+
+
+def dtype_change(bf16_dir: Path, fp32_dir: Path) -> dict:
+    """Total NLL of the fp32 check's windows in bf16 against fp32, per condition (relative change)."""
+    out = {}
+    for condition in ("no-retrieval", "bm25"):
+        fp32 = _window_nlls(fp32_dir / condition)
+        bf16 = _window_nlls(bf16_dir / condition)
+        shared = [w for w in fp32 if w in bf16]
+        a, b = sum(bf16[w] for w in shared), sum(fp32[w] for w in shared)
+        out[condition] = {"windows": len(shared), "nll_bf16": a, "nll_fp32": b, "relative_change": a / b - 1}
+    return out
+
+
+def _window_nlls(folder: Path) -> dict[tuple[int, int], float]:
+    rows = [json.loads(x) for x in (folder / "windows.jsonl").read_text().splitlines() if x]
+    return {(r["window"], r["end"]): r["nll"] for r in rows}
 
 
 def _exclusions(path: Path) -> str:

@@ -1,7 +1,8 @@
-"""The demo's report: a one-screen table (perplexity, paired bootstrap CIs, rates, stage times) and a plot.
+"""The demo's report: per eval set, the whole text's table and the retrieving windows' one (perplexity, paired
+bootstrap CIs, rates) with the set's verdicts in words; the export decisions, stage times, and a plot.
 
-Reads only the stages' own output files (each condition's ``results.json`` with its ``comparison``
-block, the rerankers' CSV logs), so the report can be rebuilt from a finished run folder at any time.
+Reads only the stages' own output files (each condition's ``results.json`` and ``windows.jsonl``, the
+rerankers' summaries and CSV logs), so the report can be rebuilt from a finished run folder at any time.
 """
 
 from __future__ import annotations
@@ -15,15 +16,26 @@ from pathlib import Path
 
 from ralm.atomic_files import write_text_atomic
 from ralm.demo.presets import DemoScale
+from ralm.demo.verdicts import TRAINED_PREFIX, read_windows, retrieving_comparisons, verdicts
 from ralm.eval.ppl.compare_stats import format_compare_table
 from ralm.plots import pyplot, save_figure
+from ralm.statistics import format_change
 
-BASELINES = ("no-retrieval", "bm25", "random", "zero-shot", "oracle", "oracle-or-none")
+BASELINES = (
+    "no-retrieval",
+    "no-retrieval-matched",
+    "bm25",
+    "random",
+    "zero-shot",
+    "oracle",
+    "oracle-or-none",
+)
 """The built-in conditions of the demo's one `ralm eval ppl --compare` table (trained ones go between)."""
 UPPER_BOUNDS = ("oracle", "oracle-or-none")
 """Conditions that read the true targets: bounds, not methods."""
 LABELS = {
     "no-retrieval": "no retrieval",
+    "no-retrieval-matched": "no retrieval, context cut as BM25's passage cuts it",
     "bm25": "BM25 top-1",
     "random": "random of BM25 top-k",
     "zero-shot": "zero-shot LM rerank",
@@ -31,7 +43,6 @@ LABELS = {
     "oracle": "bound: best of k",
     "oracle-or-none": "bound: best of k or none",
 }
-TRAINED_PREFIX = "trained-seed"
 
 
 def label(name: str, metrics: dict | None = None) -> str:
@@ -124,48 +135,88 @@ def seed_spread(metrics: dict[str, dict]) -> dict | None:
     }
 
 
-def format_table(metrics: dict[str, dict], times: dict[str, float], title: str, total_seconds: float) -> str:
-    """The one-screen table printed at the end of a demo run."""
-    rows = [(label(name, m), m["token_ppl"], m["comparison"]) for name, m in metrics.items()]
-    lines = [title, "", format_compare_table(rows)]
+def retrieving_table(comparisons: dict[str, dict], first_target: int) -> str:
+    """The retrieving windows' table: each condition's perplexity and changes with their 95% intervals."""
+    if not comparisons:
+        return "no retrieving windows"
+    width = max(len(label(n)) for n in comparisons)
+    any_row = next(iter(comparisons.values()))
+    head = f"{'condition':<{width}}  {'token ppl':>9}  {'vs BM25':>25}  {'vs no retrieval':>25}  {'vs context-matched':>25}"
+    lines = [head]
+    for name, c in comparisons.items():
+        cells = [format_change(c[k]) if k in c else "" for k in ("vs_bm25", "vs_no_retrieval", "vs_matched")]
+        lines.append(
+            f"{label(name):<{width}}  {c['token_ppl']:>9.3f}  " + "  ".join(f"{x:>25}" for x in cells)
+        )
+    change = any_row["vs_no_retrieval"]
+    lines.append(
+        f"retrieving windows only (targets from token {first_target} on): {any_row['windows']} windows, "
+        f"{any_row['scored_tokens']} tokens; CIs: paired bootstrap over {change['blocks']} blocks of consecutive windows "
+        f"({change['resamples']} resamples, seed {change['seed']}); 'tie': the interval holds 0."
+    )
+    return "\n".join(lines)
+
+
+def set_section(name: str, metrics: dict[str, dict], comparisons: dict[str, dict], first_target: int) -> str:
+    """One eval set: the whole text's table, the retrieving windows' table and the verdicts."""
+    rows = [(label(n, m), m["token_ppl"], m["comparison"]) for n, m in metrics.items()]
+    first = next(iter(metrics.values()), {})
+    lines = [
+        f"== {name}: scored {first.get('scored_tokens', 0)} of {first.get('text_tokens', 0)} tokens ==",
+        "whole text:",
+        format_compare_table(rows),
+        "",
+        retrieving_table(comparisons, first_target),
+        "verdict: " + "; ".join(verdicts(name, comparisons)),
+    ]
     spread = seed_spread(metrics)
     if spread and len(spread["seeds"]) > 1:
         lines.append(
             f"trained over seeds {','.join(spread['seeds'])}: token ppl {spread['mean']:.3f} ± {spread['sd']:.3f} "
             f"(mean ± sd; {', '.join(f'{v:.3f}' for v in spread['token_ppl'])})"
         )
-    stage_times = ", ".join(f"{k} {v:.0f}s" for k, v in times.items())
-    lines += [
-        "",
-        f"stage times: {stage_times}; all stages {sum(times.values()):.0f}s, this run {total_seconds:.0f}s "
-        "(finished stages are reused)",
-    ]
     return "\n".join(lines)
 
 
-def plot(metrics: dict[str, dict], gain_curves: dict[str, list], title: str, path: Path) -> None:
-    """Perplexity change vs no retrieval with 95% CIs per condition, and each seed's validation curve."""
-    plt = pyplot()
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8))
-    names = list(metrics)
-    changes = [100 * metrics[n]["comparison"]["vs_no_retrieval"]["change"] for n in names]
-    lows = [100 * metrics[n]["comparison"]["vs_no_retrieval"]["low"] for n in names]
-    highs = [100 * metrics[n]["comparison"]["vs_no_retrieval"]["high"] for n in names]
-    colors = [
-        "#999999" if n in UPPER_BOUNDS else "#55a868" if n.startswith(TRAINED_PREFIX) else "#4c72b0"
-        for n in names
+def dtype_line(check: dict | None) -> str:
+    """What bf16 changed against fp32 (the eval's first windows rescored in fp32), or that it was fp32."""
+    if not check:
+        return "LM dtype: fp32 (the exactness reference)"
+    parts = [
+        f"{name} {100 * c['relative_change']:+.3f}% over {c['windows']} windows" for name, c in check.items()
     ]
-    errors = [
-        [c - lo for c, lo in zip(changes, lows, strict=True)],
-        [h - c for c, h in zip(changes, highs, strict=True)],
-    ]
-    left.bar(range(len(names)), changes, yerr=errors, capsize=3, color=colors)
-    left.axhline(0.0, color="black", linewidth=0.8)
-    left.set_xticks(
-        range(len(names)), [label(n, metrics[n]) for n in names], rotation=30, ha="right", fontsize=8
+    return (
+        "LM dtype: bf16 (measured faster here); total NLL in bf16 against fp32 on the same windows: "
+        + ", ".join(parts)
     )
-    left.set_ylabel("token perplexity change vs no retrieval (%)")
-    left.set_title("Held-out text: change vs no retrieval, 95% CI (lower is better)", fontsize=9)
+
+
+def plot(sets: dict[str, dict[str, dict]], gain_curves: dict[str, list], title: str, path: Path) -> None:
+    """Per eval set, each condition's change vs no retrieval on the retrieving windows with its 95% CI; and
+    each seed's validation curve."""
+    plt = pyplot()
+    fig, axes = plt.subplots(1, len(sets) + 1, figsize=(6 * (len(sets) + 1), 4.8))
+    for ax, (name, comparisons) in zip(axes, sets.items(), strict=False):
+        names = [n for n in comparisons if n != "no-retrieval"]
+        changes = [100 * comparisons[n]["vs_no_retrieval"]["change"] for n in names]
+        lows = [100 * comparisons[n]["vs_no_retrieval"]["low"] for n in names]
+        highs = [100 * comparisons[n]["vs_no_retrieval"]["high"] for n in names]
+        colors = ["#999999" if n in UPPER_BOUNDS else "#55a868" if n.startswith(TRAINED_PREFIX) else "#4c72b0"
+                  for n in names]  # fmt: skip
+        errors = [
+            [c - lo for c, lo in zip(changes, lows, strict=True)],
+            [h - c for c, h in zip(changes, highs, strict=True)],
+        ]
+        ax.bar(range(len(names)), changes, yerr=errors, capsize=3, color=colors)
+        for i, c in enumerate(
+            changes
+        ):  # a bar of height 0 (an abstaining reranker) is still visible as a label
+            ax.annotate(f"{c:+.1f}%", (i, c), ha="center", va="bottom" if c >= 0 else "top", fontsize=7)
+        ax.axhline(0.0, color="black", linewidth=0.8)
+        ax.set_xticks(range(len(names)), [label(n) for n in names], rotation=30, ha="right", fontsize=7)
+        ax.set_ylabel("token perplexity change vs no retrieval (%)")
+        ax.set_title(f"{name}: retrieving windows, vs no retrieval, 95% CI (lower is better)", fontsize=9)
+    right = axes[-1]
     for name, curve in gain_curves.items():
         if curve:
             steps, gains = zip(*curve, strict=True)
@@ -173,61 +224,66 @@ def plot(metrics: dict[str, dict], gain_curves: dict[str, list], title: str, pat
     right.axhline(0.0, color="#4c72b0", linestyle="--", label="BM25 top-1 (0)")
     right.axhline(1.0, color="#c44e52", linestyle="--", label="best candidate (1)")
     right.set_xlabel("reranker optimizer steps")
-    right.set_ylabel("gain recovered on validation prefixes")
-    right.set_title("Validation (training books), not the held-out text", fontsize=9)
+    right.set_ylabel("gain recovered on the selection prefixes")
+    right.set_title("Checkpoint selection (training books), not the held-out text", fontsize=9)
     right.legend(loc="best", fontsize=7)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     save_figure(fig, path, dpi=110)
 
 
-def orderings(metrics: dict[str, dict]) -> dict[str, bool]:
-    """The claims a reader checks, each with its 95% interval: significant improvements only."""
+def orderings(comparisons: dict[str, dict]) -> dict[str, bool]:
+    """The claims a reader checks on one set's retrieving windows, each with its 95% interval."""
     checks = {}
-    if "bm25" in metrics:
-        checks["bm25 < no retrieval (CI)"] = metrics["bm25"]["comparison"]["vs_no_retrieval"]["high"] < 0
-    trained = [m for n, m in metrics.items() if n.startswith(TRAINED_PREFIX)]
+    if "bm25" in comparisons:
+        checks["bm25 < no retrieval (CI)"] = comparisons["bm25"]["vs_no_retrieval"]["high"] < 0
+    trained = [c for n, c in comparisons.items() if n.startswith(TRAINED_PREFIX)]
     if trained:
-        checks["trained < bm25 (CI, every seed)"] = all(
-            m["comparison"]["vs_bm25"]["high"] < 0 for m in trained
-        )
+        checks["trained < bm25 (CI, every seed)"] = all(c["vs_bm25"]["high"] < 0 for c in trained)
         checks["trained < no retrieval (CI, every seed)"] = all(
-            m["comparison"]["vs_no_retrieval"]["high"] < 0 for m in trained
+            c["vs_no_retrieval"]["high"] < 0 for c in trained
         )
     return checks
 
 
 def build_report(
     run_dir: Path,
-    results_paths: dict[str, Path],
+    results: dict[str, dict[str, Path]],
     train_dirs: dict[str, Path],
     times: dict[str, float],
     scale: DemoScale,
     texts: dict,
     total_seconds: float,
+    dtype_check: dict | None = None,
 ) -> dict:
-    """Write report.json, report.txt and report.png in `run_dir`; returns the report (with its table)."""
-    metrics = read_metrics(results_paths)
-    first = next(iter(metrics.values()), {})
-    title = (
-        f"ralm demo, {texts.get('split', 'test')} split: {texts.get('eval', '')}; scored {first.get('scored_tokens', 0)}"
-        f" of its {first.get('text_tokens', 0)} tokens"
-    )
+    """Write report.json, report.txt and report.png in `run_dir`; returns the report (with its table).
+
+    `results` maps each eval set's name to its conditions' results.json paths."""
+    sections, sets = [], {}
+    for name, paths in results.items():
+        metrics = read_metrics(paths)
+        rows = {c: read_windows(Path(p).parent) for c, p in paths.items()}
+        comparisons = retrieving_comparisons(rows, scale.max_length)
+        sets[name] = {"metrics": metrics, "retrieving": comparisons, "orderings": orderings(comparisons),
+                      "verdicts": verdicts(name, comparisons)}  # fmt: skip
+        sections.append(set_section(name, metrics, comparisons, scale.max_length))
+    title = f"ralm demo, {texts.get('split', 'test')} split"
     data = [f"{role}: {texts[role]}" for role in ("corpus", "excluded", "train", "eval") if role in texts]
-    table = format_table(metrics, times, "\n".join([title, *data]), total_seconds)
-    checks = orderings(metrics)
-    table += "\n" + "  ".join(f"{name}: {'yes' if ok else 'no'}" for name, ok in checks.items())
-    table += "".join(f"\n{line}" for line in decision_lines(train_dirs))
+    stage_times = ", ".join(f"{k} {v:.0f}s" for k, v in times.items())
+    table = "\n".join([
+        title, *data, dtype_line(dtype_check), "", *sections, "", *decision_lines(train_dirs),
+        f"stage times: {stage_times}; all stages {sum(times.values()):.0f}s, this run {total_seconds:.0f}s "
+        "(finished stages are reused)",
+    ])  # fmt: skip
     curves = {f"{name}: exported {_decision(d)}": read_gain_curve(d) for name, d in train_dirs.items()}
-    plot(metrics, curves, title, run_dir / "report.png")
+    plot({n: s["retrieving"] for n, s in sets.items()}, curves, title, run_dir / "report.png")
     report = {
-        "metrics": metrics,
-        "orderings": checks,
-        "seed_spread": seed_spread(metrics),
+        "sets": sets,
         "times": times,
         "total_seconds": total_seconds,
         "settings": {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(scale).items()},
         "texts": texts,
+        "dtype_check": dtype_check,
         "gain_curves": curves,
         "table": table,
     }
@@ -236,6 +292,6 @@ def build_report(
         ("report.txt", table + "\n"),
     ):
         write_text_atomic(run_dir / name, content)
-    if any(not math.isfinite(m["token_ppl"]) for m in metrics.values()):
+    if any(not math.isfinite(m["token_ppl"]) for s in sets.values() for m in s["metrics"].values()):
         print("[demo] warning: a perplexity is not finite; see the eval results", flush=True)
     return report

@@ -1,0 +1,105 @@
+"""What each eval set of a run says, in numbers and in words: the retrieving windows' comparisons and the verdicts.
+
+An eval set's first window scores its first ``max_length`` tokens with no passage in every condition; the
+conditions differ only in the windows after it (the *retrieving windows*). Their comparisons are computed
+here on those windows alone, from each condition's ``windows.jsonl``: the relative change of token
+perplexity with a paired block-bootstrap 95% interval (blocks of consecutive windows sized from the data,
+``ralm.statistics.dependent_blocks``, one block length per set so every row is comparable).
+
+The verdicts are the questions the two test sets ask, each answered with its interval:
+- *related* (the corpus retells the text): does BM25 help, and does the trained reranker beat BM25 and no
+  retrieval?
+- *unrelated* (it does not): does the trained reranker stay within +1% of no retrieval (the interval's upper
+  end below +1%)?
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ralm.statistics import dependent_blocks, paired_bootstrap
+
+UNRELATED_LIMIT = 0.01
+"""On unrelated text the trained reranker's change against no retrieval must have its upper end below this."""
+TRAINED_PREFIX = "trained-seed"
+
+
+def read_windows(folder: Path) -> list[dict]:
+    """A condition's ``windows.jsonl`` rows, in window order."""
+    return [json.loads(line) for line in (folder / "windows.jsonl").read_text().splitlines() if line]
+
+
+def retrieving_comparisons(
+    rows: Mapping[str, Sequence[dict]], first_target: int, *, resamples: int = 2000, seed: int = 0
+) -> dict[str, dict]:
+    """Per condition, on the windows whose targets start at `first_target` or later: token perplexity and
+    its change against no retrieval, BM25's top-1 and (when compared) the context-matched row."""
+    kept = {name: [r for r in rs if r["target_start"] >= first_target] for name, rs in rows.items()}
+    none = kept["no-retrieval"]
+    n = [r["num_targets"] for r in none]
+    nll = {name: [r["nll"] for r in rs] for name, rs in kept.items()}
+    if not n:
+        return {}
+    # One block length for the set, from the dependence of BM25's per-window effect.
+    blocks = dependent_blocks(np.subtract(nll["bm25"], nll["no-retrieval"]))
+    baselines = {"vs_no_retrieval": "no-retrieval", "vs_bm25": "bm25", "vs_matched": "no-retrieval-matched"}
+    out = {}
+    for name, values in nll.items():
+        entry = {
+            "windows": len(values),
+            "scored_tokens": sum(n),
+            "token_ppl": float(np.exp(sum(values) / sum(n))),
+        }
+        for key, base in baselines.items():
+            if base in nll:
+                change = paired_bootstrap(values, nll[base], n, blocks=blocks, resamples=resamples, seed=seed)
+                entry[key] = change.as_dict()
+        out[name] = entry
+    return out
+
+
+def is_below(change: dict | None, limit: float = 0.0) -> bool:
+    """The whole 95% interval is below `limit` (a significant decrease when `limit` is 0)."""
+    return bool(change) and change["high"] < limit
+
+
+def _words(change: dict) -> str:
+    if change["high"] < 0:
+        return "lower"
+    return "higher" if change["low"] > 0 else "a tie"
+
+
+def verdicts(set_name: str, comparisons: Mapping[str, dict]) -> list[str]:
+    """The set's verdict lines (each a claim with its interval; the intervals' formatting is the caller's)."""
+    if not comparisons:
+        return [f"{set_name}: no retrieving windows (the text is shorter than one window and a stride)"]
+    lines = []
+    bm25 = comparisons["bm25"]["vs_no_retrieval"]
+    lines.append(f"BM25 top-1 against no retrieval: {_words(bm25)} perplexity")
+    if "vs_matched" in comparisons["bm25"]:
+        content = comparisons["bm25"]["vs_matched"]
+        displaced = comparisons["no-retrieval-matched"]["vs_no_retrieval"]
+        lines.append(
+            f"BM25's passage against the context it displaced: {_words(content)} perplexity than the same window "
+            f"cut by the passage's length; the cut alone: {_words(displaced)} than the full window"
+        )
+    trained = {n: c for n, c in comparisons.items() if n.startswith(TRAINED_PREFIX)}
+    for name, c in trained.items():
+        seed = name.removeprefix(TRAINED_PREFIX)
+        if set_name == "unrelated":
+            ok = is_below(c["vs_no_retrieval"], UNRELATED_LIMIT)
+            lines.append(
+                f"trained seed {seed}: {'within' if ok else 'NOT within'} +1% of no retrieval "
+                f"(upper end {100 * c['vs_no_retrieval']['high']:+.1f}%)"
+            )
+        else:
+            both = is_below(c["vs_bm25"]) and is_below(c["vs_no_retrieval"])
+            lines.append(
+                f"trained seed {seed}: {'beats' if both else 'does NOT beat'} both BM25 ({_words(c['vs_bm25'])}) "
+                f"and no retrieval ({_words(c['vs_no_retrieval'])})"
+            )
+    return lines
