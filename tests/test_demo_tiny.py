@@ -18,7 +18,7 @@ CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "demo"
 
 # Small enough for two tiny models to run every stage in seconds.
 TINY = Overrides(
-    eval_tokens=160, train_seeds=[0], stride=16, query_tokens=16, max_length=128, max_passage_tokens=32, passage_words=30,
+    eval_tokens=224, dtype="fp32", train_seeds=[0], stride=16, query_tokens=16, max_length=128, max_passage_tokens=32, passage_words=30,
     passage_stride=15, k=2, num_prefixes=8, prefixes_per_shard=4, train_steps=2, batch_size=2, warmup_steps=0,
     encoder_max_length=96, max_prefix_tokens=24, val_fraction=0.25, val_every=1,
 )  # fmt: skip
@@ -46,11 +46,10 @@ def finished_run(tmp_path_factory, texts, tiny_lm_dir, tiny_encoder_dir):
 
 def test_demo_writes_report_commands_and_every_stage(finished_run):
     run_dir, report = finished_run
-    assert list(report["metrics"]) == [*BASELINES[:4], "bm25-above", "trained-seed0", *BASELINES[4:]]
-    for condition, m in report["metrics"].items():
-        assert m["token_ppl"] > 1.0, condition
+    metrics = report["sets"]["eval"]["metrics"]
+    assert list(metrics) == [*BASELINES[:5], "bm25-above", "trained-seed0", *BASELINES[5:]]
     # All conditions scored the same held-out tokens.
-    assert len({m["scored_tokens"] for m in report["metrics"].values()}) == 1
+    assert len({m["scored_tokens"] for m in metrics.values()}) == 1
     for name in ("report.txt", "report.json", "report.png", "commands.sh", "stages.json"):
         assert (run_dir / name).is_file(), name
     table = (run_dir / "report.txt").read_text()
@@ -67,7 +66,7 @@ def test_demo_writes_report_commands_and_every_stage(finished_run):
         line for line in (run_dir / "commands.sh").read_text().splitlines() if line.startswith("ralm ")
     ]
     assert [shlex.split(c)[1] for c in commands] == ["index", "data-gen", "train", "eval"]
-    assert "--compare" in shlex.split(commands[-1])  # one table serves all five conditions
+    assert "--compare" in shlex.split(commands[-1])  # one table serves every condition
     # passage_stride reaches the index: a document's second passage starts 15 words into its first.
     first_doc = []
     for line in next(run_dir.glob("index-*.passages.jsonl")).read_text().splitlines():
@@ -81,13 +80,17 @@ def test_demo_writes_report_commands_and_every_stage(finished_run):
     assert set(stages) == {"index", "data-gen", "train", "eval"}
     # The oracle picks the best candidate by the true targets, so no retrieval-based condition beats it
     # on the same windows and candidates.
-    ppl = {c: m["token_ppl"] for c, m in report["metrics"].items()}
+    ppl = {c: m["token_ppl"] for c, m in metrics.items()}
     assert ppl["oracle"] <= min(ppl["bm25"], ppl["trained-seed0"], ppl["zero-shot"], ppl["random"]) * (
         1 + 1e-4
     )
     assert ppl["oracle-or-none"] <= min(ppl.values()) * (1 + 1e-4)  # no passage is one of its options
-    # What was scored is said: the first 160 of the held-out text's tokens.
-    assert report["metrics"]["bm25"]["text_tokens"] > 160 and "scored 159 of its" in table
+    # What was scored is said: the first 224 of the held-out text's tokens.
+    assert metrics["bm25"]["text_tokens"] > 224 and "scored 223 of" in table
+    # The retrieving windows' table: targets from max_length (128) on, 6 windows of 16 tokens.
+    retrieving = report["sets"]["eval"]["retrieving"]
+    assert {c["scored_tokens"] for c in retrieving.values()} == {224 - 128}
+    assert "retrieving windows only (targets from token 128 on): 6 windows" in table
 
 
 def test_second_run_reuses_finished_stages_and_redoes_a_missing_one(
@@ -102,13 +105,9 @@ def test_second_run_reuses_finished_stages_and_redoes_a_missing_one(
     )  # fmt: skip
     stages = json.loads((run_dir / "stages.json").read_text())
     assert [k for k, v in stages.items() if not v.get("reused")] == ["eval"]
-    assert second["metrics"]["trained-seed0"]["token_ppl"] == pytest.approx(
-        first["metrics"]["trained-seed0"]["token_ppl"]
-    )
-    for condition in first["metrics"]:  # the rerun rescored the same table
-        assert second["metrics"][condition]["token_ppl"] == pytest.approx(
-            first["metrics"][condition]["token_ppl"]
-        )
+    before, after = first["sets"]["eval"]["metrics"], second["sets"]["eval"]["metrics"]
+    for condition in before:  # the rerun rescored the same table
+        assert after[condition]["token_ppl"] == pytest.approx(before[condition]["token_ppl"])
 
 
 def test_own_corpus_needs_eval_text(texts):
@@ -125,8 +124,8 @@ def test_missing_offline_lm_is_an_error_not_a_fallback(monkeypatch, tmp_path):
 
 
 def test_unknown_heldout_book_is_refused_before_fetching(tmp_path):
-    with pytest.raises(RalmInputError, match="--test-books"):
-        demo(quick=True, output=str(tmp_path / "run"), scale=Overrides(test_books=["Hezekiah"]))
+    with pytest.raises(RalmInputError, match="--related-books"):
+        demo(quick=True, output=str(tmp_path / "run"), scale=Overrides(related_books=["Hezekiah"]))
     assert not (tmp_path / "run").exists()
 
 
@@ -151,16 +150,18 @@ def _condition(high_vs_bm25: float, high_vs_none: float) -> dict:
 def test_orderings_need_the_whole_interval_below_zero():
     assert relative_change(6.0, 8.0) == pytest.approx(-25.0)
     metrics = {
-        "bm25": _condition(0.0, -0.02),
-        "trained-seed0": _condition(-0.01, -0.05),
-        "trained-seed1": _condition(-0.003, -0.04),
+        "bm25": _condition(0.0, -0.02)["comparison"],
+        "trained-seed0": _condition(-0.01, -0.05)["comparison"],
+        "trained-seed1": _condition(-0.003, -0.04)["comparison"],
     }
     assert orderings(metrics) == {
         "bm25 < no retrieval (CI)": True,
         "trained < bm25 (CI, every seed)": True,
         "trained < no retrieval (CI, every seed)": True,
     }
-    metrics["trained-seed1"] = _condition(0.001, -0.04)  # one seed's interval reaches above zero: a tie
+    metrics["trained-seed1"] = _condition(0.001, -0.04)[
+        "comparison"
+    ]  # one seed's interval reaches above 0: a tie
     assert orderings(metrics)["trained < bm25 (CI, every seed)"] is False
 
 
@@ -180,17 +181,20 @@ def test_bible_demo_keeps_dev_and_test_books_out_of_corpus_and_training(
     monkeypatch.setattr(corpora, "bible_books", lambda name, **_: [dict(b) for b in books])
     run_dir = tmp_path / "bible"
     scale = Overrides(
-        **{**TINY.__dict__, "dev_books": ["Mark"], "test_books": ["Jonah"], "eval_tokens": None}
-    )
+        **{**TINY.__dict__, "dev_books": ["Mark"], "related_books": ["Judg"], "unrelated_books": ["Jonah"],
+           "eval_tokens": None}
+    )  # fmt: skip
     report = demo(
         quick=True, output=str(run_dir), lm=str(tiny_lm_dir), encoder=str(tiny_encoder_dir), scale=scale
     )
 
     passages = next(run_dir.glob("index-*.passages.jsonl"))
     doc_ids = {json.loads(line)["doc_id"] for line in passages.read_text().splitlines()}
-    assert doc_ids == set(ids) - {"Mark", "Jonah"}
+    assert doc_ids == set(ids) - {"Mark", "Judg", "Jonah"}
     excluded = json.loads(Path(f"{passages}.excluded.json").read_text())
-    assert sorted(excluded["excluded_ids"]) == ["Jonah", "Mark"] and excluded["unmatched_exclude"] == []
+    assert (
+        sorted(excluded["excluded_ids"]) == ["Jonah", "Judg", "Mark"] and excluded["unmatched_exclude"] == []
+    )
     train_ids = {
         json.loads(line)["id"]
         for line in (run_dir / "data" / "web_train_books.jsonl").read_text().splitlines()
@@ -198,10 +202,14 @@ def test_bible_demo_keeps_dev_and_test_books_out_of_corpus_and_training(
     assert train_ids == set(doc_ids)
     data_meta = json.loads(next(run_dir.glob("rerank-data-*/ralm_data_gen.json")).read_text())
     assert data_meta["summary"]["candidates_copying_target"] == 0  # own book's copy excluded by its id
-    assert all(m["comparison"]["copy_windows"] == 0 for m in report["metrics"].values())
-    assert report["texts"]["split"] == "test" and "Jonah" in report["texts"]["eval"]
-    # The whole test book is scored when eval_tokens is unset.
-    assert report["metrics"]["bm25"]["scored_tokens"] == report["metrics"]["bm25"]["text_tokens"] - 1
+    assert set(report["sets"]) == {"related", "unrelated"}
+    for name, book in (("related", "Judg"), ("unrelated", "Jonah")):
+        metrics = report["sets"][name]["metrics"]
+        assert all(m["comparison"]["copy_windows"] == 0 for m in metrics.values())
+        assert f"{name}: World English Bible {book}" in report["texts"]["eval"]
+        # The whole test book is scored when eval_tokens is unset.
+        assert metrics["bm25"]["scored_tokens"] == metrics["bm25"]["text_tokens"] - 1
+    assert report["texts"]["split"] == "test"
 
 
 def test_own_data_exclusion_by_pattern_is_counted(texts, tiny_lm_dir, tiny_encoder_dir, tmp_path):
@@ -237,7 +245,8 @@ def test_an_edited_input_file_forces_its_stages_to_rerun(
     stages = json.loads((tmp_path / "run" / "stages.json").read_text())
     assert [k for k, v in stages.items() if not v["reused"]] == ["eval"]
     assert "eval: its inputs or settings changed since the last run" in capsys.readouterr().out
-    assert second["metrics"]["no-retrieval"]["token_ppl"] != first["metrics"]["no-retrieval"]["token_ppl"]
+    assert (second["sets"]["eval"]["metrics"]["no-retrieval"]["token_ppl"]
+            != first["sets"]["eval"]["metrics"]["no-retrieval"]["token_ppl"])  # fmt: skip
 
 
 def test_a_malformed_eval_line_stops_the_run_before_any_work(texts, tiny_lm_dir, tiny_encoder_dir, tmp_path):
@@ -259,7 +268,7 @@ def test_an_eval_text_too_short_for_one_retrieving_window_stops_before_any_work(
     short = tmp_path / "short.jsonl"
     short.write_text('{"id": "s", "text": "Only a handful of words here."}\n')
     run_dir = tmp_path / "run"
-    need = TINY.query_tokens + TINY.stride
+    need = (TINY.max_length + TINY.stride) * 2 // 3  # the first window (no passage) and one retrieving window
     with pytest.raises(RalmInputError, match=rf"{short}: 6 words; at least {need} are needed"):
         demo(
             quick=True, output=str(run_dir), corpus=str(texts["corpus"]), eval_text=str(short),
