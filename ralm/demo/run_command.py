@@ -4,8 +4,10 @@
              [--exclude '[re:held-out-.*]'] [--lm gpt2] [--encoder roberta-base] [--quick] [--output DIR]
 
 Index -> data-gen -> train (with abstention and the BM25 prior, one reranker per seed) -> one
-`ralm eval ppl --compare` table on the eval text: no retrieval, BM25 top-1, random, zero-shot, the trained
-rerankers and both bounds, each with paired bootstrap CIs and copy rates; `report.txt`, `report.png` and
+`ralm eval ppl --compare` table on the eval text: no retrieval (also with the context cut as BM25's passage
+cuts it), BM25 top-1, random, zero-shot, the trained rerankers and both bounds, each with paired bootstrap
+CIs and copy rates, and the same on the retrieving windows alone. The window keeps the paper's proportions
+(a 128-token passage in a 1,024-token input by default; at most a quarter is enforced); `report.txt`, `report.png` and
 `commands.sh` in the run folder. Every input is read before any work; stages are reused only when their
 inputs' contents and settings are unchanged. `ralm demo` is this command with the offline Bible (or
 `--domain python-docs`) as data.
