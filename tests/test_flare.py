@@ -16,7 +16,7 @@ from ralm.errors import RalmInputError
 from ralm.eval.qa.data import QAExample
 from ralm.eval.qa.flare import FlareRunner, run_batched
 from ralm.eval.qa.flare_config import FlareConfig
-from ralm.eval.qa.lookahead import first_sentence_length, masked_query, sentence_end
+from ralm.eval.qa.lookahead import first_sentence_length, sentence_end
 from ralm.eval.qa.retrieval import PassageSource
 
 SENT1 = [("the", 0.95), ("capital", 0.9), ("is", 0.85), ("paris", 0.3), (".", 0.99)]
@@ -45,10 +45,6 @@ def test_sentence_end_and_first_sentence():
     assert first_sentence_length(decode, [0, 1]) == 2
 
 
-def test_masked_query_keeps_tokens_at_or_above_beta():
-    assert masked_query([1, 2, 3, 4], [0.9, 0.39, 0.4, 0.1], beta=0.4) == [1, 3]
-
-
 @pytest.mark.parametrize(("theta", "fires"), [(0.29, False), (0.31, True), (0.84, True)])
 def test_retrieval_fires_exactly_when_a_token_is_below_theta(theta, fires):
     out, retriever, _ = run(SENT1, theta=theta)
@@ -73,7 +69,7 @@ def test_fully_masked_query_retrieves_nothing_and_keeps_the_lookahead():
     unsure = [(w, 0.3) for w, _ in SENT1]
     out, retriever, _ = run(unsure, theta=0.8, beta=0.4)
     [step] = [s for s in out["trace"] if "text" in s]
-    assert step["query"] == "" and step["retrieved"] is False
+    assert step["query"] == "" and step["searches"] == 0 and step["retrieved"] is False
     assert retriever.queries == ["where is the capital ?"] and out["lm_calls"] == 1
 
 
@@ -108,25 +104,55 @@ def test_confident_lookahead_is_kept_without_a_second_call():
     assert kept["tokens_reused"] > 0
 
 
+def counts(out: dict) -> dict:
+    """Each step's searches and whether a search's passages reached its prompt; the example's totals."""
+    steps = [s for s in out["trace"] if "text" in s]
+    return {
+        "searches": [s["searches"] for s in steps], "retrieved": [s["retrieved"] for s in steps],
+        "totals": (out["steps"], out["searches"], out["search_steps"], out["retrieval_steps"]),
+    }  # fmt: skip
+
+
 def test_window_baseline_queries_with_the_previous_window():
     out, retriever, _ = run(SENT1 + SENT2, method="window", window_tokens=3)
     assert retriever.queries == ["where is the capital ?", "the capital is", "paris . france", "has wine !"]
     assert out["generation"] == "the capital is paris . france has wine !"
     assert out["lm_calls"] == 4  # the fourth window finds EOS at once
+    # Windows 2-4 are generated with the previous window's passages: three retrieving steps of four, after
+    # four searches (the input's, which serves window 1 as it serves every method, and three more).
+    assert counts(out) == {
+        "searches": [1, 1, 1, 0], "retrieved": [False, True, True, True], "totals": (4, 4, 3, 3)
+    }  # fmt: skip
 
 
 def test_sentence_baseline_queries_with_the_previous_sentence():
     out, retriever, _ = run(SENT1 + SENT2, method="sentence")
     assert retriever.queries == ["where is the capital ?", "the capital is paris ."]
     assert out["generation"] == "the capital is paris . france has wine !"
+    # The second sentence is generated with the first one's passages: it retrieved.
+    assert counts(out) == {"searches": [1, 0], "retrieved": [False, True], "totals": (2, 2, 1, 1)}
+
+
+def test_a_search_that_finds_nothing_is_a_search_not_a_retrieving_step():
+    """FLARE sends the unsure sentence's query; no passage comes back, so no passage reaches the prompt."""
+
+    class EmptyRetriever(RecordingRetriever):
+        def search(self, queries, k, threads=1):
+            super().search(queries, k, threads)
+            return [[] for _ in queries]
+
+    lm = chain_lm(SENT1, extra_words=EXAMPLE.question.split())
+    out = FlareRunner(lm, FlareConfig(theta=0.8), PassageSource(EmptyRetriever())).answer(EXAMPLE)
+    assert counts(out) == {"searches": [1], "retrieved": [False], "totals": (1, 2, 1, 0)}
 
 
 def test_single_and_no_retrieval_make_one_call():
     single, retriever, _ = run(SENT1 + SENT2, method="single")
     assert retriever.queries == ["where is the capital ?"] and single["lm_calls"] == 1
+    assert counts(single)["totals"] == (1, 1, 0, 0)  # the input's search only: no retrieving step
     lm = chain_lm(SENT1 + SENT2, extra_words=EXAMPLE.question.split())
     none = FlareRunner(lm, FlareConfig(method="no-retrieval")).answer(EXAMPLE)
-    assert none["retrievals"] == 0 and none["generation"] == single["generation"]
+    assert none["searches"] == 0 and none["generation"] == single["generation"]
     batched = run_batched(
         FlareRunner(lm, FlareConfig(method="no-retrieval")), [EXAMPLE, EXAMPLE], batch_size=2
     )
@@ -153,28 +179,6 @@ def test_stop_pattern_and_token_budget_end_the_answer():
 def test_bad_settings_are_input_errors(settings, message):
     with pytest.raises(RalmInputError, match=re.escape(message)):  # when built, not only when checked
         FlareConfig(**settings)
-
-
-def test_low_confidence_spans_are_the_maximal_runs_below_beta():
-    from ralm.eval.qa.lookahead import low_confidence_spans
-
-    probs = [0.9, 0.3, 0.2, 0.8, 0.1, 0.95]
-    assert low_confidence_spans([1, 2, 3, 4, 5, 6], probs, beta=0.4) == [[2, 3], [5]]
-    assert low_confidence_spans([1, 2], [0.9, 0.9], beta=0.4) == []
-
-
-def test_explicit_queries_ask_one_question_per_unsure_span_and_retrieve_with_them():
-    """FLARE §3.2.2 with the bigram LM: after any prompt ending in ':' it writes the chain, so the question
-    it 'asks' is the chain's text; two unsure words make two questions, each sent to the retriever."""
-    chain = [("the", 0.3), ("capital", 0.9), ("is", 0.2), ("paris", 0.9), (".", 0.99)]
-    out, retriever, _ = run(chain, theta=0.8, beta=0.4, query="explicit", docs=2)
-    [step] = [s for s in out["trace"] if "text" in s]
-    assert step["spans"] == ["the", "is"] and step["retrieved"] is True
-    assert step["questions"] == ["the capital is paris ."] * 2
-    assert retriever.queries == ["where is the capital ?", "the capital is paris .", "the capital is paris ."]
-    # Look-ahead, two questions, the regenerated sentence: four LM generations.
-    assert out["lm_calls"] == 4 and out["generation"] == "the capital is paris ."
-    assert step["passages"] == ["q1-0", "q2-0"]  # round-robin: each question's best passage
 
 
 CONFIDENT2 = [(w, 0.9) for w, _ in SENT2]

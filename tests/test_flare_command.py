@@ -23,7 +23,7 @@ def read_predictions(folder):
 
 
 @pytest.mark.parametrize("method", ["flare", "single", "window", "sentence", "no-retrieval"])
-def test_each_method_writes_traces_and_results(tmp_path, corpus, tiny_lm_dir, method):
+def test_each_method_writes_traces_and_results(tmp_path, corpus, tiny_lm_dir, method, capsys):
     out = tmp_path / method
     index = [] if method == "no-retrieval" else ["--index", str(corpus["index"])]
     ralm_main(["eval", "flare", "--data", str(corpus["questions"]), "--output", str(out), "--lm", str(tiny_lm_dir),
@@ -40,6 +40,8 @@ def test_each_method_writes_traces_and_results(tmp_path, corpus, tiny_lm_dir, me
         "precision",
         "recall",
         "retrieval_rate",
+        "search_rate",
+        "searches_per_example",
         "lm_calls_per_example",
         "seconds_per_example",
     ):
@@ -55,10 +57,18 @@ def test_each_method_writes_traces_and_results(tmp_path, corpus, tiny_lm_dir, me
         if method != "no-retrieval":
             assert record["trace"][0]["step"] == "input" and len(record["trace"][0]["passages"]) == 2
         if method == "flare":
-            assert all("retrieved" in s and "min_prob" in s for s in steps if s["text"])
-    if method == "flare":
-        rate = sum(r["retrieval_steps"] for r in records) / sum(r["steps"] for r in records)
-        assert results["metrics"]["retrieval_rate"] == pytest.approx(rate)
+            assert all("min_prob" in s for s in steps if s["text"])
+        # Every method's steps say what they sent and whether a search's passages reached their prompt.
+        assert record["retrieval_steps"] == sum(s["retrieved"] for s in steps)
+        assert record["search_steps"] == sum(s["searches"] > 0 for s in steps)
+        assert all(s["passages"] for s in steps if s["retrieved"])
+    total = sum(r["steps"] for r in records)
+    for rate, count in (("retrieval_rate", "retrieval_steps"), ("search_rate", "search_steps")):
+        assert results["metrics"][rate] == pytest.approx(sum(r[count] for r in records) / total)
+    if method in ("window", "sentence"):  # each piece but the last searches for the next
+        assert all(r["search_steps"] == r["searches"] - 1 == r["steps"] - 1 for r in records)
+    summary = capsys.readouterr().out
+    assert f"searched at {results['metrics']['search_rate']:.2f} of steps" in summary
 
 
 def test_flare_resumes_and_exemplars_are_used(tmp_path, corpus, tiny_lm_dir):
@@ -98,18 +108,24 @@ def test_bad_options_fail_before_loading(tmp_path, corpus, capsys):
 
 
 def test_theta_sweep_runs_each_point_and_both_references(tmp_path, corpus, tiny_lm_dir):
-    """theta=0 never retrieves after the input and theta=1 retrieves at every sentence (full queries, and a
-    random LM's tokens are never certain); each row is its own run's results; the plot is written."""
+    """theta=0 never searches after the input and theta=1 searches at every sentence (full queries); a
+    random LM's sentences ("::::") match no passage, so its retrieval rate counts only the steps whose
+    prompt got one; each row is its own run's results; the plot is written."""
     config = FlareConfig(max_new_tokens=16, lookahead_tokens=8, query="full")
     out = tmp_path / "sweep"
     summary = eval_flare(data=str(corpus["questions"]), output=str(out), lm=str(tiny_lm_dir),
                          index=str(corpus["index"]), flare=config, device="cpu", limit=3,
                          sweep="theta=0,1")  # fmt: skip
-    rates = [p["retrieval_rate"] for p in summary["points"]]
-    assert [p["run"] for p in summary["points"]] == ["theta=0", "theta=1"] and rates == [0.0, 1.0]
+    searched = [p["search_rate"] for p in summary["points"]]
+    assert [p["run"] for p in summary["points"]] == ["theta=0", "theta=1"] and searched == [0.0, 1.0]
     for row in summary["points"] + summary["references"]:
         results = json.loads((out / row["run"] / "results.json").read_text())
         assert row["em"] == results["metrics"]["em"] and row["examples"] == 3
+        steps = [s for r in read_predictions(out / row["run"]) for s in r["trace"] if "text" in s]
+        shown = (
+            sum(bool(s["passages"]) and s["searches"] > 0 for s in steps) if row["run"] == "theta=1" else 0
+        )
+        assert row["retrieval_rate"] == pytest.approx(shown / len(steps))
     assert [r["run"] for r in summary["references"]] == ["single", "no-retrieval"]
     assert json.loads((out / "sweep.json").read_text()) == summary and (out / "sweep.png").stat().st_size > 0
 

@@ -126,3 +126,28 @@ def test_flare_reranks_against_the_query_it_issues(tmp_path, tiny_encoder_dir):
     out = FlareRunner(lm, FlareConfig(theta=0.8, docs=2), source).answer(example)
     issued = [step["query"] for step in out["trace"] if "query" in step]
     assert issued == ["where is the capital ?", "the capital is ."] and judged == issued
+
+
+def test_a_search_whose_passages_a_no_retrieval_export_declines_is_not_a_retrieving_step(
+    tmp_path, tiny_encoder_dir
+):
+    """An export whose validation decided no retrieval shows no passage: FLARE's unsure sentence still
+    sends its query (a search), but nothing reaches the prompt, so the step is not a retrieving one."""
+    from flare_fixtures import RecordingRetriever, chain_lm
+
+    from ralm.eval.qa.data import QAExample
+    from ralm.eval.qa.flare import FlareRunner
+    from ralm.eval.qa.flare_config import FlareConfig
+    from ralm.rerank.inference import RERANKER_FILE
+
+    folder = export_tiny_reranker(tmp_path / "r", tiny_encoder_dir, abstain=True)
+    info = json.loads((folder / RERANKER_FILE).read_text())
+    (folder / RERANKER_FILE).write_text(json.dumps({**info, "decision": "no-retrieval"}))
+    example = QAExample("x", "where is the capital ?", ["paris"])
+    chain = [("the", 0.95), ("capital", 0.9), ("is", 0.85), ("paris", 0.3), (".", 0.99)]
+    lm = chain_lm(chain, extra_words=example.question.split())
+    source = PassageSource(RecordingRetriever(), rerank=str(folder))
+    out = FlareRunner(lm, FlareConfig(theta=0.8, docs=2), source).answer(example)
+    [step] = [s for s in out["trace"] if "text" in s]
+    assert step["searches"] == 1 and step["passages"] == [] and step["retrieved"] is False
+    assert (out["searches"], out["search_steps"], out["retrieval_steps"]) == (2, 1, 0)

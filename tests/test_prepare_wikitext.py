@@ -4,6 +4,8 @@ structure (a leading blank row, " = Title = " headings, " = = Section = = " head
 from __future__ import annotations
 
 import json
+import unicodedata
+from pathlib import Path
 
 import pytest
 
@@ -91,3 +93,75 @@ def test_titles_are_spelled_as_wikipedia_and_the_dpr_passages_spell_them():
     assert article_title(" = Edson 's Ridge = \n") == "Edson's Ridge"
     assert article_title(" = 2 @,@ 000 Guineas Stakes = \n") == "2,000 Guineas Stakes"
     assert article_title(" = = History = = \n") is None
+
+
+EVAL_TITLES = Path(__file__).parent / "data" / "wikitext103_eval_titles.tsv"
+
+
+def eval_title_rows() -> list[tuple[str, str, str]]:
+    """(split, WikiText heading, the authors' Wikipedia spelling) of the 120 evaluation articles
+    (provenance in the file's header)."""
+    lines = EVAL_TITLES.read_text(encoding="utf-8").splitlines()
+    return [tuple(line.split("\t")) for line in lines if line and not line.startswith("#")]
+
+
+def test_every_evaluation_heading_maps_to_the_authors_wikipedia_spelling():
+    """Each of WikiText-103's 120 validation and test headings, as ralm reads it (and in Unicode NFD, the
+    other form the authors' list carries), becomes the title the RALM authors exclude from the DPR index."""
+    from ralm.corpora.wikitext import article_title
+
+    rows = eval_title_rows()
+    assert [split for split, _, _ in rows] == ["valid"] * 60 + ["test"] * 60
+    wrong = {
+        heading: article_title(f" = {form} = \n")
+        for _, heading, title in rows
+        for form in (heading, unicodedata.normalize("NFD", heading))
+        if article_title(f" = {form} = \n") != title
+    }
+    assert wrong == {}
+
+
+def test_eval_titles_txt_lists_the_authors_spelling_of_every_evaluation_article(tmp_path):
+    """`ralm prepare wikitext103` on validation and test splits with the 120 real headings: eval_titles.txt
+    (the --exclude-file of the DPR index) holds exactly the authors' titles, in order."""
+    from datasets import Dataset, DatasetDict, Features, Value
+
+    rows = eval_title_rows()
+    splits = {"train": ["", " = Some article = \n", "", " Text . \n"]}
+    for name, split in (("validation", "valid"), ("test", "test")):
+        headings = [heading for where, heading, _ in rows if where == split]
+        splits[name] = [""] + [row for h in headings for row in (f" = {h} = \n", "", " Body . \n")]
+    features = Features({"text": Value("string")})
+    data = DatasetDict({s: Dataset.from_dict({"text": r}, features=features) for s, r in splits.items()})
+    data.save_to_disk(str(tmp_path / "saved"))
+    prepare_wikitext103(tmp_path / "out", source=str(tmp_path / "saved"))
+    titles = (tmp_path / "out" / "eval_titles.txt").read_text(encoding="utf-8").splitlines()
+    assert titles == [title for _, _, title in rows]
+
+
+def test_spaced_quotes_dashes_and_clitics_are_joined():
+    from ralm.corpora.wikitext import detokenize_title
+
+    assert detokenize_title('" Weird Al " Yankovic') == '"Weird Al" Yankovic'
+    assert detokenize_title("Brown – Forman") == "Brown–Forman"
+    assert detokenize_title("You 've Got Mail and I 'm Here") == "You've Got Mail and I'm Here"
+
+
+def test_the_dpr_index_skips_an_evaluation_title_in_either_unicode_form(monkeypatch):
+    """eval_titles.txt is NFC; a DPR passage titled in NFD (the other form the authors list) is skipped
+    too. Lucene is replaced by its hits: the exclusion rule itself runs as it does on a real index."""
+    from types import SimpleNamespace
+
+    from ralm.retrieval import prebuilt
+
+    monkeypatch.setattr(prebuilt, "open_searcher", lambda name: SimpleNamespace(set_bm25=lambda k1, b: None))
+    retriever = prebuilt.PrebuiltRetriever(
+        "idx", {"prebuilt": "x", "excluded_titles": ["Battle of Dürenstein"]}
+    )
+
+    def hit(docid: str, title: str):
+        return SimpleNamespace(docid=docid, score=1.0, raw=json.dumps({"contents": f'"{title}"\nText.'}))
+
+    hits = [hit("1", unicodedata.normalize("NFD", "Battle of Dürenstein")), hit("2", "Battle of Austerlitz")]
+    allowed, skipped = retriever._allowed(hits, k=2)
+    assert [h.id for h in allowed] == ["2"] and skipped == 1

@@ -71,7 +71,8 @@ def test_flare_is_at_least_no_retrieval(setup):
 
 
 def test_explicit_queries_on_real_weights_ask_questions_about_unsure_spans(setup):
-    """FLARE §3.2.2 with SmolLM2: every retrieving step sent the LM's own questions, one per unsure span."""
+    """FLARE §3.2.2 with SmolLM2: every unsure step asked one question per term of unsure tokens (or, with
+    no term, searched with the sentence); replies without "?" were dropped."""
     lm, source, examples = setup
     # beta = theta: every token that makes a sentence unsure is in a span (at beta 0.4 SmolLM2's unsure
     # sentences here had no token that low, and the implicit query stood in for every one).
@@ -79,19 +80,22 @@ def test_explicit_queries_on_real_weights_ask_questions_about_unsure_spans(setup
                          lookahead_tokens=16, stop="\n")  # fmt: skip
     runner = FlareRunner(lm, config, source, SHOTS)
     outs = [runner.answer(ex) for ex in examples[:6]]
-    steps = [s for o in outs for s in o["trace"] if "spans" in s]
+    steps = [s for o in outs for s in o["trace"] if "terms" in s]
     assert steps, "no sentence was unsure: the explicit path never ran"
     for step in steps:
-        assert len(step["questions"]) <= len(step["spans"])
-        # Without a span below beta (only theta crossed) or a question, the implicit query stands in.
-        assert bool(step["questions"]) or step["fallback"] == "masked"
-    asked = [q for s in steps for q in s["questions"]]
-    with_spans = [s for s in steps if s["spans"]]
+        if not step["terms"]:  # no term at or below beta (only theta crossed): the sentence is the query
+            assert step["fallback"] == "sentence" and step["searches"] == 1
+            continue
+        assert len(step["questions"]) + step["dropped"] == len(step["terms"])
+        assert step["searches"] == len([q for q in step["questions"] if q.strip()])
+    asked = [q for s in steps for q in s.get("questions", [])]
+    with_terms = [s for s in steps if s["terms"]]
     print(
-        f"{len(steps)} unsure steps, {len(with_spans)} with spans below beta, {len(asked)} questions: {asked[:3]}"
+        f"{len(steps)} unsure steps, {len(with_terms)} with terms at or below beta, {len(asked)} questions: "
+        f"{asked[:3]}, {sum(s.get('dropped', 0) for s in steps)} replies dropped (no '?')"
     )
-    assert with_spans and asked, "spans below beta but the LM asked no question about any of them"
-    assert all(q.strip() for q in asked)
+    assert with_terms and asked, "terms at or below beta but the LM asked no question about any of them"
+    assert all(q.endswith("?") for q in asked)
 
 
 def test_the_quiz_qa_set_splits_every_question_once_without_the_exemplars():

@@ -11,7 +11,9 @@ the corpus In-Context RALM retrieves from; Pyserini downloads it once (9 GB) int
 Hits are what the authors' retriever hands the LM: the stored ``contents`` as is (``"Title"\\ntext``, the
 quotes included, where ralm's own passages are ``Title\\ntext``). Its first line with one pair of quotes
 stripped is the title: compared with the excluded titles as the authors do (the evaluation articles must
-not be retrieved), and the hit's ``doc_id``. Excluded hits are skipped, searching deeper until ``k``
+not be retrieved), both in Unicode NFC (the authors list both spellings of titles whose NFC and NFD forms
+differ, e.g. "Éva Gauthier"; ralm catches either whichever the list or the corpus uses), and the hit's
+``doc_id``. Excluded hits are skipped, searching deeper until ``k``
 allowed hits are found, and counted in ``excluded_hits``.
 """
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import unicodedata
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -35,6 +38,11 @@ def dpr_title(contents: str) -> str:
     """The title of a wikipedia-dpr passage: its first line, one pair of surrounding quotes removed."""
     title = contents.split("\n", 1)[0]
     return title[1:-1] if len(title) >= 2 and title.startswith('"') and title.endswith('"') else title
+
+
+def title_key(title: str) -> str:
+    """The form in which titles are compared with the excluded ones: Unicode NFC."""
+    return unicodedata.normalize("NFC", title)
 
 
 def stored_raw(result) -> str:
@@ -141,7 +149,7 @@ class PrebuiltRetriever:
         self.searcher = open_searcher(meta["prebuilt"])
         bm25 = meta.get("bm25", {})
         self.searcher.set_bm25(float(bm25.get("k1", 0.9)), float(bm25.get("b", 0.4)))
-        self.excluded = set(meta.get("excluded_titles", []))
+        self.excluded = {title_key(t) for t in meta.get("excluded_titles", [])}
         self.excluded_hits = 0
         """Hits skipped because their title is excluded, over every search so far."""
 
@@ -151,7 +159,7 @@ class PrebuiltRetriever:
         for result in raw:
             contents = json.loads(stored_raw(result))["contents"]
             title = dpr_title(contents)
-            if title in self.excluded:
+            if title_key(title) in self.excluded:
                 skipped += 1
                 continue
             hits.append(

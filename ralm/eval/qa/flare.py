@@ -6,11 +6,17 @@ Methods (``FlareConfig.method``):
 - ``window``: retrieve with the question, then every ``window_tokens`` generated tokens with that window.
 - ``sentence``: retrieve with the question, then after each sentence with that sentence.
 - ``flare``: retrieve with the question; then repeatedly generate a look-ahead of up to ``lookahead_tokens``
-  with the current passages, cut it at its first sentence end; if every token's probability is >= theta the
-  sentence is kept as it is (greedy decoding would regenerate it unchanged); otherwise retrieve with the
-  sentence (``masked``: tokens with probability < beta removed; ``full``: all of it; ``explicit``: the LM
-  asks one question per span of tokens below beta, §3.2, and each question retrieves), replace the
-  passages and regenerate the sentence with them.
+  with the current passages, cut it at its first sentence end; unless a token's probability is <= theta
+  (``ralm.eval.qa.lookahead.is_unsure``) the sentence is kept as it is (greedy decoding would regenerate it
+  unchanged); otherwise retrieve with the sentence (``masked``: tokens with probability <= beta replaced by
+  a space; ``full``: all of it; ``explicit``: the LM asks one question per term of unsure tokens, §3.2,
+  ``ralm.eval.qa.explicit``, and each question retrieves), replace the passages and regenerate the
+  sentence with them.
+
+Counts (per example, and in the trace per step): a step (a sentence, a window, or the whole answer) is
+*retrieving* when passages from a search made during generation (not the input's) reached its prompt;
+``searches`` counts every query sent, the input's included. A search whose passages are all declined (a
+reranker whose export decided no retrieval) or cut to fit is a search, not a retrieving step.
 
 The authors' options (their config keys, ``configs/2wikihop_flare_config.json``) are options here:
 ``use_full_input_as_query`` (the first query is the whole input, not its last ``max_query_tokens``),
@@ -20,7 +26,7 @@ first look-ahead is generated without passages, as FlashRAG's FLARE does) and ``
 look-ahead is generated without the previous passages). As in their code (``ctx_increase="replace"``)
 new passages replace the old ones. The answer is generated as token
 ids appended to the prompt's ids, so every step's prompt extends the previous one and the generator's KV
-cache serves it. A masked query left empty (every token below beta) retrieves nothing, as in the
+cache serves it. A masked query left empty (every token at or below beta) retrieves nothing, as in the
 authors' code, so the look-ahead is kept. Sentence ends and queries: ``ralm.eval.qa.lookahead``; settings:
 ``ralm.eval.qa.flare_config``.
 """
@@ -34,19 +40,11 @@ from typing import Any
 
 from ralm.errors import RalmInputError
 from ralm.eval.qa.data import QAExample
+from ralm.eval.qa.explicit import QUESTION_TOKENS, question_prompt, question_terms, reply_question
 from ralm.eval.qa.flare_config import FlareConfig
-from ralm.eval.qa.lookahead import first_sentence_length, low_confidence_spans, masked_query, sentence_end
+from ralm.eval.qa.lookahead import first_sentence_length, is_unsure, masked_query, sentence_end
 from ralm.eval.qa.prompts import PassageFitter, PromptPassage, flare_prompt
 from ralm.lm.generation import Generation, Generator, generate_batch
-
-QUESTION_PROMPT = (
-    '{text}\n\nGiven the above passage, ask a question to which the answer is the term/entity/phrase "{span}".\n'
-    "Question:"
-)
-"""Explicit queries (FLARE §3.2.2): a zero-shot prompt asking the LM for a question about one low-confidence
-span, after the paper's "Given the above passage, ask a question to which the answer is ..." prompt; the text
-is the user input and the answer so far with the look-ahead sentence."""
-QUESTION_TOKENS = 32
 
 
 class FlareRunner:
@@ -86,7 +84,7 @@ class FlareRunner:
         for ex in examples:
             self.fitter.check_question_fits(self.prompt_for(ex.question), 1, f"example '{ex.id}'")
         if self.cfg.method == "flare" and self.cfg.query == "explicit":
-            n = len(self.lm.encode(QUESTION_PROMPT.format(text="", span="")))
+            n = len(self.lm.encode(question_prompt("", "")))
             if n + QUESTION_TOKENS > self.max_length:
                 raise RalmInputError(
                     f"--query explicit: its question prompt ({n} tokens) plus {QUESTION_TOKENS} for the "
@@ -103,6 +101,18 @@ class FlareRunner:
 
     def _retrieve(self, query: str) -> list[PromptPassage]:
         return self.source.search([query], self.cfg.docs)[0]
+
+    def _search(self, state: _State, queries: list[str], step: dict) -> None:
+        """Replace the passages with those of `queries` (interleaved, best first, when several); the next
+        prompt that shows any of them makes its step a retrieving one."""
+        found = self.source.search(queries, self.cfg.docs)
+        merged: dict[str, PromptPassage] = {}
+        for rank in range(self.cfg.docs):  # round-robin over the queries, best passages first
+            for passages in found:
+                if rank < len(passages):
+                    merged.setdefault(passages[rank].id, passages[rank])
+        state.passages, state.fresh = list(merged.values())[: self.cfg.docs], True
+        step["searches"] = len(queries)
 
     def _answer_stop(self, answer: list[int]) -> Callable[[list[int]], bool]:
         tail = self.lm.decode(answer)[-len(self.cfg.stop) :] if answer else ""
@@ -135,13 +145,14 @@ class FlareRunner:
         while not state.finished and len(state.answer) < cfg.max_new_tokens:
             step_fn(state)
         after = asdict(self.generator.counters)
-        sentences = [s for s in state.trace if "text" in s]
+        steps = [s for s in state.trace if "text" in s]
         return {
             "generation": self.lm.decode(state.answer).split(cfg.stop, 1)[0],
             "trace": state.trace,
-            "steps": len(sentences),
-            "retrievals": (self.source.searches - searches_before) if self.source is not None else 0,
-            "retrieval_steps": sum(1 for s in sentences if s.get("retrieved")),
+            "steps": len(steps),
+            "searches": (self.source.searches - searches_before) if self.source is not None else 0,
+            "search_steps": sum(1 for s in steps if s["searches"]),
+            "retrieval_steps": sum(1 for s in steps if s["retrieved"]),
             "lm_calls": after["calls"] - before["calls"],
             "tokens_fed": after["tokens_fed"] - before["tokens_fed"],
             "tokens_reused": after["tokens_reused"] - before["tokens_reused"],
@@ -149,9 +160,13 @@ class FlareRunner:
         }
 
     def _head(self, state: _State, step: dict) -> list[int]:
-        """Prompt ids with the current passages (cut to fit), recording which passages were shown."""
+        """Prompt ids with the current passages (cut to fit), recording which passages were shown and
+        whether they are a search's made during generation (the step is then a retrieving one)."""
         head, shown = self.fitter.fit(state.render, state.passages, reserve=self.cfg.max_new_tokens)
         step["passages"] = [p.id for p in shown]
+        step["retrieved"] = state.fresh and bool(shown)
+        step.setdefault("searches", 0)
+        state.fresh = False
         return head
 
     def _budget(self, state: _State, cap: int) -> int:
@@ -200,74 +215,65 @@ class FlareRunner:
         self._retrieve_after(state, step)
 
     def _retrieve_after(self, state: _State, step: dict) -> None:
-        """Backward-looking baselines: the piece just generated is the next query."""
+        """Backward-looking baselines: the piece just generated is the next piece's query."""
         if state.finished or len(state.answer) >= self.cfg.max_new_tokens:
             return
         query = self.query_for(step["text"])
         if query:
-            state.passages = self._retrieve(query)
+            self._search(state, [query], step)
             step["next_query"] = query
 
     def _step_flare(self, state: _State) -> None:
         cfg = self.cfg
         step: dict = {}
         if cfg.reinit_ctx and state.answer:  # (the input's passages still serve the first look-ahead)
-            state.passages = []
+            state.passages, state.fresh = [], False
         gen, piece = self._sentence(state, step)
         if not piece:
             self._accept(state, gen, piece, step)
             return
         probs = gen.probs[: len(piece)]
         step["min_prob"] = min(probs)
-        step["retrieved"] = False
-        if min(probs) < cfg.theta:
-            context = f"{state.question} {self.lm.decode(state.answer)}"
+        if is_unsure(probs, cfg.theta):
             if cfg.query == "explicit":
-                self._explicit_retrieval(state, piece, probs, context, step)
+                queries = self._explicit_queries(state, piece, probs, step)
+            elif cfg.query == "masked":
+                queries = [self.query_for(masked_query(self.lm.decode, piece, probs, cfg.beta))]
             else:
-                kept = masked_query(piece, probs, cfg.beta) if cfg.query == "masked" else piece
-                query = self.query_for(self.lm.decode(kept))
-                step["query"] = query
-                # Every token masked leaves no query: as in the authors' code, nothing is retrieved then.
-                if query:
-                    state.passages = self._retrieve(query)  # replaces the earlier passages
-                    step["retrieved"] = True
-        if step["retrieved"] or not cfg.keep_confident:
+                queries = [self.query_for(self.lm.decode(piece))]
+            queries = [q for q in queries if q]
+            step["query"] = " | ".join(queries)
+            # No query left (every token masked, or every question dropped): as in the authors' code,
+            # nothing is sent and the passages stay.
+            if queries:
+                self._search(state, queries, step)  # replaces the earlier passages
+        if step["searches"] or not cfg.keep_confident:
             step["lookahead"] = self.lm.decode(piece)
             gen, piece = self._sentence(state, step)
         self._accept(state, gen, piece, step)
 
-    def ask(self, text: str, span: str) -> str:
-        """The LM's question whose answer is `span`, given the text so far (greedy, first line)."""
-        prompt = self.lm.encode(QUESTION_PROMPT.format(text=text.strip(), span=span.strip()))
+    def ask(self, context: str, term: str) -> str:
+        """The LM's reply (greedy, up to its first non-empty line) to the question prompt for `term`."""
+        prompt = self.lm.encode(question_prompt(context, term))
         prompt = prompt[-(self.max_length - QUESTION_TOKENS) :]
         # Stop at the end of the first non-empty line (a chat model may open with a newline).
         gen = self.generator.generate(
             prompt, QUESTION_TOKENS, lambda toks: "\n" in self.lm.decode(toks).lstrip()
         )
-        return self.lm.decode(gen.token_ids).strip().split("\n", 1)[0].strip()
+        return self.lm.decode(gen.token_ids)
 
-    def _explicit_retrieval(self, state: _State, piece: list[int], probs, context: str, step: dict) -> None:
-        """One question per low-confidence span; their passages, interleaved, replace the old ones."""
-        spans = [self.lm.decode(s).strip() for s in low_confidence_spans(piece, probs, self.cfg.beta)]
-        text = f"{context} {self.lm.decode(piece)}"
-        questions = [q for q in (self.query_for(self.ask(text, span)) for span in spans if span) if q]
-        step.update(spans=spans, questions=questions, query=" | ".join(questions))
-        if not questions:  # no token below beta (only theta was crossed) or no question came back:
-            query = self.query_for(self.lm.decode(masked_query(piece, probs, self.cfg.beta)))
-            step.update(query=query, fallback="masked")  # the implicit query instead, as with --query masked
-            if query:
-                state.passages = self._retrieve(query)
-                step["retrieved"] = True
-            return
-        found = self.source.search(questions, self.cfg.docs)
-        merged: dict[str, PromptPassage] = {}
-        for rank in range(self.cfg.docs):  # round-robin over the questions, best passages first
-            for passages in found:
-                if rank < len(passages):
-                    merged.setdefault(passages[rank].id, passages[rank])
-        state.passages = list(merged.values())[: self.cfg.docs]
-        step["retrieved"] = True
+    def _explicit_queries(self, state: _State, piece: list[int], probs, step: dict) -> list[str]:
+        """One question per term of unsure tokens (replies without "?" dropped); with no term, the sentence."""
+        terms = question_terms(self.lm.decode, piece, probs, self.cfg.beta)
+        step["terms"] = terms
+        if not terms:  # no token at or below beta (only theta was crossed), or punctuation only
+            step["fallback"] = "sentence"
+            return [self.query_for(self.lm.decode(piece))]
+        context = self.lm.decode(state.answer + piece)  # the answer so far, then the sentence
+        replies = [reply_question(self.ask(context, term)) for term in terms]
+        step["questions"] = [q for q in replies if q is not None]
+        step["dropped"] = sum(q is None for q in replies)
+        return [self.query_for(q) for q in step["questions"]]
 
 
 @dataclass
@@ -280,6 +286,8 @@ class _State:
     passages: list[PromptPassage] = field(default_factory=list)
     trace: list[dict] = field(default_factory=list)
     finished: bool = False
+    fresh: bool = False
+    """The passages come from a search made during generation and no prompt has shown them yet."""
 
 
 def run_batched(runner: FlareRunner, examples: Sequence[QAExample], batch_size: int) -> list[dict]:
@@ -308,13 +316,15 @@ def run_batched(runner: FlareRunner, examples: Sequence[QAExample], batch_size: 
         if cfg.method == "single":
             trace.append({"step": "input", "query": q, "passages": [p.id for p in fitted]})
         text = lm.decode(gen.token_ids)
-        trace.append({"passages": [p.id for p in fitted], "text": text})
+        # The input's passages only: no search during generation, so the step is not a retrieving one.
+        trace.append({"passages": [p.id for p in fitted], "retrieved": False, "searches": 0, "text": text})
         out.append(
             {
                 "generation": text.split(stop, 1)[0],
                 "trace": trace,
                 "steps": 1,
-                "retrievals": int(cfg.method == "single"),
+                "searches": int(cfg.method == "single"),
+                "search_steps": 0,
                 "retrieval_steps": 0,
                 "lm_calls": 1,
                 "tokens_fed": len(head) + len(gen.token_ids),

@@ -1,9 +1,10 @@
 """`ralm eval flare`: FLARE active retrieval and its baselines on QA data, with resumable predictions.
 
-Writes ``predictions.jsonl`` (one line per example, with the trace of every step: its text, whether
-retrieval fired, the query and the passage ids), ``run.json`` (the settings) and ``results.json`` (EM, F1,
-precision and recall of the text after "answer is", yes/no accuracy or ROUGE-L where the data calls for
-them, the retrieval rate, LM calls and seconds per example) into ``--output``.
+Writes ``predictions.jsonl`` (one line per example, with the trace of every step: its text, the queries
+it sent, whether a search's passages reached its prompt, the passage ids), ``run.json`` (the settings) and
+``results.json`` (EM, F1, precision and recall of the text after "answer is", yes/no accuracy or ROUGE-L
+where the data calls for them, the retrieval rate and the search rate, searches, LM calls and seconds per
+example) into ``--output``.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ log = logging.getLogger(__name__)
 # The options recorded in run.json besides `data` and `flare` (they change the predictions; a rerun into
 # the same folder with others is refused).
 _RECORDED = ("lm", "index", "format", "split", "exemplars", "reranker", "k", "max_length")
+FORMAT = "ralm-eval-flare/2"
+"""Format of predictions.jsonl and results.json, recorded in run.json too, so that a folder written with
+/1's counts (a search counted as retrieving) is refused instead of mixed with /2's."""
 
 
 def _record(ex: QAExample, out: dict) -> dict:
@@ -41,13 +45,16 @@ def _record(ex: QAExample, out: dict) -> dict:
 
 
 def summarize(records: list[dict], total: int) -> dict:
-    """Aggregate metrics over finished examples (retrieval rate: look-ahead sentences that retrieved)."""
+    """Aggregate metrics over finished examples. Retrieval rate: steps whose prompt showed passages of a
+    search made during generation; search rate: steps that sent a query during generation (both over all
+    steps); searches per example: every query sent, the input's included."""
     steps = sum(r["steps"] for r in records)
     metrics = {k: mean_of(records, k) for k in ("em", "f1", "precision", "recall", "accuracy", "rouge_l")}
     metrics = {k: v for k, v in metrics.items() if v is not None}
     metrics.update(
         retrieval_rate=sum(r["retrieval_steps"] for r in records) / steps if steps else 0.0,
-        retrievals_per_example=mean_of(records, "retrievals"),
+        search_rate=sum(r["search_steps"] for r in records) / steps if steps else 0.0,
+        searches_per_example=mean_of(records, "searches"),
         lm_calls_per_example=mean_of(records, "lm_calls"),
         tokens_fed_per_example=mean_of(records, "tokens_fed"),
         seconds_per_example=mean_of(records, "seconds"),
@@ -114,7 +121,7 @@ def eval_flare(
     examples = load_examples(data, format, split, limit)
     shots = load_exemplars(exemplars)
     settings = {
-        "command": "eval flare", **{name: arguments[name] for name in _RECORDED},
+        "command": "eval flare", "predictions_format": FORMAT, **{name: arguments[name] for name in _RECORDED},
         "data": str(Path(data).resolve()), "flare": asdict(flare),
     }  # fmt: skip
     from ralm.lm.loading import load_lm
@@ -161,7 +168,7 @@ def run_flare(
         records = writer.records([ex.id for ex in examples])
     results = write_results(
         output,
-        "ralm-eval-flare/1",
+        FORMAT,
         settings,
         summarize(records, len(examples)),
         runner.fitter.cuts,
@@ -171,7 +178,8 @@ def run_flare(
     m = results["metrics"]
     print(
         f"flare[{flare.method}] {len(records)} examples: EM {m.get('em', 0):.3f}  F1 {m.get('f1', 0):.3f}  "
-        f"retrieval rate {m['retrieval_rate']:.2f}  LM calls/ex {m['lm_calls_per_example']:.2f}  "
+        f"retrieval rate {m['retrieval_rate']:.2f} (searched at {m['search_rate']:.2f} of steps, "
+        f"{m['searches_per_example'] or 0:.2f} searches/ex)  LM calls/ex {m['lm_calls_per_example']:.2f}  "
         f"s/ex {m['seconds_per_example']:.2f}  -> {Path(output) / RESULTS}"
     )
     return results

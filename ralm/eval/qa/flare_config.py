@@ -23,12 +23,17 @@ class FlareConfig:
     method: str = "flare"
     """flare, no-retrieval, single, window or sentence."""
     theta: ClosedUnitInterval = 0.8
-    """A look-ahead sentence is kept when every token has at least this probability."""
+    """A look-ahead sentence retrieves when a token's probability is <= this (the authors' comparison);
+    1 retrieves after every sentence, 0 never (the authors' code reads 0 as "always")."""
     beta: ClosedUnitInterval = 0.4
-    """Masked queries drop the look-ahead tokens whose probability is below this."""
+    """Tokens with probability <= this are masked out of masked queries (each replaced by a space) and
+    make the terms explicit queries ask about."""
     query: str = "masked"
-    """How FLARE forms its query from an unsure sentence: masked (implicit, low-confidence tokens removed),
-    full (the whole sentence) or explicit (the LM asks one question per low-confidence span, §3.2)."""
+    """How FLARE forms its query from an unsure sentence: masked (implicit, tokens <= beta masked), full
+    (the whole sentence) or explicit (§3.2: one LM question per term of tokens <= beta, tokens fewer than 5
+    apart one term, punctuation-only terms dropped, replies without "?" dropped, no term: the sentence; the
+    question is asked given the answer so far, ending in "Question:" for a completion LM, and about the raw
+    term, which the authors first have a chat model expand)."""
     docs: PositiveInt = 2
     """Passages shown to the LM (earlier ones are replaced, not accumulated)."""
     lookahead_tokens: PositiveInt = 64

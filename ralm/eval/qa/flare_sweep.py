@@ -3,7 +3,8 @@
 FLARE's paper (Figure 8 and §6) reports it best when 40-80% of sentences trigger retrieval. Each value is
 one FLARE run (``OUTPUT/theta=V``, resumable, the single run's files); single-time retrieval
 (``OUTPUT/single``) and no retrieval (``OUTPUT/no-retrieval``) are run once as reference lines. Then
-``OUTPUT/sweep.json`` holds one row per point (EM, F1, retrieval rate, LM calls per question) and
+``OUTPUT/sweep.json`` holds one row per point (EM, F1, retrieval and search rates, LM calls and searches
+per question) and
 ``OUTPUT/sweep.png`` draws EM and F1 against the retrieval rate. The rate is always printed, so a FLARE
 that never retrieves cannot pass for one that helps.
 """
@@ -66,8 +67,9 @@ def sweep_row(label: str, results: dict, value: float | None = None) -> dict:
     m = results["metrics"]
     return {
         "run": label, "value": value, "em": m.get("em"), "f1": m.get("f1"),
-        "retrieval_rate": m["retrieval_rate"], "lm_calls_per_example": m["lm_calls_per_example"],
-        "retrievals_per_example": m["retrievals_per_example"], "examples": results["done"],
+        "retrieval_rate": m["retrieval_rate"], "search_rate": m["search_rate"],
+        "lm_calls_per_example": m["lm_calls_per_example"], "searches_per_example": m["searches_per_example"],
+        "examples": results["done"],
     }  # fmt: skip
 
 
@@ -82,7 +84,7 @@ def run_flare_sweep(sweep: FlareSweep, output: str, run: Callable[[FlareConfig, 
         sweep_row(method, run(replace(sweep.base, method=method), str(out / method))) for method in REFERENCES
     ]
     summary = {
-        "format": "ralm-flare-sweep/1",
+        "format": "ralm-flare-sweep/2",
         "field": sweep.field,
         "points": points,
         "references": references,
@@ -92,7 +94,8 @@ def run_flare_sweep(sweep: FlareSweep, output: str, run: Callable[[FlareConfig, 
     for row in points + references:
         print(
             f"{row['run']:>16}: EM {row['em'] or 0:.3f}  F1 {row['f1'] or 0:.3f}  retrieval rate "
-            f"{row['retrieval_rate']:.2f}  LM calls/q {row['lm_calls_per_example']:.2f}"
+            f"{row['retrieval_rate']:.2f} (searched at {row['search_rate']:.2f})  "
+            f"LM calls/q {row['lm_calls_per_example']:.2f}"
         )
     print(f"-> {out / SWEEP_FILE}, {out / PLOT_FILE}")
     return summary
