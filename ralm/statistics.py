@@ -254,7 +254,8 @@ def block_length(values: Sequence[float]) -> int:
     k_n = max(5, math.ceil(math.sqrt(math.log10(n))))
     m_max = math.ceil(math.sqrt(n)) + k_n
     lags = min(m_max + k_n, n - 1)
-    acov = np.array([x[: n - k] @ x[k:] / n for k in range(lags + 1)])
+    # Elementwise products, not `@`: a BLAS dot spins up its thread pool for each of ~√n short lags.
+    acov = np.array([np.sum(x[: n - k] * x[k:]) / n for k in range(lags + 1)])
     if acov[0] <= 0.0:
         return 1  # a constant series: nothing to resample
     significant = np.abs(acov[1:] / acov[0]) >= 2.0 * math.sqrt(math.log10(n) / n)

@@ -140,7 +140,7 @@ def test_sweep_shares_one_retrieval_pass_and_plots(ppl_setup, tmp_path):
     assert single["counts"]["windows"] == len(strided_windows(240, 128, 8))
 
 
-def test_results_file_has_counts_metrics_and_divisors(ppl_setup, tmp_path):
+def test_results_file_has_counts_metrics_and_divisors(ppl_setup, tmp_path, capsys):
     results = _run(ppl_setup, tmp_path / "r", tmp_path / "cache.jsonl")
     on_disk = json.loads((tmp_path / "r" / "results.json").read_text())
     assert on_disk == json.loads(json.dumps(results))
@@ -152,6 +152,18 @@ def test_results_file_has_counts_metrics_and_divisors(ppl_setup, tmp_path):
     )
     assert m["token_ppl_eval_lm"] == pytest.approx(pow(2.718281828459045, m["total_nll"] / 240), rel=1e-9)
     assert c["scored_tokens"] == 239 and 0 < m["retrieval_rate"] <= 1
+    # The rate's numerator and denominator, as printed: windows with a passage of the windows whose query
+    # found one (window 0 makes no query), not of all windows.
+    rows = [json.loads(x) for x in (tmp_path / "r" / "windows.jsonl").read_text().splitlines()]
+    retrieving = sum(
+        1 for r in rows if r["query"] is not None and r["chosen_rank"] is not None
+    )  # BM25: top-1
+    given = sum(1 for r in rows if r["passage_id"] is not None)
+    assert (c["retrieving_windows"], c["windows_with_passage"]) == (retrieving, given)
+    assert m["retrieval_rate"] == pytest.approx(given / retrieving) and c["windows"] == retrieving + 1
+    assert f"given a passage {given} of {retrieving} retrieving windows (rate {given / retrieving:.3f})" in (
+        capsys.readouterr().out
+    )
     assert results["config"]["stride"] == 4 and results["config"]["mode"] == "bm25"
 
 

@@ -9,6 +9,7 @@ import json
 
 import numpy as np
 import pytest
+from naive_bootstrap import naive_change_interval
 from ppl_fixtures import export_untrained_reranker, ppl_setup  # noqa: F401
 
 import ralm.eval.ppl.perplexity
@@ -39,7 +40,7 @@ WINDOW_KEYS = [
 
 def _run(ppl_setup, out, cache, **kwargs):
     return eval_ppl(
-        text=str(ppl_setup["text"]), lm=str(ppl_setup["lm_dir"]), output=str(out), index=str(ppl_setup["index"]),
+        text=str(kwargs.pop("text", ppl_setup["text"])), lm=str(ppl_setup["lm_dir"]), output=str(out), index=str(ppl_setup["index"]),
         max_tokens=N, retrieval_cache=str(cache), progress=False,
         window=kwargs.pop("window", Windowing(stride=4, max_length=MAX_LENGTH, max_passage_tokens=MPT)),
         reranking=kwargs.pop("reranking", Reranking(k=K)), runtime=Runtime(device="cpu", dtype="float32"),
@@ -61,6 +62,17 @@ class RequestCounter:
             return real(lm, requests, **kwargs)
 
         monkeypatch.setattr(module, "score_continuations", counting)
+
+
+# np.random.default_rng([5, window]).integers(k) for windows 0..39 (one digit per window), written down once
+# (numpy 2.x: PCG64 seeded by SeedSequence([seed, window]), Generator.integers' bounded draw). The random
+# condition must draw exactly these; another draw (rng.integers over [window, seed], a shared stream, a
+# draw that depends on k's order) gives another table: for [window, 5] the k=4 row starts 2330021203.
+DRAWS_SEED5 = {
+    2: "1011110001001101110011101001100011001101",
+    3: "2022210012112212210112201002200021102102",
+    4: "2033220113113213320122312003310032103203",
+}
 
 
 def _windows(folder):
@@ -312,8 +324,6 @@ def test_cli_compare(runs, ppl_setup, tmp_path, capsys):
 
 def test_random_best_or_none_and_the_statistics_read_off_the_table(runs, ppl_setup, tmp_path):
     """random, oracle-or-none and every CI follow from the table by direct computation."""
-    from ralm.statistics import paired_bootstrap
-
     out = tmp_path / "stats"
     first = [json.loads(x) for x in (runs["root"] / "compare" / "candidates.jsonl").read_text().splitlines()]
     tops = sorted(max(c["bm25"] for c in r["candidates"]) for r in first if r["candidates"])
@@ -333,19 +343,29 @@ def test_random_best_or_none_and_the_statistics_read_off_the_table(runs, ppl_set
         if not cands:
             assert rand["chosen_rank"] is None and best_or_none["chosen_rank"] is None
             continue
-        draw = int(np.random.default_rng([5, row["window"]]).integers(len(cands)))
+        draw = int(DRAWS_SEED5[len(cands)][row["window"]])
         assert rand["chosen_rank"] == draw and rand["nll"] == cands[draw]["nll"]
         assert best_or_none["nll"] == min([row["no_passage_nll"]] + [c["nll"] for c in cands])
     assert {r["chosen_rank"] for r in by_name["random"]} >= {0, 1}  # it does draw, not always BM25's top-1
     n = [r["num_targets"] for r in table]
+    # One document (a text file): blocks are runs of the table's one block length, read off compare.json.
+    bootstrap = json.loads((out / "compare.json").read_text())["bootstrap"]
+    length = bootstrap["block_length"]
+    assert bootstrap["method"] == "blocks" and 1 <= length <= len(table) // 8 and bootstrap["documents"] == 1
+    labels = [i // length for i in range(len(table))]
+    retrieving = sum(1 for r in table if r["candidates"])
     for name, record in compared.items():
         nll = [r["nll"] for r in by_name[name]]
         stats = record["comparison"]
+        assert stats["bootstrap"] == {k: bootstrap[k] for k in stats["bootstrap"]}
         for key, base in (("vs_bm25", "bm25"), ("vs_no_retrieval", "no-retrieval")):
-            want = paired_bootstrap(nll, [r["nll"] for r in by_name[base]], n, resamples=300, seed=5)
-            assert stats[key] == want.as_dict(), (name, key)
+            other = [r["nll"] for r in by_name[base]]
+            low, high = naive_change_interval(nll, other, n, labels, 300, 5)
+            assert (stats[key]["low"], stats[key]["high"]) == pytest.approx((low, high), rel=1e-9, abs=1e-12)
+            assert stats[key]["change"] == pytest.approx(np.expm1((sum(nll) - sum(other)) / sum(n)))
+            assert (stats[key]["method"], stats[key]["blocks"]) == ("blocks", len(set(labels))), (name, key)
         copies = sum(1 for r in by_name[name] if r["passage_id"] is not None and r["copies_target"])
-        assert stats["copy_windows"] == copies and stats["retrieving_windows"] == len(table) - 1
+        assert stats["copy_windows"] == copies and stats["retrieving_windows"] == retrieving
     m = {name: r["metrics"]["token_ppl"] for name, r in compared.items()}
     assert m["oracle-or-none"] <= min(m.values())
     assert json.loads((out / "compare.json").read_text())["statistics"]["bm25"]["vs_bm25"]["change"] == 0.0
@@ -358,3 +378,74 @@ def test_a_threshold_rule_that_is_not_a_number_is_refused():
         parse_conditions("bm25,bm25-above=high")
     (rule,) = parse_conditions("bm25-above=inf")
     assert rule.kind == "bm25-above" and float(rule.recorded_reranker) == float("inf")
+
+
+def test_blocks_never_span_two_documents_of_a_jsonl_text(ppl_setup, tmp_path, capsys):
+    """Short JSONL documents: every block holds the windows of one document (found here from the decoded
+    text: a window belongs to the document whose separators precede its first target token), and the
+    intervals equal the naive bootstrap over those blocks; --bootstrap windows draws single windows."""
+    words = ppl_setup["text"].read_text().split()
+    docs = [" ".join(words[i : i + 8]) for i in range(0, 400, 8)]  # no document holds "\n\n"
+    text = tmp_path / "docs.jsonl"
+    text.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
+    results = {}
+    for method in ("blocks", "windows"):
+        results[method] = _run(
+            ppl_setup, tmp_path / method, tmp_path / "cache.jsonl", text=text, compare="no-retrieval,bm25",
+            seed=5, bootstrap_resamples=300, bootstrap=method,
+        )  # fmt: skip
+    printed = capsys.readouterr().out
+    table = [json.loads(x) for x in (tmp_path / "blocks" / "candidates.jsonl").read_text().splitlines()]
+    tokens = ppl_setup["lm"].encode("\n\n".join(docs))[:N]
+    decode = ppl_setup["lm"].tokenizer.decode
+    documents = [decode(tokens[: r["target_start"] + 1]).rstrip("\n").count("\n\n") for r in table]
+    bootstrap = json.loads((tmp_path / "blocks" / "compare.json").read_text())["bootstrap"]
+    length = bootstrap["block_length"]
+    labels, run = [], 0
+    for i, doc in enumerate(documents):
+        new = i == 0 or doc != documents[i - 1] or run == length
+        labels.append(labels[-1] + 1 if new and labels else 0 if new else labels[-1])
+        run = 1 if new else run + 1
+    assert bootstrap["documents"] == len(set(documents)) >= 4 and bootstrap["blocks"] == len(set(labels))
+    assert f"block length {length} windows, {len(set(labels))} blocks" in printed
+    nll = {name: [json.loads(x)["nll"] for x in (tmp_path / "blocks" / name / "windows.jsonl").open()]
+           for name in ("bm25", "no-retrieval")}  # fmt: skip
+    n = [r["num_targets"] for r in table]
+    for method, draws in (("blocks", labels), ("windows", range(len(table)))):
+        got = results[method]["bm25"]["comparison"]["vs_no_retrieval"]
+        want = naive_change_interval(nll["bm25"], nll["no-retrieval"], n, draws, 300, 5)
+        assert (got["low"], got["high"]) == pytest.approx(want, rel=1e-9), method
+        assert got["method"] == method and got["blocks"] == len(set(draws))
+    windows_summary = json.loads((tmp_path / "windows" / "compare.json").read_text())["bootstrap"]
+    assert (windows_summary["method"], windows_summary["block_length"]) == ("windows", 1)
+
+
+def test_one_block_length_per_table_and_blocks_cut_at_document_starts():
+    """table_blocks on a table whose BM25 − no retrieval difference is strongly autocorrelated: one
+    length (from that difference) for the whole table, and a new block at every document start."""
+    from ralm.eval.ppl.compare_stats import table_blocks
+    from ralm.statistics import block_length
+
+    rng = np.random.default_rng(0)
+    diff = np.zeros(120)
+    for t in range(1, 120):
+        diff[t] = 0.9 * diff[t - 1] + rng.normal()
+    table = [
+        {"window": i, "target_start": 100 + 4 * i, "no_passage_nll": 50.0,
+         "candidates": [{"nll": 50.0 + diff[i]}] if i else []}
+        for i in range(120)
+    ]  # fmt: skip
+    starts = (0, 150, 170, 300)  # tokens: windows 0-12, 13-17, 18-49 and 50-119
+    blocks = table_blocks(table, starts)
+    documents = [sum(1 for s in starts if s <= r["target_start"]) - 1 for r in table]
+    assert blocks.block_length == block_length(diff) > 2 and blocks.documents == 4
+    for label in set(blocks.labels):
+        members = [i for i, lab in enumerate(blocks.labels) if lab == label]
+        assert len({documents[i] for i in members}) == 1 and len(members) <= blocks.block_length
+        assert members == list(range(members[0], members[-1] + 1))  # consecutive windows
+    runs = sum(-(-documents.count(d) // blocks.block_length) for d in set(documents))
+    assert blocks.blocks == len(set(blocks.labels)) == runs
+    single = table_blocks(table, starts, "windows")
+    assert (single.labels, single.blocks, single.block_length) == (None, 120, 1)
+    with pytest.raises(ValueError, match="bootstrap 'window'"):
+        table_blocks(table, starts, "window")

@@ -8,10 +8,12 @@ import math
 import pytest
 
 from ralm.errors import RalmInputError
-from ralm.eval.ppl.outputs import perplexity_metrics
+from ralm.eval.ppl.compare_stats import condition_statistics
+from ralm.eval.ppl.eval_text import EvalText
+from ralm.eval.ppl.outputs import perplexity_metrics, point_results
 from ralm.eval.ppl.retrieval_cache import read_cache, retrieve_cached
 from ralm.eval.ppl.sweep import parse_sweep
-from ralm.eval.ppl.windows import ranking_span, strided_windows
+from ralm.eval.ppl.windows import ranking_span, retrieving_windows, strided_windows
 from ralm.retrieval.types import Hit
 
 
@@ -101,13 +103,38 @@ def test_metrics_against_direct_formulas():
         {"window": 1, "nll": 2.5, "num_targets": 2, "passage_id": "p"},
         {"window": 2, "nll": 1.5, "num_targets": 2, "passage_id": None},
     ]
-    m = perplexity_metrics(rows, num_tokens=10, words=6, words_eval_lm=5)
+    m = perplexity_metrics(rows, num_tokens=10, words=6, words_eval_lm=5, retrieving=2)
     assert m["total_nll"] == 14.0 and m["scored_tokens"] == 9
     assert m["token_ppl"] == pytest.approx(math.exp(14 / 9))
     assert m["word_ppl"] == pytest.approx(math.exp(14 / 6))
     assert m["token_ppl_eval_lm"] == pytest.approx(math.exp(14 / 10))
     assert m["word_ppl_eval_lm"] == pytest.approx(math.exp(14 / 5))
-    assert m["retrieval_rate"] == 0.5
+    assert m["retrieval_rate"] == 0.5  # 1 of the 2 retrieving windows got a passage
+    # A query that found nothing makes its window non-retrieving: 1 of 1.
+    assert perplexity_metrics(rows, 10, 6, 5, retrieving=1)["retrieval_rate"] == 1.0
+
+
+def test_a_window_retrieves_when_its_query_found_a_candidate_in_every_count():
+    """Window 0 makes no query and window 2's query finds nothing: 2 retrieving windows of 4, not 3 (the
+    `window > 0` count), in results.json's counts, its retrieval rate, and the compare statistics."""
+    candidates = [[], ["p1"], [], ["p3", "p4"]]
+    assert retrieving_windows(candidates) == [1, 3]
+    rows = [
+        {"window": i, "nll": 2.0, "num_targets": 2, "passage_id": "p1" if i == 1 else None,
+         "copies_target": i == 1}
+        for i in range(4)
+    ]  # fmt: skip
+    text = EvalText(path="t", sha256="x", tokens=tuple(range(9)), words=4, words_eval_lm=3)
+    results = point_results(rows, text, {}, {}, resumed=0, candidates=candidates)
+    assert results["counts"]["retrieving_windows"] == 2 and results["counts"]["windows_with_passage"] == 1
+    assert results["metrics"]["retrieval_rate"] == 0.5  # 1 of the 2 retrieving windows
+    table = [
+        {"window": i, "target_start": 2 * i, "num_targets": 2, "no_passage_nll": 2.0,
+         "candidates": [{"nll": 2.0, "id": c} for c in cands]}
+        for i, cands in enumerate(candidates)
+    ]  # fmt: skip
+    stats = condition_statistics(table, rows, resamples=10)
+    assert stats["retrieving_windows"] == 2 and stats["copy_rate"] == 0.5
 
 
 def test_sweep_spec():

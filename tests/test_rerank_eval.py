@@ -91,12 +91,16 @@ def test_eval_ppl_prepends_the_rerankers_pick(setup, tiny_lm_dir):
     tokenizer = AutoTokenizer.from_pretrained(tiny_lm_dir)
     tokens = tokenizer((root / "eval.txt").read_text(), add_special_tokens=False)["input_ids"]
     retriever = open_index(root / "index")
-    abstained = 0
+    abstained = retrieving = 0
     for row in rows:
         if row["window"] == 0:
             assert row["passage_id"] is None  # window 0 never retrieves (eval_lm.py)
             continue
         hits = retriever.search([row["query"]], K)[0]
+        if not hits:  # a query that found nothing: not a retrieving window, and no abstention either
+            assert row["passage_id"] is None and row["chosen_rank"] is None
+            continue
+        retrieving += 1
         start = max(row["begin"], row["target_start"] - CONTEXT)
         prefix = tokenizer.decode(tokens[start : row["target_start"]])
         scores = reranker.score([prefix], [[h.contents for h in hits] + [""]])[0]
@@ -106,6 +110,6 @@ def test_eval_ppl_prepends_the_rerankers_pick(setup, tiny_lm_dir):
             assert row["passage_id"] is None and row["chosen_rank"] is None
         else:
             assert (row["chosen_rank"], row["passage_id"]) == (best, hits[best].id)
-    retrieving = len(rows) - 1
     print(f"abstained on {abstained} of {retrieving} retrieving windows")
+    assert results["counts"]["retrieving_windows"] == retrieving
     assert results["metrics"]["retrieval_rate"] == pytest.approx((retrieving - abstained) / retrieving)

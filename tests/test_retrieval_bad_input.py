@@ -203,11 +203,14 @@ def test_every_reader_words_a_bad_json_line_the_same(tmp_path):
 
 def test_a_json_eval_file_is_read_as_documents_not_as_raw_text(tmp_path):
     """The format follows the content: a .json file of one object per line is JSONL, braces never scored."""
-    from ralm.eval.ppl.eval_text import read_eval_text
+    from ralm.eval.ppl.eval_text import read_eval_documents, read_eval_text
 
     path = tmp_path / "held_out.json"
     path.write_text('{"id": "a", "text": "First document."}\n{"id": "b", "text": "Second one."}\n')
     assert read_eval_text(path) == "First document.\n\nSecond one."
+    # Where each document starts: "First document." is 15 characters, then the blank line.
+    assert read_eval_documents(path) == ("First document.\n\nSecond one.", (0, 17))
     plain = tmp_path / "notes.json"
     plain.write_text("Plain prose that mentions {braces} inside.\n")
     assert read_eval_text(plain) == "Plain prose that mentions {braces} inside.\n"
+    assert read_eval_documents(plain)[1] == (0,)  # a text file is one document

@@ -4,21 +4,74 @@ Both baselines are read off the table itself (no passage, and candidate 0 = BM25
 condition is compared with them whether or not they were requested as conditions. Per condition:
 
 - ``vs_bm25`` / ``vs_no_retrieval``: relative perplexity change with its paired 95% bootstrap interval
-  over windows (``ralm.statistics``); an interval across zero is a tie;
+  (``ralm.statistics``); an interval across zero is a tie. Neighbouring windows share chapters and
+  passages, so by default (``--bootstrap blocks``) the bootstrap draws blocks of consecutive windows:
+  ONE block length per table, sized from the data (``ralm.statistics.block_length`` of the per-window
+  NLL difference BM25 − no retrieval, so every row is resampled alike), and no block spans two documents
+  of a JSONL text. ``--bootstrap windows`` draws single windows (the independent-windows interval);
 - ``share_of_oracle_gap``: (NLL_bm25 − NLL_condition) / (NLL_bm25 − NLL_oracle) summed over windows, the
   share of the BM25 → best-of-k gap in log perplexity the condition recovers (1: the oracle, 0: BM25);
-- ``retrieving_windows``: windows with candidates (window 0 never retrieves); ``windows_with_passage``:
-  those where the condition prepended one; ``copy_windows``: those whose passage holds an 8-token run of
-  the window's target (``ralm.retrieval.overlap``), a leak of the evaluated text into the corpus.
+- ``retrieving_windows``: windows whose query found a candidate (``windows.retrieving_windows``; window 0
+  makes no query); ``windows_with_passage``: those where the condition prepended one; ``copy_windows``:
+  those whose passage holds an 8-token run of the window's target (``ralm.retrieval.overlap``), a leak of
+  the evaluated text into the corpus.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
+import numpy as np
+
+from ralm.eval.ppl.windows import retrieving_windows, window_documents
 from ralm.retrieval.overlap import COPY_TOKENS
-from ralm.statistics import DEFAULT_RESAMPLES, DEFAULT_SEED, format_change, paired_bootstrap
+from ralm.statistics import (
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    block_labels,
+    block_length,
+    format_change,
+    paired_bootstrap,
+)
+
+BOOTSTRAPS = ("blocks", "windows")
+LENGTH_FROM = "per-window NLL difference BM25 top-1 - no retrieval"
+
+
+@dataclass(frozen=True)
+class TableBlocks:
+    """How one table's windows are resampled: the block of each window (None: each window alone)."""
+
+    method: str
+    labels: list[int] | None
+    block_length: int
+    blocks: int
+    documents: int
+
+    def as_dict(self) -> dict:
+        return {
+            "method": self.method, "block_length": self.block_length, "blocks": self.blocks,
+            "documents": self.documents, "length_from": LENGTH_FROM if self.method == "blocks" else None,
+        }  # fmt: skip
+
+
+def table_blocks(
+    table: Sequence[dict], document_starts: Sequence[int] = (0,), method: str = "blocks"
+) -> TableBlocks:
+    """ONE resampling plan per table: blocks of `block_length` consecutive windows (from the BM25 − no
+    retrieval difference), cut at every document start (`document_starts`: tokens), or single windows."""
+    if method not in BOOTSTRAPS:
+        raise ValueError(f"bootstrap {method!r}: expected one of {', '.join(BOOTSTRAPS)}")
+    documents = window_documents([r["target_start"] for r in table], document_starts)
+    count = len(set(documents))
+    if method == "windows":
+        return TableBlocks(method, None, 1, len(table), count)
+    base = baseline_nlls(table)
+    length = block_length(np.subtract(base["bm25"], base["none"]))
+    labels = block_labels(documents, length)
+    return TableBlocks(method, labels, length, len(set(labels)), count)
 
 
 def baseline_nlls(table: Sequence[dict]) -> dict[str, list[float]]:
@@ -35,21 +88,24 @@ def condition_statistics(
     table: Sequence[dict],
     rows: Sequence[dict],
     *,
+    blocks: Sequence[int] | None = None,
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
 ) -> dict:
-    """The statistics of one condition's window rows (in table order) against both baselines."""
+    """The statistics of one condition's window rows (in table order) against both baselines; `blocks`:
+    the table's block of each window (``table_blocks``), None for the per-window bootstrap."""
     base = baseline_nlls(table)
     n = [r["num_targets"] for r in table]
     nll = [r["nll"] for r in rows]
-    retrieving = [r["window"] for r in table if r["candidates"]]
+    retrieving = retrieving_windows(r["candidates"] for r in table)
     with_passage = [r for r in rows if r["passage_id"] is not None]
     copies = sum(1 for r in with_passage if r.get("copies_target"))
     gap = math.fsum(base["bm25"]) - math.fsum(base["oracle"])
     gained = math.fsum(base["bm25"]) - math.fsum(nll)
+    options = {"blocks": blocks, "resamples": resamples, "seed": seed}
     return {
-        "vs_bm25": paired_bootstrap(nll, base["bm25"], n, resamples=resamples, seed=seed).as_dict(),
-        "vs_no_retrieval": paired_bootstrap(nll, base["none"], n, resamples=resamples, seed=seed).as_dict(),
+        "vs_bm25": paired_bootstrap(nll, base["bm25"], n, **options).as_dict(),
+        "vs_no_retrieval": paired_bootstrap(nll, base["none"], n, **options).as_dict(),
         "share_of_oracle_gap": gained / gap if gap > 0 else None,
         "windows": len(rows),
         "retrieving_windows": len(retrieving),
@@ -60,9 +116,10 @@ def condition_statistics(
     }
 
 
-def format_compare_table(rows: list[tuple[str, float, dict]]) -> str:
+def format_compare_table(rows: list[tuple[str, float, dict]], bootstrap: dict | None = None) -> str:
     """One line per (label, token perplexity, comparison statistics): the changes against BM25 and no
-    retrieval with their 95% intervals, the share of windows given a passage, the copy rate; and a footer."""
+    retrieval with their 95% intervals, the share of retrieving windows given a passage, the copy rate;
+    and a footer that says how the intervals were resampled (`bootstrap`: ``TableBlocks.as_dict()``)."""
     width = max([len(row[0]) for row in rows] + [9])
     lines = [
         f"{'condition':<{width}}  {'token ppl':>9}  {'vs BM25 [95% CI]':>25}  {'vs no retrieval [95% CI]':>25}"
@@ -77,10 +134,24 @@ def format_compare_table(rows: list[tuple[str, float, dict]]) -> str:
     if rows:
         stats = rows[0][2]
         lines.append(
-            f"{stats['windows']} windows, {stats['retrieving_windows']} retrieving (window 0 is scored with no passage "
-            f"in every condition); CIs: paired bootstrap over windows, {stats['vs_bm25']['resamples']} resamples, "
-            f"seed {stats['vs_bm25']['seed']}; 'tie': the interval holds 0. passage: share of retrieving windows "
-            f"given a passage; copies: share whose passage holds {stats['copy_tokens']} consecutive target tokens "
-            "(a leak)."
+            f"{stats['windows']} windows, {stats['retrieving_windows']} retrieving (their query found a passage; "
+            f"the others are scored with no passage in every condition); CIs: {_resampling(stats, bootstrap)}, "
+            f"{stats['vs_bm25']['resamples']} resamples, seed {stats['vs_bm25']['seed']}; 'tie': the interval "
+            "holds 0. passage: share of retrieving windows given a passage; copies: share whose passage holds "
+            f"{stats['copy_tokens']} consecutive target tokens (a leak)."
         )
     return "\n".join(lines)
+
+
+def _resampling(stats: dict, bootstrap: dict | None) -> str:
+    change = stats["vs_bm25"]
+    if change.get("method", "windows") == "windows":
+        return f"paired bootstrap over single windows ({change['windows']}, taken as independent)"
+    length = f"block length {bootstrap['block_length']} windows, " if bootstrap else ""
+    documents = ""
+    if bootstrap and bootstrap["documents"] > 1:
+        documents = f", none across two of the {bootstrap['documents']} documents"
+    return (
+        f"paired block bootstrap ({length}{change['blocks']} blocks of consecutive windows{documents}; "
+        "length from the BM25 - no retrieval difference)"
+    )

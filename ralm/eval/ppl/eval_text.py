@@ -7,6 +7,10 @@
   documents' words together would invent tokens); bad lines are worded as every ralm reader words them
   (``ralm.records``);
 - anything else: a UTF-8 text file, read as is.
+
+``read_eval_documents`` also gives where each JSONL document starts in the joined string, so the compare
+table's block bootstrap never draws a block across two documents. A ``datasets`` folder and a text file
+are one document (WikiText's rows are lines, not articles).
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ class EvalText:
     words_eval_lm: int
     text_tokens: int = 0
     """Tokens of the whole text before ``--max-tokens`` cut it (what was scored is reported against it)."""
+    document_starts: tuple[int, ...] = (0,)
+    """Token index at which each document starts ((0,): one document, or boundaries not known)."""
 
 
 def _from_dataset(path: Path, field: str) -> str:
@@ -47,24 +53,37 @@ def _from_dataset(path: Path, field: str) -> str:
     return "".join(x if x else " \n" for x in data[field])
 
 
-def _from_jsonl(path: Path, field: str) -> str:
+DOCUMENT_SEPARATOR = "\n\n"
+
+
+def _from_jsonl(path: Path, field: str) -> tuple[str, tuple[int, ...]]:
     texts = []
     for lineno, row in read_jsonl(path):
         if not isinstance(row.get(field), str):
             raise RalmInputError(f"{path}:{lineno}: missing string field {field!r}")
         texts.append(row[field])
-    return "\n\n".join(texts)
+    starts, offset = [], 0
+    for text in texts:
+        starts.append(offset)
+        offset += len(text) + len(DOCUMENT_SEPARATOR)
+    return DOCUMENT_SEPARATOR.join(texts), tuple(starts) or (0,)
 
 
 def read_eval_text(path: str | Path, field: str = "text") -> str:
     """The whole evaluation text; an empty or whitespace-only text is a ``RalmInputError``."""
+    return read_eval_documents(path, field)[0]
+
+
+def read_eval_documents(path: str | Path, field: str = "text") -> tuple[str, tuple[int, ...]]:
+    """The whole evaluation text and the character offset at which each of its documents starts."""
     path = Path(path)
     if not path.exists():
         raise RalmInputError(f"{path}: evaluation text not found")
+    starts: tuple[int, ...] = (0,)
     if path.is_dir():
         text = _from_dataset(path, field)
     elif looks_like_jsonl(path):  # by content: a .json file of one object per line is JSONL too
-        text = _from_jsonl(path, field)
+        text, starts = _from_jsonl(path, field)
     else:
         try:
             text = path.read_text(encoding="utf-8")
@@ -72,7 +91,7 @@ def read_eval_text(path: str | Path, field: str = "text") -> str:
             raise RalmInputError(f"{path}: not UTF-8 text (byte {err.start})") from None
     if not text.strip():
         raise RalmInputError(f"{path}: the evaluation text is empty")
-    return text
+    return text, starts
 
 
 def word_counts(text: str) -> dict[str, int]:

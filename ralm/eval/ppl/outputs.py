@@ -9,10 +9,11 @@ and ``results.json`` is written under a temporary name and renamed: nothing half
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence, Sized
 from pathlib import Path
 
 from ralm.atomic_files import write_jsonl_atomic
+from ralm.eval.ppl.windows import retrieving_windows
 from ralm.fingerprints import fingerprint
 from ralm.records import JsonlLog
 
@@ -53,9 +54,15 @@ class WindowLog:
         return rows
 
 
-def point_results(rows: list[dict], text, config: dict, timings: dict, resumed: int) -> dict:
-    """The ``results.json`` record of one point from its window rows (`text`: an ``EvalText``)."""
-    metrics = perplexity_metrics(rows, len(text.tokens), text.words, text.words_eval_lm)
+def point_results(
+    rows: list[dict], text, config: dict, timings: dict, resumed: int, candidates: Sequence[Sized]
+) -> dict:
+    """The ``results.json`` record of one point from its window rows (`text`: an ``EvalText``;
+    `candidates`: each window's candidates, which say which windows retrieved)."""
+    retrieving = len(retrieving_windows(candidates))
+    metrics = perplexity_metrics(
+        rows, len(text.tokens), text.words, text.words_eval_lm, retrieving=retrieving
+    )
     return {
         "format": RESULTS_FORMAT,
         "config": config,
@@ -63,7 +70,7 @@ def point_results(rows: list[dict], text, config: dict, timings: dict, resumed: 
             "tokens": len(text.tokens), "text_tokens": getattr(text, "text_tokens", 0) or len(text.tokens),
             "scored_tokens": metrics["scored_tokens"], "words": text.words,
             "words_eval_lm": text.words_eval_lm, "windows": len(rows),
-            "retrieving_windows": sum(1 for r in rows if r["window"] > 0),
+            "retrieving_windows": retrieving,
             "windows_with_passage": sum(1 for r in rows if r["passage_id"] is not None),
             "resumed_windows": resumed,
         },
@@ -72,16 +79,18 @@ def point_results(rows: list[dict], text, config: dict, timings: dict, resumed: 
     }  # fmt: skip
 
 
-def perplexity_metrics(rows: list[dict], num_tokens: int, words: int, words_eval_lm: int) -> dict:
-    """Token and word perplexity, and the divisors eval_lm.py used for its published numbers.
+def perplexity_metrics(
+    rows: list[dict], num_tokens: int, words: int, words_eval_lm: int, *, retrieving: int
+) -> dict:
+    """Token and word perplexity, the divisors eval_lm.py used for its published numbers, and the share
+    of the `retrieving` windows (``windows.retrieving_windows``) given a passage.
 
     eval_lm.py divides the total NLL by ``text.count(" ")`` (word level) or by all N tokens (token level,
     although the first token is never scored); both are given beside the honest divisors.
     """
     total = math.fsum(r["nll"] for r in rows)
     scored = sum(r["num_targets"] for r in rows)
-    retrieving = [r for r in rows if r["window"] > 0]
-    with_passage = sum(1 for r in retrieving if r["passage_id"] is not None)
+    with_passage = sum(1 for r in rows if r["passage_id"] is not None)  # a passage needs a candidate
 
     def ppl(divisor: int) -> float | None:
         return math.exp(total / divisor) if divisor > 0 else None
@@ -94,7 +103,7 @@ def perplexity_metrics(rows: list[dict], num_tokens: int, words: int, words_eval
         "token_ppl_eval_lm": ppl(num_tokens),
         "word_ppl_eval_lm": ppl(words_eval_lm),
         "windows": len(rows),
-        "retrieval_rate": with_passage / len(retrieving) if retrieving else 0.0,
+        "retrieval_rate": with_passage / retrieving if retrieving else 0.0,
     }
 
 

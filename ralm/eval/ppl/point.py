@@ -83,6 +83,12 @@ def condition_config(config: dict, condition: Condition, compared: list[str] | N
     return cfg
 
 
+def searched(condition: Condition, point: Point) -> Sequence[Sequence[Candidate]]:
+    """Each window's candidates as `condition` saw them: none for no retrieval, which makes no query (so
+    it has no retrieving windows, in a comparison as in its own run)."""
+    return [()] * len(point.windows) if condition.kind == NO_RETRIEVAL else point.candidates
+
+
 def condition_rows(
     condition: Condition, table: Sequence[dict], point: Point, chosen: Chosen, seed: int = 0
 ) -> list[dict]:
@@ -128,7 +134,10 @@ class SingleOutput:
             **self.point.timings, "rerank_s": scored.rerank_s[self.condition.name],
             "scoring_s": scored.scoring_s, "tokens_per_s": scored.tokens_per_s,
         }  # fmt: skip
-        results = point_results(rows, self.point.text, self.config, timings, resumed=scored.resumed)
+        results = point_results(
+            rows, self.point.text, self.config, timings, resumed=scored.resumed,
+            candidates=searched(self.condition, self.point),
+        )  # fmt: skip
         write_json_atomic(self.out_dir / RESULTS_FILE, results, default=str)
         return results
 

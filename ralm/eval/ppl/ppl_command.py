@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from ralm.atomic_files import ensure_writable_dir
 from ralm.command_args import call_with_args, parser_for
@@ -28,7 +28,7 @@ from ralm.eval.ppl.conditions import (
     parse_conditions,
     single_condition,
 )
-from ralm.eval.ppl.eval_text import read_eval_text
+from ralm.eval.ppl.eval_text import read_eval_documents
 from ralm.eval.ppl.sweep import Sweep, parse_sweep, report_sweep
 
 if TYPE_CHECKING:
@@ -147,6 +147,7 @@ def eval_ppl(
     compare: str | None = None,
     seed: NonNegativeInt = 0,
     bootstrap_resamples: PositiveInt = 2000,
+    bootstrap: Literal["blocks", "windows"] = "blocks",
     window: Windowing = _WINDOWING,
     reranking: Reranking = _RERANKING,
     runtime: Runtime = _RUNTIME,
@@ -173,9 +174,13 @@ def eval_ppl(
             writes OUTPUT/<condition>/results.json and windows.jsonl, OUTPUT/candidates.jsonl and compare.json.
             Built-in conditions: no-retrieval, bm25, random (seeded, among the top k), zero-shot, oracle (best
             of k), oracle-or-none (best of k or no passage). Each is compared with BM25 and with no retrieval
-            by a paired bootstrap over windows (95% CI).
+            by a paired bootstrap (95% CI, see --bootstrap).
         seed: Seed of the random condition and of the bootstrap's resamples (--compare).
         bootstrap_resamples: Resamples of the paired bootstrap (--compare).
+        bootstrap: What the paired bootstrap draws (--compare): blocks of consecutive windows, one length per
+            table sized from the data (Politis & White 2004 on the BM25 - no retrieval difference), never
+            across two JSONL documents, since neighbouring windows share chapters and passages; or single
+            windows (the interval of independent windows, narrower when they are not).
         progress: Show a progress bar.
     """
     check_arguments(eval_ppl, locals())  # the CLI checked them already; a Python caller has not
@@ -190,7 +195,7 @@ def eval_ppl(
     plan: Sweep | None = parse_sweep(sweep) if sweep else None
     out = Path(output)
     ensure_writable_dir(out)
-    raw = read_eval_text(text, text_field)
+    raw, document_chars = read_eval_documents(text, text_field)
     retriever, cache_path = (None, None) if no_retrieval else _open_index(index, passages, retrieval_cache)
     models = _load_rerankers(conditions, runtime)
     model = load_lm(lm, device=runtime.device, dtype=runtime.dtype, gguf_file=gguf_file)
@@ -202,7 +207,7 @@ def eval_ppl(
     summaries = evaluate(
         model, raw, str(text), options, out, retriever=retriever, index_dir=index, models=models,
         cache_path=cache_path, sweep=plan, progress=progress, started=started, seed=seed,
-        resamples=bootstrap_resamples,
+        resamples=bootstrap_resamples, bootstrap=bootstrap, document_chars=document_chars,
     )  # fmt: skip
     if compare is not None and plan is None:
         return _report_compare(summaries[0].results, out)
@@ -305,9 +310,8 @@ def _report_compare(compared: dict, out: Path) -> dict:
 
     for name, results in compared.items():
         _print_summary(results, out / name)
-    print(
-        format_compare_table([(n, r["metrics"]["token_ppl"], r["comparison"]) for n, r in compared.items()])
-    )
+    rows = [(n, r["metrics"]["token_ppl"], r["comparison"]) for n, r in compared.items()]
+    print(format_compare_table(rows, bootstrap=rows[0][2]["bootstrap"] if rows else None))
     print(f"compare: {out / 'compare.json'} (table: {out / 'candidates.jsonl'})")
     return compared
 
@@ -320,7 +324,9 @@ def _print_summary(results: dict, out_dir: Path) -> None:
         f"  token perplexity {m['token_ppl']:.4f} over {m['scored_tokens']} scored tokens",
         f"  word perplexity  {m['word_ppl']:.4f} over {c['words']} words"
         f" (eval_lm.py divisors: {m['word_ppl_eval_lm'] or float('nan'):.4f} words, {m['token_ppl_eval_lm']:.4f} tokens)",
-        f"  windows {c['windows']}, with a passage {c['windows_with_passage']} (rate {m['retrieval_rate']:.3f})",
+        f"  windows {c['windows']}, {c['retrieving_windows']} retrieving (the query found a passage); given a"
+        f" passage {c['windows_with_passage']} of {c['retrieving_windows']} retrieving windows"
+        f" (rate {m['retrieval_rate']:.3f})",
         f"  scoring {t['scoring_s']:.1f}s ({(t['tokens_per_s'] or 0):.1f} tok/s), retrieval {t['retrieval_s']:.1f}s",
         f"  -> {out_dir / 'results.json'}",
     ]

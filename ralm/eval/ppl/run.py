@@ -9,6 +9,7 @@ engine (``ralm.eval.ppl.point.run_conditions``): one condition's files, or the `
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import time
 from collections.abc import Mapping, Sequence
@@ -130,8 +131,15 @@ class PplOptions:
         return next((c.model for c in self.conditions if c.kind == ZERO_SHOT and c.model), None)
 
 
-def eval_text(model: FrozenLM, raw_text: str, text_path: str, options: PplOptions) -> EvalText:
-    """The text tokenized as eval_lm.py encodes it (no special tokens), cut to ``--max-tokens``."""
+def eval_text(
+    model: FrozenLM,
+    raw_text: str,
+    text_path: str,
+    options: PplOptions,
+    document_chars: Sequence[int] = (0,),
+) -> EvalText:
+    """The text tokenized as eval_lm.py encodes it (no special tokens), cut to ``--max-tokens``;
+    `document_chars`: where each document starts in `raw_text` (``read_eval_documents``)."""
     tokens = tuple(model.encode(raw_text))
     text_tokens = len(tokens)
     if options.max_tokens is not None:
@@ -146,7 +154,29 @@ def eval_text(model: FrozenLM, raw_text: str, text_path: str, options: PplOption
     return EvalText(
         path=text_path, sha256=hashlib.sha256(raw_text.encode()).hexdigest(), tokens=tokens,
         **word_counts(counted), text_tokens=text_tokens,
+        document_starts=document_token_starts(model, raw_text, document_chars, tokens),
     )  # fmt: skip
+
+
+def document_token_starts(
+    model: FrozenLM, raw_text: str, document_chars: Sequence[int], tokens: Sequence[int]
+) -> tuple[int, ...]:
+    """The token at which each document starts: the first token whose characters begin at or after the
+    document's first character (the fast tokenizer's offsets of the same encoding). ``(0,)`` for one
+    document, or when the tokenizer gives no offsets (the text is then treated as one document)."""
+    if len(document_chars) < 2:
+        return (0,)
+    try:
+        encoded = model.tokenizer(
+            raw_text, add_special_tokens=False, return_offsets_mapping=True, verbose=False
+        )
+    except (NotImplementedError, ValueError):  # a slow (Python) tokenizer has no offsets
+        return (0,)
+    if list(encoded["input_ids"][: len(tokens)]) != list(tokens):
+        return (0,)
+    token_chars = [start for start, _ in encoded["offset_mapping"][: len(tokens)]]
+    starts = {bisect.bisect_left(token_chars, c) for c in document_chars}
+    return tuple(sorted(s for s in starts | {0} if s < len(tokens)))
 
 
 def _point_config(
@@ -211,16 +241,19 @@ def evaluate(
     started: float | None = None,
     seed: int = 0,
     resamples: int = 2000,
+    bootstrap: str = "blocks",
+    document_chars: Sequence[int] = (0,),
 ) -> list[PointResult]:
     """Tokenize once, retrieve all queries of all points in one call, then run each point's conditions.
 
     Returns each point's key, folder and results; with ``options.compare`` the results are
     ``{condition name: results}``. `models` maps the names of conditions that choose first to
-    their loaded models (``ralm.eval.ppl.choosers.choose_first``); `seed` and `resamples` feed the random
-    condition and the paired bootstrap.
+    their loaded models (``ralm.eval.ppl.choosers.choose_first``); `seed`, `resamples` and `bootstrap`
+    (``blocks`` or ``windows``) feed the random condition and the paired bootstrap; `document_chars`: where
+    each document starts in `raw_text` (blocks never span two).
     """
     started = time.perf_counter() if started is None else started
-    text = eval_text(model, raw_text, text_path, options)
+    text = eval_text(model, raw_text, text_path, options, document_chars)
     points = options.points
     windows = {p: strided_windows(len(text.tokens), p.max_length, p.stride) for p in points}
     queries, hits_by_query, timings = _retrieve(model, text, options, windows, retriever, cache_path)
@@ -244,7 +277,9 @@ def evaluate(
         )  # fmt: skip
         point_dir = out / sweep.folder(p.value(sweep.field)) if sweep else out
         output: Output = (
-            CompareOutput(point, options.conditions, point_dir, seed=seed, resamples=resamples)
+            CompareOutput(
+                point, options.conditions, point_dir, seed=seed, resamples=resamples, bootstrap=bootstrap
+            )
             if options.compare
             else SingleOutput(point, options.conditions[0], point_dir, seed=seed)
         )

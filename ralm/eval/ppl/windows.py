@@ -14,6 +14,8 @@ Two departures from the reference script, both where it is broken:
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Iterable, Sequence, Sized
 from dataclasses import dataclass
 
 
@@ -39,7 +41,8 @@ class Window:
 
     @property
     def retrieves(self) -> bool:
-        """Window 0 never retrieves (there is no prefix to make a query from)."""
+        """Window 0 makes no query (there is no prefix to make one from). Whether a window *retrieved* is
+        ``retrieving_windows``: its query found a candidate."""
         return self.index > 0
 
     def context_start(self, passage_len: int) -> int:
@@ -78,3 +81,16 @@ def ranking_span(window: Window, rank_tokens: int, max_passage_tokens: int) -> t
     """
     start = max(window.target_start - rank_tokens, window.context_start(max_passage_tokens))
     return start, window.target_start
+
+
+def retrieving_windows(candidates: Iterable[Sized]) -> list[int]:
+    """The positions of the retrieving windows, given each window's candidates in order: a window retrieves
+    when its query found at least one candidate (window 0 makes no query; a query may find no hit). The
+    one definition behind every ``retrieving_windows`` count and every rate divided by it."""
+    return [i for i, found in enumerate(candidates) if len(found) > 0]
+
+
+def window_documents(target_starts: Sequence[int], document_starts: Sequence[int]) -> list[int]:
+    """The document of each window: the one holding its first target token (`document_starts`: the token
+    at which each document starts, ascending, the first 0)."""
+    return [bisect.bisect_right(document_starts, t) - 1 for t in target_starts]
