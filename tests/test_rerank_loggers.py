@@ -89,6 +89,10 @@ def test_an_offline_wandb_run_gets_the_config_the_validation_metrics_and_the_dec
     config, logged = read_offline_run(run_file)
     assert logged["decision"] == summary["decision"]
     assert logged["val/gain_recovered"] == pytest.approx(summary["last_validation"]["val/gain_recovered"])
-    assert logged["val_prefixes"] == summary["decision_evidence"]["val_prefixes"]
+    evidence = summary["decision_evidence"]
+    assert logged["selection_prefixes"] == evidence["selection"]["prefixes"] > 0
+    assert logged["decision_prefixes"] == evidence["decision"]["prefixes"] > 0
+    for name, d in evidence["comparisons"].items():
+        assert logged[f"decision/{name}"] == pytest.approx(d["difference"])
     assert config["lr"] == pytest.approx(1e-3)  # the module's hyperparameters
     assert config["ralm"]["optim"]["max_steps"] == 2  # and ralm's whole config
