@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -87,6 +88,11 @@ def test_an_offline_wandb_run_gets_the_config_the_validation_metrics_and_the_dec
     )
     (run_file,) = (tmp_path / "out" / "wandb").glob("offline-run-*/run-*.wandb")
     config, logged = read_offline_run(run_file)
+    for _ in range(50):  # wandb's service process may still be writing the file after finish() returned
+        if "decision" in logged:
+            break
+        time.sleep(0.2)
+        config, logged = read_offline_run(run_file)
     assert logged["decision"] == summary["decision"]
     assert logged["val/gain_recovered"] == pytest.approx(summary["last_validation"]["val/gain_recovered"])
     evidence = summary["decision_evidence"]
