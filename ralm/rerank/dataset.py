@@ -140,22 +140,7 @@ def load_rerank_data(
     meta = read_meta(path)
     ds = open_dataset(path, abstain=abstain, bm25_prior=bm25_prior)
     table = ds.data.table if hasattr(ds.data, "table") else ds.data
-    n_texts = _list_lengths(table, "candidate_texts")
-    n_logprobs = _same_lengths(path, table, "lm_logprobs", n_texts)
-    flat = pc.list_flatten(table.column("lm_logprobs")).to_numpy(zero_copy_only=False)
-    if flat.size and not np.isfinite(flat).all():
-        bad = int(
-            np.searchsorted(np.cumsum(n_logprobs), int(np.flatnonzero(~np.isfinite(flat))[0]), side="right")
-        )
-        raise RalmInputError(f"{path}: row {bad}: lm_logprobs holds a NaN or infinite value")
-    if bm25_prior:
-        _same_lengths(path, table, "bm25_scores", n_texts)
-    if abstain:
-        none = table.column("no_retrieval_logprob").to_numpy(zero_copy_only=False).astype(np.float64)
-        if not np.isfinite(none).all():
-            raise RalmInputError(
-                f"{path}: row {int(np.flatnonzero(~np.isfinite(none))[0])}: no_retrieval_logprob is not finite"
-            )
+    n_texts = _checked_candidates(path, table, abstain=abstain, bm25_prior=bm25_prior)
     sizes = n_texts + (1 if abstain else 0)
     usable = np.flatnonzero(sizes >= 2)
     doc_ids = table.column("doc_id").to_pylist()
@@ -195,6 +180,28 @@ def load_rerank_data(
         documents={name: len(found) for name, found in parts.items()},
         overlap=len(shared),
     )
+
+
+def _checked_candidates(path: str, table, *, abstain: bool, bm25_prior: bool) -> np.ndarray:
+    """Each row's number of candidates, after checking the columns that go with them (lengths, finite
+    log-probs); the first bad row is a RalmInputError naming it."""
+    n_texts = _list_lengths(table, "candidate_texts")
+    n_logprobs = _same_lengths(path, table, "lm_logprobs", n_texts)
+    flat = pc.list_flatten(table.column("lm_logprobs")).to_numpy(zero_copy_only=False)
+    if flat.size and not np.isfinite(flat).all():
+        bad = int(
+            np.searchsorted(np.cumsum(n_logprobs), int(np.flatnonzero(~np.isfinite(flat))[0]), side="right")
+        )
+        raise RalmInputError(f"{path}: row {bad}: lm_logprobs holds a NaN or infinite value")
+    if bm25_prior:
+        _same_lengths(path, table, "bm25_scores", n_texts)
+    if abstain:
+        none = table.column("no_retrieval_logprob").to_numpy(zero_copy_only=False).astype(np.float64)
+        if not np.isfinite(none).all():
+            raise RalmInputError(
+                f"{path}: row {int(np.flatnonzero(~np.isfinite(none))[0])}: no_retrieval_logprob is not finite"
+            )
+    return n_texts
 
 
 def _positions(path: str, rows: int) -> list[int]:
