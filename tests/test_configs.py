@@ -1,5 +1,6 @@
 """Every shipped YAML under configs/ parses with its command's own parser (the signature is the schema)."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -37,3 +38,14 @@ def test_config_parses_with_its_command(path):
     for key, value in values.items():
         if not isinstance(value, dict):
             assert cfg[key] == value or str(cfg[key]) == str(value), f"{path}: {key}"
+
+
+def test_train_configs_say_what_their_held_out_shares_count():
+    """loader.val_fraction and loader.decision_fraction are shares of the prefixes, each taken as whole
+    documents (LoaderArgs): a comment that calls either a share of documents misstates what is held out."""
+    for path in sorted((CONFIGS / "train").glob("*.yaml")):
+        text = path.read_text()
+        assert not re.search(r"\d+% of (the )?(source )?documents", text), path.name
+        for key in ("val_fraction", "decision_fraction"):
+            line = next((x for x in text.splitlines() if x.strip().startswith(f"{key}:")), "")
+            assert "share of prefixes" in line and "whole documents" in line, f"{path.name}: {key}: {line!r}"

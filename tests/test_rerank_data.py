@@ -35,10 +35,15 @@ def test_split_is_by_document_and_keeps_every_usable_row(tmp_path, rows):
             rows[i][key] = rows[i][key][:n]
     data = load_rerank_data(str(save_rows(rows, tmp_path / "d")), abstain=False, val_fraction=0.25, seed=0)
     assert data.skipped_small == 2
-    assert sorted(data.train_rows + data.val_rows) == [i for i in range(60) if i not in (5, 6)]
+    assert sorted(data.train_rows + data.val_rows + data.decision_rows) == [
+        i for i in range(60) if i not in (5, 6)
+    ]
     train_docs = {rows[i]["doc_id"] for i in data.train_rows}
     val_docs = {rows[i]["doc_id"] for i in data.val_rows}
+    decision_docs = {rows[i]["doc_id"] for i in data.decision_rows}
     assert not train_docs & val_docs and len(val_docs) == 3  # 3 documents of 5 rows: 15 of 58 rows >= 25%
+    # the decision's default tenth: 2 documents of 5 rows (10 of 58 >= 5.8), from neither other part
+    assert not decision_docs & (train_docs | val_docs) and len(decision_docs) == 2
     # with --abstain the one-passage group gains the empty passage and becomes usable
     data = load_rerank_data(str(tmp_path / "d"), abstain=True, val_fraction=0.25, seed=0)
     assert data.skipped_small == 1
@@ -122,7 +127,7 @@ def test_stream_sampler_resumes_and_shards():
         ({"short_row": 2}, "row 2: 4 candidate_texts but 3 lm_logprobs"),
         ({"meta": {"format": "something-else/3"}}, "field 'format'"),
         ({"meta": {"complete": False}}, "field 'complete' is false"),
-        ({"one_doc": True}, "needs at least 2"),
+        ({"one_doc": True}, "need at least 3"),
     ],
 )
 def test_bad_datasets_are_clear_errors(tmp_path, rows, change, message):

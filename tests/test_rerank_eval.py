@@ -10,6 +10,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from ralm.eval.ppl.ppl_command import main as eval_ppl_main
+from ralm.rerank.export import export_reranker
 from ralm.rerank.fit import fit_reranker
 from ralm.rerank.inference import PredictiveReranker
 from ralm.rerank.settings import EncoderArgs, LoaderArgs, OptimArgs, RunArgs
@@ -45,11 +46,13 @@ def setup(tmp_path_factory, real_documents, tiny_encoder_dir):
         trainer={"accelerator": "cpu", "devices": 1, "enable_progress_bar": False},
         abstain=True,
     )
-    # This file checks how eval applies the reranker's own picks; whether validation keeps them (eight
-    # steps on a tiny encoder rarely beat no retrieval) is test_rerank_prior's subject.
-    info_path = Path(summary["reranker"]) / "ralm_reranker.json"
-    info_path.write_text(json.dumps({**json.loads(info_path.read_text()), "decision": "trained"}))
-    return root, Path(summary["reranker"])
+    # This file checks how eval applies the reranker's own picks; whether the decision keeps them (eight
+    # steps on a tiny encoder rarely beat no retrieval) is test_rerank_decision's subject: the selected
+    # checkpoint is exported here as trained, whatever the decision was.
+    folder = export_reranker(
+        summary["best_checkpoint"], str(root / "picks"), hyper_parameters={}, trained_on={}
+    )
+    return root, Path(folder)
 
 
 def test_eval_ppl_prepends_the_rerankers_pick(setup, tiny_lm_dir):

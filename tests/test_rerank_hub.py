@@ -35,12 +35,17 @@ def export(tmp_path, tiny_encoder_dir) -> Path:
             p.add_(0.05 * torch.randn_like(p))
     hparams = {**dict(module.hparams), "bm25_top_mean": 3.0, "bm25_top_std": 2.0}
     torch.save({"state_dict": module.state_dict(), "hyper_parameters": hparams}, tmp_path / "best.ckpt")
-    evidence = {"val_prefixes": 40, "bm25 - no-retrieval": {"difference": 0.4, "low": 0.1, "high": 0.7,
-                                                           "better": True, "items": 40}}  # fmt: skip
+    evidence = {
+        "selection": {"prefixes": 40, "documents": 6, "validations": 4, "step": 30, "checkpoint": "best.ckpt"},
+        "decision": {"prefixes": 60, "documents": 9}, "overlap": 0,
+        "comparisons": {"trained - bm25": {"difference": 0.4, "low": 0.1, "high": 0.7, "better": True, "items": 60,
+                                           "detectable_difference": 0.43}},
+    }  # fmt: skip
     return Path(export_reranker(
         str(tmp_path / "best.ckpt"), str(tmp_path / "reranker"), hyper_parameters=hparams,
-        trained_on={"lm": "SmolLM2-135M", "train_prefixes": 160, "val_prefixes": 40, "format": "ralm-rerank-data/1"},
-        metrics={"validation_at_best": {"val/gain_recovered": 0.25}}, decision="bm25", decision_evidence=evidence,
+        trained_on={"lm": "SmolLM2-135M", "train_prefixes": 160, "val_prefixes": 40, "decision_prefixes": 60,
+                    "format": "ralm-rerank-data/1"},
+        metrics={"validation_at_best": {"val/gain_recovered": 0.25}}, decision="trained", decision_evidence=evidence,
     ))  # fmt: skip
 
 
@@ -54,8 +59,14 @@ def test_the_model_card_says_what_the_folder_holds(export):
         f"w = {info['bm25_prior']['weight']:.4f}" in card
         and f"b = {info['bm25_prior']['abstain_bias']:.4f}" in card
     )
-    assert "SmolLM2-135M" in card and "160 training prefixes, 40 validation prefixes" in card
-    assert "`bm25` over 40 validation prefixes" in card and "bm25 - no-retrieval: +0.400" in card
+    assert (
+        "SmolLM2-135M" in card
+        and "160 training prefixes, 40 selection prefixes, 60 decision prefixes" in card
+    )
+    assert "step 30 (best.ckpt), best of 4 validations on 40 selection prefixes from 6 documents" in card
+    assert "60 decision prefixes from 9 other documents" in card and "selection or training: 0" in card
+    assert "trained - bm25: +0.400 nats per prefix [+0.100, +0.700], better (smallest detectable" in card
+    assert "**This export" not in card  # a trained export says nothing before its description
     assert "gain_recovered 0.2500" in card
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -87,8 +88,17 @@ def test_an_offline_wandb_run_gets_the_config_the_validation_metrics_and_the_dec
     )
     (run_file,) = (tmp_path / "out" / "wandb").glob("offline-run-*/run-*.wandb")
     config, logged = read_offline_run(run_file)
+    for _ in range(50):  # wandb's service process may still be writing the file after finish() returned
+        if "decision" in logged:
+            break
+        time.sleep(0.2)
+        config, logged = read_offline_run(run_file)
     assert logged["decision"] == summary["decision"]
     assert logged["val/gain_recovered"] == pytest.approx(summary["last_validation"]["val/gain_recovered"])
-    assert logged["val_prefixes"] == summary["decision_evidence"]["val_prefixes"]
+    evidence = summary["decision_evidence"]
+    assert logged["selection_prefixes"] == evidence["selection"]["prefixes"] > 0
+    assert logged["decision_prefixes"] == evidence["decision"]["prefixes"] > 0
+    for name, d in evidence["comparisons"].items():
+        assert logged[f"decision/{name}"] == pytest.approx(d["difference"])
     assert config["lr"] == pytest.approx(1e-3)  # the module's hyperparameters
     assert config["ralm"]["optim"]["max_steps"] == 2  # and ralm's whole config

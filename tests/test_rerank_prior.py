@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import datasets
 import numpy as np
 import pytest
 import torch
@@ -18,6 +19,7 @@ from ralm.rerank.lit_module import RerankerModule
 from ralm.rerank.metrics import selection_sums
 from ralm.rerank.model import load_tokenizer
 from ralm.rerank.settings import EncoderArgs, LoaderArgs, OptimArgs, RunArgs
+from ralm.rerank.train_command import _print_summary
 from tests.rerank_fixtures import keyword_dataset
 
 
@@ -63,12 +65,29 @@ def test_an_untrained_prior_module_scores_exactly_the_prior(prior_run, tiny_enco
     assert sums.pick_logprob == sums.bm25_logprob  # it picks BM25's top-1: gain recovered is exactly 0
 
 
-def test_training_exports_the_prior_and_never_falls_below_bm25(prior_run):
-    _, summary = prior_run
-    assert summary["best_gain_recovered"] is not None and summary["best_gain_recovered"] >= 0.0
-    info = json.loads((Path(summary["reranker"]) / "ralm_reranker.json").read_text())
+def test_the_export_holds_its_checkpoints_prior_and_recovers_the_gain_it_records(prior_run):
+    """The recorded gain recovered is the exported reranker's own on the selection prefixes, recomputed
+    from the rows (pick, BM25's top-1 and the oracle), and the recorded prior weight is the exported
+    checkpoint's (the selected step's when trained, the step-0 model's 1.0 when BM25 won)."""
+    data, summary = prior_run
+    folder = Path(summary["reranker"])
+    info = json.loads((folder / "ralm_reranker.json").read_text())
+    checkpoint = folder.parent / (STEP0_FILE if info["checkpoint"] == STEP0_FILE else "checkpoints")
+    checkpoint = checkpoint if checkpoint.is_file() else checkpoint / info["checkpoint"]
+    state = torch.load(checkpoint, map_location="cpu", weights_only=False)["state_dict"]
     assert info["bm25_prior"]["rule"] == "bm25-zscore"
-    assert isinstance(info["bm25_prior"]["weight"], float)
+    assert info["bm25_prior"]["weight"] == pytest.approx(float(state["prior_weight"]), abs=1e-7)
+    split = load_rerank_data(str(data), abstain=False, val_fraction=0.25, seed=0, bm25_prior=True)
+    rows = list(datasets.load_from_disk(str(data)).select(split.val_rows))
+    reranker = PredictiveReranker.from_pretrained(folder)
+    picks = reranker.rank([r["prefix"] for r in rows], [r["candidate_texts"] for r in rows],
+                          [r["bm25_scores"] for r in rows])  # fmt: skip
+    pick = np.mean([r["lm_logprobs"][p] for r, p in zip(rows, picks, strict=True)])
+    bm25, oracle = (
+        np.mean([r["lm_logprobs"][0] for r in rows]),
+        np.mean([max(r["lm_logprobs"]) for r in rows]),
+    )
+    assert summary["best_gain_recovered"] == pytest.approx((pick - bm25) / (oracle - bm25), abs=1e-4)
 
 
 def test_the_exported_step0_reranker_ranks_like_bm25(prior_run, tmp_path):
@@ -201,22 +220,35 @@ def test_when_no_passage_beats_every_candidate_the_export_never_retrieves(
         abstain=True,
     )
     assert summary["decision"] == "no-retrieval"
+    # Nothing retrieved, nothing recovered: no number, not 0.0 (nor the step-0 model's gain).
+    assert summary["best_gain_recovered"] is None
     # Piped (not a terminal): training reports in whole lines, never bar fragments.
     log = capfd.readouterr().err
     assert "\r" not in log and "validation at step 3: gain_recovered" in log and "train: done, 3 step" in log
     # Only the export is kept: no Lightning checkpoints, no step-0 model.
     assert not (tmp_path / "out" / "checkpoints").exists() and not (tmp_path / "out" / STEP0_FILE).exists()
     info = json.loads((Path(summary["reranker"]) / "ralm_reranker.json").read_text())
-    assert info["decision"] == "no-retrieval"
+    assert info["decision"] == "no-retrieval" and info["metrics"]["best_val/gain_recovered"] is None
     assert {"abstain_bias", "abstain_weight", "bm25_top_mean", "bm25_top_std"} <= set(info["bm25_prior"])
     # The abstention feature's statistics: mean and std of the training prefixes' best BM25 scores.
     split = load_rerank_data(str(data), abstain=True, val_fraction=0.25, seed=0, bm25_prior=True)
     tops = [max(rows[i]["bm25_scores"]) for i in split.train_rows]
-    assert info["decision_evidence"]["val_prefixes"] == len(split.val_rows)  # the decision's sample, stated
+    evidence = info["decision_evidence"]  # the two samples, stated, from documents of their own
+    assert evidence["selection"]["prefixes"] == len(split.val_rows) > 0
+    assert evidence["decision"]["prefixes"] == len(split.decision_rows) > 0 and evidence["overlap"] == 0
     assert info["bm25_prior"]["bm25_top_mean"] == pytest.approx(sum(tops) / len(tops), rel=1e-6)
     assert info["bm25_prior"]["bm25_top_std"] == pytest.approx(float(np.std(tops)), rel=1e-5)
     reranker = PredictiveReranker.from_pretrained(summary["reranker"])
     assert reranker.rank(["a prefix"], [["one passage", "another"]], [[2.0, 1.0]]) == [None]
+    # The printed summary says what selection chose, on which prefixes, and what decided, on which: never
+    # the step-0 file as "best" with a gain recovered of 0.0 while validation saw a trained step.
+    _print_summary(summary)
+    printed = capfd.readouterr().out
+    step = evidence["selection"]["step"]
+    assert f"selected      step {step} (best-step{step}.ckpt)" in printed and "step0-bm25.ckpt" not in printed
+    assert f"on {len(split.val_rows)} selection prefixes" in printed
+    assert f"decision      no-retrieval on {len(split.decision_rows)} decision prefixes" in printed
+    assert "exported      no retrieval" in printed
 
 
 def test_the_bm25_threshold_rule_maximises_the_summed_gain_over_every_cut():
@@ -240,7 +272,7 @@ def test_the_bm25_threshold_rule_maximises_the_summed_gain_over_every_cut():
 
 
 def test_the_validation_history_survives_a_checkpoint_round_trip():
-    """Resumed runs decide on the rows of steps validated before the kill (Lightning saves callback state)."""
+    """Resumed runs know the steps validated before the kill (Lightning saves callback state)."""
     from ralm.rerank.selection import ValidationHistory
 
     history = ValidationHistory()
@@ -251,8 +283,8 @@ def test_the_validation_history_survives_a_checkpoint_round_trip():
     restored = ValidationHistory()
     restored.load_state_dict(torch.load(_saved(history.state_dict()), weights_only=False))
     assert restored.step_at_score("val/gain_recovered", 0.5) == 4
-    got = restored.decision_values(4, trained=True, bm25=True, none=False)
-    assert got == {"trained": [-1.0, -3.0], "bm25": [-2.0, -2.5], "no-retrieval": None}
+    assert restored.at_score("val/gain_recovered", 0.5) == {"val/gain_recovered": 0.5}
+    torch.testing.assert_close(restored.per_prefix[4], history.per_prefix[4], equal_nan=True)
 
 
 def _saved(obj):

@@ -104,18 +104,19 @@ def _decision(train_dir: Path) -> str:
 
 
 def decision_lines(train_dirs: dict[str, Path]) -> list[str]:
-    """Per seed: the export decision, on how many validation prefixes, and the comparisons behind it."""
+    """Per seed: the export decision, on how many decision prefixes (disjoint from those that selected the
+    checkpoint), and the comparisons behind it."""
     lines = []
     for name, folder in train_dirs.items():
         summary = _summary(folder)
         evidence = summary.get("decision_evidence") or {}
+        decided = evidence.get("decision") or {}
         parts = [
             f"{rule} {d['difference']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]"
-            for rule, d in evidence.items()
-            if isinstance(d, dict)
+            for rule, d in (evidence.get("comparisons") or {}).items()
         ]
         lines.append(
-            f"{name}: exported {summary.get('decision', '?')} on {evidence.get('val_prefixes', '?')} validation "
+            f"{name}: exported {summary.get('decision', '?')} on {decided.get('prefixes', '?')} decision "
             f"prefixes (nats per prefix, 95% CI: {'; '.join(parts) or 'n/a'})"
         )
     return lines

@@ -5,6 +5,8 @@ package with ``pair_rule.py``), whose settings in ``sentence_bert_config.json`` 
 ``config_sentence_transformers.json`` sets the identity activation so ``predict`` returns the model's
 logit, the score ralm ranks by (without the BM25 prior, which needs BM25 scores: see the model card).
 Writing them needs no sentence-transformers; loading needs ``trust_remote_code=True`` (the module is code).
+When the export decision is not ``trained`` the module's settings carry the decision's note, and loading
+refuses with it: the folder is then not a reranker to rank by (``ralm.rerank.model_card.DECISION_NOTES``).
 """
 
 from __future__ import annotations
@@ -13,13 +15,18 @@ import json
 import shutil
 from pathlib import Path
 
+from ralm.rerank.model_card import DECISION_NOTES
+
 _PACKAGE = Path(__file__).parent
 MODULE_FILES = ("cross_encoder_input.py", "pair_rule.py")
 MODULE_TYPE = "cross_encoder_input.RalmCrossEncoderInput"
 
 
-def write_cross_encoder_files(folder: Path, *, max_length: int, max_prefix_tokens: int) -> None:
+def write_cross_encoder_files(
+    folder: Path, *, max_length: int, max_prefix_tokens: int, decision: str = "trained"
+) -> None:
     """Write the sentence-transformers layout into an export folder (before its rename)."""
+
     folder = Path(folder)
     for name in MODULE_FILES:
         shutil.copyfile(_PACKAGE / name, folder / name)
@@ -31,6 +38,8 @@ def write_cross_encoder_files(folder: Path, *, max_length: int, max_prefix_token
         # ralm's rule after the prefix cut: only the passage is truncated, to the export's length.
         "processing_kwargs": {"text": {"truncation": "only_second", "max_length": max_length}},
         "max_prefix_tokens": max_prefix_tokens,
+        "decision": decision,
+        "refusal": DECISION_NOTES.get(decision),  # the input module refuses to load with this note
     }
     model_config = {
         "model_type": "CrossEncoder",

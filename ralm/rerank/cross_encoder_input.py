@@ -5,6 +5,8 @@ Copied into every export (with ``pair_rule.py``) and named in its ``modules.json
 for whole prefixes: the prefix cut to its last ``max_prefix_tokens`` tokens, then the passage cut from
 its end so the pair fits (``truncation="only_second"``, saved in ``sentence_bert_config.json``).
 A stock ``Transformer`` cannot do this: a tokenizer truncates both members of a pair from one side.
+An export whose decision is not ``trained`` (BM25's order, or no retrieval) writes ``refusal`` into the
+settings: loading then fails with that note before any weight is read, as the folder is no reranker.
 Needs sentence-transformers >= 6 (its modular CrossEncoder); keep it standalone: no ``ralm`` imports.
 """
 
@@ -18,11 +20,15 @@ from .pair_rule import prefix_tails
 class RalmCrossEncoderInput(Transformer):
     """A ``Transformer`` module whose pairs are (prefix, passage), the prefix cut to its tail first."""
 
-    config_keys = [*Transformer.config_keys, "max_prefix_tokens"]
+    config_keys = [*Transformer.config_keys, "max_prefix_tokens", "decision", "refusal"]
 
-    def __init__(self, *args, max_prefix_tokens: int, **kwargs) -> None:
+    def __init__(
+        self, *args, max_prefix_tokens: int, decision: str = "trained", refusal: str | None = None, **kwargs
+    ) -> None:
+        if refusal:
+            raise ValueError(refusal)
         super().__init__(*args, **kwargs)
-        self.max_prefix_tokens = max_prefix_tokens
+        self.max_prefix_tokens, self.decision, self.refusal = max_prefix_tokens, decision, refusal
 
     def preprocess(self, inputs, prompt=None, processing_kwargs=None, **kwargs):
         pairs = [tuple(pair) for pair in inputs]

@@ -25,13 +25,17 @@ from ralm.rerank.inputs import bm25_prior, encode_groups
 from ralm.rerank.losses import MASKED
 
 DATA_FORMAT = "ralm-rerank-data/1"
+DECISION_FRACTION = 0.1
+"""``LoaderArgs.decision_fraction``'s default (the schema's value, here for Python callers of the loader)."""
 META_FILE = "ralm_data_gen.json"
 _COLUMNS = ["prefix", "doc_id", "candidate_texts", "lm_logprobs"]
 
 
 @dataclass
 class RerankData:
-    """The usable rows of a reranking dataset, split by source document."""
+    """The usable rows of a reranking dataset, split by source document into three disjoint parts:
+    training, selection (``val_rows``: validated every few steps, chooses the checkpoint) and decision
+    (``decision_rows``: scored once at the end, decides the export)."""
 
     path: str
     meta: dict
@@ -43,6 +47,15 @@ class RerankData:
     columns: list[str] = field(default_factory=list)
     bm25_prior: bool = False
     """Groups carry the standardised BM25 scores (``--bm25-prior``)."""
+    decision_rows: list[int] = field(default_factory=list)
+    """Ordered by (document, position in document): neighbours in the list are neighbours in the text,
+    which the decision's block bootstrap needs."""
+    decision_documents: list[str] = field(default_factory=list)
+    """The document of each decision row (the block bootstrap never draws a block across two)."""
+    documents: dict[str, int] = field(default_factory=dict)
+    """Distinct documents of each part's rows: ``train``, ``selection``, ``decision``."""
+    overlap: int = 0
+    """Documents with rows in more than one part, counted from the rows themselves (0 by construction)."""
 
 
 def _load(path: str):
@@ -119,12 +132,59 @@ def load_rerank_data(
     seed: int,
     max_val_prefixes: int | None = None,
     bm25_prior: bool = False,
+    decision_fraction: float = DECISION_FRACTION,
 ) -> RerankData:
-    """Check every row, drop groups of fewer than 2 candidates, split train/validation by ``doc_id``
-    (`val_fraction` in (0, 1): ``LoaderArgs`` checks it)."""
+    """Check every row, drop groups of fewer than 2 candidates, split training / selection / decision by
+    ``doc_id`` (the fractions are shares of the usable rows, each in (0, 1), summing below 1:
+    ``LoaderArgs`` checks them)."""
     meta = read_meta(path)
     ds = open_dataset(path, abstain=abstain, bm25_prior=bm25_prior)
     table = ds.data.table if hasattr(ds.data, "table") else ds.data
+    n_texts = _checked_candidates(path, table, abstain=abstain, bm25_prior=bm25_prior)
+    sizes = n_texts + (1 if abstain else 0)
+    usable = np.flatnonzero(sizes >= 2)
+    doc_ids = table.column("doc_id").to_pylist()
+    docs = sorted({doc_ids[i] for i in usable})
+    if len(docs) < 3:
+        raise RalmInputError(
+            f"{path}: {len(usable)} usable prefixes from {len(docs)} source document(s); training, checkpoint "
+            "selection and the export decision each take whole documents and need at least 3"
+        )
+    row_docs = [doc_ids[i] for i in usable]
+    val_docs, decision_docs = held_out_documents(docs, row_docs, (val_fraction, decision_fraction), seed)
+    train_rows = [int(i) for i in usable if doc_ids[i] not in val_docs and doc_ids[i] not in decision_docs]
+    val_rows = [int(i) for i in usable if doc_ids[i] in val_docs]
+    if max_val_prefixes is not None:
+        val_rows = val_rows[:max_val_prefixes]
+    positions = _positions(path, len(doc_ids))
+    decision_rows = sorted(
+        (int(i) for i in usable if doc_ids[i] in decision_docs), key=lambda i: (doc_ids[i], positions[i], i)
+    )
+    parts = {
+        "train": {doc_ids[i] for i in train_rows},
+        "selection": {doc_ids[i] for i in val_rows},
+        "decision": {doc_ids[i] for i in decision_rows},
+    }
+    shared = (parts["train"] & parts["selection"]) | (parts["train"] | parts["selection"]) & parts["decision"]
+    return RerankData(
+        path=path,
+        meta=meta,
+        train_rows=train_rows,
+        val_rows=val_rows,
+        skipped_small=int(len(sizes) - len(usable)),
+        abstain=abstain,
+        columns=list(ds.column_names),
+        bm25_prior=bm25_prior,
+        decision_rows=decision_rows,
+        decision_documents=[doc_ids[i] for i in decision_rows],
+        documents={name: len(found) for name, found in parts.items()},
+        overlap=len(shared),
+    )
+
+
+def _checked_candidates(path: str, table, *, abstain: bool, bm25_prior: bool) -> np.ndarray:
+    """Each row's number of candidates, after checking the columns that go with them (lengths, finite
+    log-probs); the first bad row is a RalmInputError naming it."""
     n_texts = _list_lengths(table, "candidate_texts")
     n_logprobs = _same_lengths(path, table, "lm_logprobs", n_texts)
     flat = pc.list_flatten(table.column("lm_logprobs")).to_numpy(zero_copy_only=False)
@@ -141,49 +201,44 @@ def load_rerank_data(
             raise RalmInputError(
                 f"{path}: row {int(np.flatnonzero(~np.isfinite(none))[0])}: no_retrieval_logprob is not finite"
             )
-    sizes = n_texts + (1 if abstain else 0)
-    usable = np.flatnonzero(sizes >= 2)
-    doc_ids = table.column("doc_id").to_pylist()
-    docs = sorted({doc_ids[i] for i in usable})
-    if len(docs) < 2:
-        raise RalmInputError(
-            f"{path}: {len(usable)} usable prefixes from {len(docs)} source document(s); the train/validation "
-            "split is by document and needs at least 2"
-        )
-    val_docs = _validation_documents(docs, [doc_ids[i] for i in usable], val_fraction, seed)
-    train_rows = [int(i) for i in usable if doc_ids[i] not in val_docs]
-    val_rows = [int(i) for i in usable if doc_ids[i] in val_docs]
-    if max_val_prefixes is not None:
-        val_rows = val_rows[:max_val_prefixes]
-    return RerankData(
-        path=path,
-        meta=meta,
-        train_rows=train_rows,
-        val_rows=val_rows,
-        skipped_small=int(len(sizes) - len(usable)),
-        abstain=abstain,
-        columns=list(ds.column_names),
-        bm25_prior=bm25_prior,
-    )
+    return n_texts
 
 
-def _validation_documents(docs: list[str], row_docs: list[str], val_fraction: float, seed: int) -> set[str]:
-    """Documents, in a seeded random order, until they hold ``val_fraction`` of the rows (at least one
-    document, never all). Counting rows rather than documents matters when documents differ in size
-    (Bible books): a tenth of the books can hold a fiftieth of the prefixes."""
+def _positions(path: str, rows: int) -> list[int]:
+    """Each row's token offset in its document (``position``); the row number for a dataset without it
+    (rows are in sample order, not text order, but still one document's rows are kept together)."""
+    ds = _load(path)
+    if "position" not in ds.column_names:
+        return list(range(rows))
+    return [int(p) for p in ds["position"]]
+
+
+def held_out_documents(
+    docs: list[str], row_docs: list[str], fractions: tuple[float, ...], seed: int
+) -> tuple[set[str], ...]:
+    """One set of documents per fraction, disjoint: documents in one seeded random order, the first set
+    taking documents until they hold its fraction of the rows (at least one document), the next set
+    continuing from there; at least one document always stays for training. Counting rows rather than
+    documents matters when documents differ in size (Bible books): a tenth of the books can hold a
+    fiftieth of the prefixes."""
     per_doc: dict[str, int] = {}
     for d in row_docs:
         per_doc[d] = per_doc.get(d, 0) + 1
-    order = np.random.default_rng(seed).permutation(len(docs))
-    wanted = val_fraction * len(row_docs)
-    chosen: set[str] = set()
-    held = 0
-    for i in order[: len(docs) - 1]:
-        if chosen and held >= wanted:
-            break
-        chosen.add(docs[i])
-        held += per_doc[docs[i]]
-    return chosen
+    order = [docs[i] for i in np.random.default_rng(seed).permutation(len(docs))]
+    parts: list[set[str]] = []
+    next_doc = 0
+    for share in fractions:
+        chosen: set[str] = set()
+        held = 0
+        wanted = share * len(row_docs)
+        # leave one document for each later part and one for training
+        last = len(order) - (len(fractions) - len(parts))
+        while next_doc < last and not (chosen and held >= wanted):
+            chosen.add(order[next_doc])
+            held += per_doc[order[next_doc]]
+            next_doc += 1
+        parts.append(chosen)
+    return tuple(parts)
 
 
 class GroupDataset(torch.utils.data.Dataset):
@@ -282,9 +337,11 @@ def scatter_scores(flat_scores: torch.Tensor, mask: torch.Tensor) -> torch.Tenso
 
 def describe(data: RerankData) -> str:
     """One line for the run summary."""
+    docs = data.documents
     return (
-        f"{len(data.train_rows)} train / {len(data.val_rows)} validation prefixes (split by document), "
-        f"{data.skipped_small} skipped with < 2 candidates"
+        f"{len(data.train_rows)} train / {len(data.val_rows)} selection / {len(data.decision_rows)} decision "
+        f"prefixes from {docs.get('train')} / {docs.get('selection')} / {docs.get('decision')} documents "
+        f"(split by document, overlap {data.overlap}), {data.skipped_small} skipped with < 2 candidates"
     )
 
 

@@ -75,7 +75,7 @@ def check_compatible(path: str, hyper_parameters: dict, expected: dict) -> None:
 
 
 def export_reranker(
-    checkpoint_path: str,
+    checkpoint_path: str | None,
     out_dir: str,
     *,
     hyper_parameters: dict,
@@ -86,11 +86,52 @@ def export_reranker(
 ) -> str:
     """Write the folder ``out_dir`` from a checkpoint; returns ``out_dir``.
 
-    `decision` (``ralm.rerank.selection``) is recorded; ``no-retrieval`` makes every ralm caller decline
-    to retrieve with this reranker, whatever its scores.
+    `decision` (``ralm.rerank.selection``) is recorded, and every ralm caller applies it: ``bm25`` takes
+    BM25's order, ``no-retrieval`` declines to retrieve, whatever the model's scores. `checkpoint_path`
+    None (only under a decision other than ``trained``): the folder holds no weights, only the record,
+    the model card and the sentence-transformers files, whose input module refuses to load.
     """
-    checkpoint = read_checkpoint(checkpoint_path)
+    if checkpoint_path is None and decision == "trained":
+        raise ValueError("a trained export needs its checkpoint")
+    checkpoint = read_checkpoint(checkpoint_path) if checkpoint_path is not None else {}
     hp = {**hyper_parameters, **checkpoint.get("hyper_parameters", {})}
+    model = _model_of(checkpoint_path, checkpoint, hp) if checkpoint_path is not None else None
+    info = {
+        "format": RERANKER_FORMAT,
+        "base_model": hp["encoder_name"],
+        "max_length": hp["max_length"],
+        "max_prefix_tokens": hp["max_prefix_tokens"],
+        "input_format": INPUT_FORMAT,
+        "abstain": bool(hp["abstain"]),
+        "bm25_prior": _prior_of(checkpoint_path, checkpoint, hp) if model is not None else None,
+        "decision": decision,
+        "decision_evidence": decision_evidence or {},
+        "loss": hp["loss"],
+        "trained_on": trained_on,
+        "checkpoint": os.path.basename(checkpoint_path) if checkpoint_path is not None else None,
+        "metrics": metrics or {},
+        "ralm_version": __version__,
+    }
+    with atomic_path(out_dir) as tmp:  # an older export is replaced only by a complete one
+        tmp.mkdir()
+        if model is not None:
+            with library_bars_quiet_in_logs():
+                model.save_pretrained(tmp)
+            tokenizer = load_tokenizer(hp["encoder_name"])
+            tokenizer.model_max_length = hp["max_length"]
+            tokenizer.save_pretrained(tmp)
+        with open(tmp / RERANKER_FILE, "w") as f:
+            json.dump(info, f, indent=2)
+        write_model_card(tmp, info)  # README.md with hub metadata, from the same fields
+        # modules.json and its input module: a sentence-transformers CrossEncoder that cuts as ralm does
+        # (and refuses to load, saying why, when the decision is not to use the model's scores)
+        write_cross_encoder_files(tmp, max_length=hp["max_length"], max_prefix_tokens=hp["max_prefix_tokens"],
+                                  decision=decision)  # fmt: skip
+    return out_dir
+
+
+def _model_of(checkpoint_path: str, checkpoint: dict, hp: dict):
+    """The checkpoint's encoder as a plain sequence classifier (its ``encoder.`` weights)."""
     model = load_cross_encoder(hp["encoder_name"])
     prefix = "encoder."
     state = {k[len(prefix) :]: v for k, v in checkpoint["state_dict"].items() if k.startswith(prefix)}
@@ -101,48 +142,26 @@ def export_reranker(
             f"{checkpoint_path}: weights do not match encoder {hp['encoder_name']} "
             f"(missing {len(missing)}, unexpected {len(unexpected)})"
         )
-    prior = None
-    if hp.get("bm25_prior", False):
-        weight = checkpoint["state_dict"].get("prior_weight")
-        if weight is None:
-            raise RalmInputError(f"{checkpoint_path}: trained with bm25_prior but holds no prior_weight")
-        prior = {"rule": PRIOR_RULE, "weight": float(weight.detach())}
-        if hp.get("abstain", False):
-            state = checkpoint["state_dict"]
-            if "abstain_bias" not in state or "abstain_weight" not in state:
-                raise RalmInputError(
-                    f"{checkpoint_path}: trained with bm25_prior and abstain but holds no abstain_bias/abstain_weight"
-                )
-            prior.update(
-                abstain_bias=float(state["abstain_bias"].detach()),
-                abstain_weight=float(state["abstain_weight"].detach()),
-                bm25_top_mean=float(hp["bm25_top_mean"]), bm25_top_std=float(hp["bm25_top_std"]),
-            )  # fmt: skip
-    tokenizer = load_tokenizer(hp["encoder_name"])
-    tokenizer.model_max_length = hp["max_length"]
-    info = {
-        "format": RERANKER_FORMAT,
-        "base_model": hp["encoder_name"],
-        "max_length": hp["max_length"],
-        "max_prefix_tokens": hp["max_prefix_tokens"],
-        "input_format": INPUT_FORMAT,
-        "abstain": bool(hp["abstain"]),
-        "bm25_prior": prior,
-        "decision": decision,
-        "decision_evidence": decision_evidence or {},
-        "loss": hp["loss"],
-        "trained_on": trained_on,
-        "checkpoint": os.path.basename(checkpoint_path),
-        "metrics": metrics or {},
-        "ralm_version": __version__,
-    }
-    with atomic_path(out_dir) as tmp:  # an older export is replaced only by a complete one
-        with library_bars_quiet_in_logs():
-            model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        with open(tmp / RERANKER_FILE, "w") as f:
-            json.dump(info, f, indent=2)
-        write_model_card(tmp, info)  # README.md with hub metadata, from the same fields
-        # modules.json and its input module: a sentence-transformers CrossEncoder that cuts as ralm does
-        write_cross_encoder_files(tmp, max_length=hp["max_length"], max_prefix_tokens=hp["max_prefix_tokens"])
-    return out_dir
+    return model
+
+
+def _prior_of(checkpoint_path: str, checkpoint: dict, hp: dict) -> dict | None:
+    """The ``bm25_prior`` record: the prior's weight (and the abstention terms) from the checkpoint."""
+    if not hp.get("bm25_prior", False):
+        return None
+    weight = checkpoint["state_dict"].get("prior_weight")
+    if weight is None:
+        raise RalmInputError(f"{checkpoint_path}: trained with bm25_prior but holds no prior_weight")
+    prior = {"rule": PRIOR_RULE, "weight": float(weight.detach())}
+    if hp.get("abstain", False):
+        state = checkpoint["state_dict"]
+        if "abstain_bias" not in state or "abstain_weight" not in state:
+            raise RalmInputError(
+                f"{checkpoint_path}: trained with bm25_prior and abstain but holds no abstain_bias/abstain_weight"
+            )
+        prior.update(
+            abstain_bias=float(state["abstain_bias"].detach()),
+            abstain_weight=float(state["abstain_weight"].detach()),
+            bm25_top_mean=float(hp["bm25_top_mean"]), bm25_top_std=float(hp["bm25_top_std"]),
+        )  # fmt: skip
+    return prior

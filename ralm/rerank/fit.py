@@ -148,7 +148,8 @@ def fit_reranker(
         )
         loader = replace(loader, batch_size=micro)
     rerank_data = load_rerank_data(data, abstain=abstain, val_fraction=loader.val_fraction, seed=seed,
-                                   max_val_prefixes=loader.max_val_prefixes, bm25_prior=bm25_prior)  # fmt: skip
+                                   max_val_prefixes=loader.max_val_prefixes, bm25_prior=bm25_prior,
+                                   decision_fraction=loader.decision_fraction)  # fmt: skip
     hparams = module_hparams(encoder, optim, abstain=abstain, bm25_prior=bm25_prior)
     if abstain and bm25_prior:
         mean, std = bm25_top_stats(data, rerank_data.train_rows)
@@ -175,7 +176,7 @@ def fit_reranker(
               "data": data}  # fmt: skip
     export = ExportDecided(
         ExportSettings(output, data, rerank_data, dict(module.hparams), {"hardware": _json_safe(hardware), "settings": config},
-                       seed, abstain, bm25_prior, run.keep_checkpoints, loggers),
+                       seed, abstain, bm25_prior, run.keep_checkpoints, loggers, loader.val_batch_size),
         best, last, history,
     )  # fmt: skip
     fallback = (

@@ -19,10 +19,13 @@ from ralm.errors import RalmInputError
 from ralm.progress import library_bars_quiet_in_logs
 from ralm.ranking import best_first
 from ralm.rerank.inputs import INPUT_FORMAT, PRIOR_RULE, bm25_prior, encode_groups
+from ralm.rerank.model_card import DECISION_NOTES
 
 RERANKER_FORMAT = "ralm-reranker/1"
 DECISIONS = ("trained", "bm25", "no-retrieval")
-"""What validation chose at export (ralm.rerank.selection); ``no-retrieval``: never prepend a passage."""
+"""What the held-out decision prefixes chose at export (ralm.rerank.selection): ``bm25``: BM25's order,
+whatever the model scores; ``no-retrieval``: never prepend a passage."""
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json")
 ABSTAIN_FIELDS = ("abstain_bias", "abstain_weight", "bm25_top_mean", "bm25_top_std")
 """The empty passage's score under the prior: f(x, "") + abstain_bias + abstain_weight * t, with
 t = (best BM25 score of the group - bm25_top_mean) / bm25_top_std (training statistics)."""
@@ -77,6 +80,8 @@ class PredictiveReranker:
     """A trained cross-encoder: ``score(prefixes, candidates)`` gives one score per candidate passage."""
 
     def __init__(self, model, tokenizer, info: dict, device: torch.device, batch_size: int = 64):
+        """`model` and `tokenizer` None: an export that holds no weights (a no-retrieval decision without a
+        step-0 model); ``rank`` and ``order`` still apply the decision, ``score`` refuses."""
         self.model, self.tokenizer, self.info = model, tokenizer, info
         self.device, self.batch_size = device, batch_size
         self.max_length: int = info["max_length"]
@@ -89,7 +94,8 @@ class PredictiveReranker:
         self.abstention = {k: float(prior[k]) for k in ABSTAIN_FIELDS} if prior and self.abstain else None
         """With the prior and abstention: how the empty passage is scored instead of w * z (ABSTAIN_FIELDS)."""
         self.decision: str = info.get("decision", "trained")
-        """``no-retrieval``: validation preferred no passage to every pick; ``rank`` then always abstains."""
+        """``bm25``: ``rank``/``order`` give BM25's order (candidate 0 first); ``no-retrieval``: they always
+        decline (the held-out decision prefixes preferred that rule to the trained picks)."""
 
     @classmethod
     def from_pretrained(
@@ -99,6 +105,10 @@ class PredictiveReranker:
         folder = os.fspath(folder)
         info = _read_info(folder)
         torch_device = resolve_device(device)
+        if info.get("decision", "trained") != "trained" and not any(
+            os.path.exists(os.path.join(folder, name)) for name in WEIGHT_FILES
+        ):
+            return cls(None, None, info, torch_device, batch_size)
         torch_dtype = resolve_dtype(dtype, torch_device)
         try:
             tokenizer = AutoTokenizer.from_pretrained(folder)
@@ -128,6 +138,11 @@ class PredictiveReranker:
         """
         if len(prefixes) != len(candidates):
             raise ValueError(f"{len(prefixes)} prefixes but {len(candidates)} candidate lists")
+        if self.model is None:
+            raise RalmInputError(
+                f"{DECISION_NOTES.get(self.decision, 'this export holds no model')}; the folder holds no model "
+                "weights to score with (rank and order apply the decision)"
+            )
         if self.prior_weight is not None:
             if bm25_scores is None:
                 raise ValueError("this reranker was trained with the BM25 prior: pass bm25_scores")
@@ -194,11 +209,17 @@ class PredictiveReranker:
 
         Callers pass the passages and their BM25 scores whatever the reranker was trained with: a reranker
         trained with ``--abstain`` also scores the empty passage (None in the order, where it ranks); one
-        trained with the BM25 prior reads the scores; one whose export decision is ``no-retrieval`` always
-        declines (``[None]``). Ties go to the earlier candidate (higher in BM25 order), the empty passage last.
+        trained with the BM25 prior reads the scores. The export decision comes first: ``no-retrieval``
+        always declines (``[None]``); ``bm25`` gives BM25's order, the passages as given (the empty passage
+        last with ``--abstain``), without scoring. Ties go to the earlier candidate (higher in BM25 order),
+        the empty passage last.
         """
         if self.decision == "no-retrieval":
             return [[None] for _ in prefixes]
+        if self.decision == "bm25":
+            if len(prefixes) != len(candidates):
+                raise ValueError(f"{len(prefixes)} prefixes but {len(candidates)} candidate lists")
+            return [list(range(len(c))) + ([None] if self.abstain else []) for c in candidates]
         groups = [list(c) + ([""] if self.abstain else []) for c in candidates]
         bm25 = None
         if bm25_scores is not None:

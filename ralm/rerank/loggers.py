@@ -94,17 +94,19 @@ def build_loggers(out_dir: str, run: RunArgs) -> list[Logger]:
 
 def log_final_summary(loggers: list[Logger], summary: dict) -> None:
     """The end-of-training summary into each wandb run's summary (other loggers keep their own files)."""
+    evidence = summary.get("decision_evidence") or {}
     flat = {
         "decision": summary.get("decision"),
         "best_gain_recovered": summary.get("best_gain_recovered"),
         "steps": summary.get("steps"),
-        "val_prefixes": (summary.get("decision_evidence") or {}).get("val_prefixes"),
+        "selection_prefixes": (evidence.get("selection") or {}).get("prefixes"),
+        "decision_prefixes": (evidence.get("decision") or {}).get("prefixes"),
     }
-    for name, d in (summary.get("decision_evidence") or {}).items():
-        if isinstance(d, dict):
-            flat[f"decision/{name}"] = d.get("difference")
-            flat[f"decision/{name}/low"] = d.get("low")
-            flat[f"decision/{name}/high"] = d.get("high")
+    for name, d in (evidence.get("comparisons") or {}).items():
+        flat[f"decision/{name}"] = d.get("difference")
+        flat[f"decision/{name}/low"] = d.get("low")
+        flat[f"decision/{name}/high"] = d.get("high")
+        flat[f"decision/{name}/detectable"] = d.get("detectable_difference")
     for logger in loggers:
         if type(logger).__name__ == "WandbLogger":
             logger.experiment.config.update({"ralm": summary.get("config", {})}, allow_val_change=True)

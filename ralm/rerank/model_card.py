@@ -15,6 +15,19 @@ from ralm.errors import RalmInputError
 
 CARD = "README.md"
 REQUIRED_METADATA = ("library_name", "pipeline_tag", "base_model", "tags")
+DECISION_NOTES = {
+    "bm25": (
+        "This export ranks as BM25: its export decision is `bm25` (the trained picks did not beat BM25's top-1 "
+        "on the held-out decision prefixes), so use BM25's own order (its top-1); the model's scores are not "
+        "a reranker that beat BM25"
+    ),
+    "no-retrieval": (
+        "This export never retrieves: its export decision is `no-retrieval` (no passage beat prepending "
+        "nothing on the held-out decision prefixes), so prepend no passage; it is not a working reranker"
+    ),
+}
+"""What an export whose decision is not ``trained`` says first (the card) and refuses with
+(sentence-transformers' input module; ``PredictiveReranker.score`` of a folder without weights)."""
 
 
 def _fmt(value) -> str:
@@ -76,6 +89,32 @@ def _prior_text(prior: dict | None) -> str:
     return text
 
 
+def decision_lines(evidence: dict) -> list[str]:
+    """The selection and decision parts (sizes, document overlap) and one line per comparison."""
+    sel, dec = evidence.get("selection") or {}, evidence.get("decision") or {}
+    lines = []
+    if sel:
+        lines.append(
+            f"- **Checkpoint selection**: step {sel.get('step')} ({sel.get('checkpoint')}), best of "
+            f"{sel.get('validations')} validations on {sel.get('prefixes')} selection prefixes from "
+            f"{sel.get('documents')} documents"
+        )
+    if dec:
+        lines.append(
+            f"- **Export decided on**: {dec.get('prefixes')} decision prefixes from {dec.get('documents')} other "
+            f"documents, scored once for the selected step (documents shared with selection or training: "
+            f"{evidence.get('overlap')}); a rule replaces a simpler one only when its 95% CI is above 0, and a "
+            "tie goes to the simpler rule (no retrieval, then BM25, then trained)"
+        )
+    for name, d in (evidence.get("comparisons") or {}).items():
+        lines.append(
+            f"- {name}: {d['difference']:+.3f} nats per prefix [{d['low']:+.3f}, {d['high']:+.3f}], "
+            f"{'better' if d['better'] else 'tie or worse'} (smallest detectable difference "
+            f"{d.get('detectable_difference', float('nan')):.3f}, 80% power)"
+        )
+    return lines
+
+
 def render_model_card(info: dict) -> str:
     """The card's text from a ``ralm_reranker.json`` dict."""
     data = info.get("trained_on", {})
@@ -83,38 +122,37 @@ def render_model_card(info: dict) -> str:
     at_best = metrics.get("validation_at_best") or {}
     evidence = info.get("decision_evidence") or {}
     validation = ", ".join(f"{k.removeprefix('val/')} {_fmt(v)}" for k, v in sorted(at_best.items())) or "n/a"
-    comparisons = [
-        f"- {name}: {d['difference']:+.3f} nats per prefix [{d['low']:+.3f}, {d['high']:+.3f}], "
-        f"{'better' if d['better'] else 'tie or worse'}"
-        for name, d in evidence.items()
-        if isinstance(d, dict)
-    ]
+    note = DECISION_NOTES.get(info.get("decision", "trained"))
+    first = [f"**{note}.**", ""] if note else []
+    warn = [f"# {note.split(':')[0]}: see the top of this card"] if note else []
+    weights = info.get("checkpoint") is not None
     return "\n".join([
         _front_matter(_metadata(info)),
         "",
         "# ralm predictive reranker",
         "",
+        *first,
         "A cross-encoder that picks, among BM25's candidates, the passage a frozen causal LM should read before "
         "a prefix (In-Context RALM, Ram et al. 2023, §6.2), trained by [ralm](https://github.com/) on the LM's "
-        "own log-probabilities.",
+        "own log-probabilities." + ("" if weights else " This folder holds no model weights."),
         "",
         f"- **Base model**: {info.get('base_model')}",
         f"- **LM that labelled the data**: {data.get('lm')}",
-        f"- **Data**: {data.get('train_prefixes')} training prefixes, {data.get('val_prefixes')} validation "
-        f"prefixes ({data.get('format')})",
+        f"- **Data**: {data.get('train_prefixes')} training prefixes, {data.get('val_prefixes')} selection "
+        f"prefixes, {data.get('decision_prefixes', 'n/a')} decision prefixes ({data.get('format')})",
         f"- **Loss**: {info.get('loss')}",
         f"- **Input**: `{info.get('input_format')}`: the prefix cut to its last {info.get('max_prefix_tokens')} "
         f"tokens, the passage cut from its end to fit {info.get('max_length')} tokens",
         f"- **Abstention**: {'the empty passage is a candidate (no retrieval)' if info.get('abstain') else 'no'}",
         f"- **BM25 prior**: {_prior_text(info.get('bm25_prior'))}",
-        f"- **Validation of the best trained step**: {validation}",
-        f"- **Export decision**: `{info.get('decision')}` over {evidence.get('val_prefixes', 'n/a')} "
-        "validation prefixes (a rule replaces a simpler one only when its 95% CI is above 0)",
-        *comparisons,
+        f"- **Validation of the selected step**: {validation}",
+        f"- **Export decision**: `{info.get('decision')}`",
+        *decision_lines(evidence),
         "",
         "## With ralm",
         "",
         "```python",
+        *warn,
         "import ralm",
         "reranker = ralm.Reranker.from_pretrained(PATH)",
         "choice = reranker.rank(prefix, passages, bm25_scores=scores)  # index into passages, or None",
@@ -123,6 +161,7 @@ def render_model_card(info: dict) -> str:
         "## With sentence-transformers (>= 6)",
         "",
         "```python",
+        *warn,
         "from sentence_transformers import CrossEncoder",
         "model = CrossEncoder(PATH, trust_remote_code=True)  # runs cross_encoder_input.py from this folder",
         "logits = model.predict([(prefix, passage) for passage in passages])  # whole prefixes, ralm's cut",
@@ -136,6 +175,7 @@ def render_model_card(info: dict) -> str:
         "## With transformers only",
         "",
         "```python",
+        *warn,
         "from transformers import AutoModelForSequenceClassification, AutoTokenizer",
         "from pair_rule import prefix_tails  # this folder's file (also ralm.rerank.pair_rule)",
         "tokenizer = AutoTokenizer.from_pretrained(PATH)",

@@ -62,14 +62,26 @@ class LoaderArgs:
     val_batch_size: PositiveInt = 32
     """Prefixes per validation batch."""
     val_fraction: OpenUnitInterval = 0.05
-    """Share of prefixes held out for validation, taken as whole source documents (none is in both splits)."""
+    """Share of prefixes held out to select the checkpoint (validated every run.val_every steps), taken as
+    whole source documents: no document is in two of the training, selection and decision parts."""
+    decision_fraction: OpenUnitInterval = 0.1
+    """Share of prefixes held out, as whole documents of their own, to decide the export once at the end:
+    the selected checkpoint against BM25's top-1 (and no passage with --abstain) on prefixes that chose
+    nothing. It costs no LM scoring (the rows hold every candidate's log-prob), only the reranker's
+    encoder passes, so make it large: it sets the smallest difference the decision can see (recorded).
+    A tie goes to the simpler rule: no retrieval, then BM25, then trained."""
     max_val_prefixes: PositiveInt | None = None
-    """Cap on validation prefixes, to keep frequent validation cheap."""
+    """Cap on selection prefixes, to keep frequent validation cheap (the decision part is scored once)."""
     num_workers: NonNegativeInt = 0
     """Dataloader worker processes (they tokenize); 0 tokenizes in the training process."""
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if self.val_fraction + self.decision_fraction >= 1.0:
+            raise RalmInputError(
+                f"loader.decision_fraction={self.decision_fraction}: with val_fraction={self.val_fraction} it "
+                "leaves no prefixes to train on (the two must sum to less than 1)"
+            )
 
 
 @dataclass

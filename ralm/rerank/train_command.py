@@ -71,7 +71,10 @@ def train(
         run: Validation and checkpoint cadence, loggers, what is kept.
         trainer: pl.Trainer keyword arguments (hardware, strategy, precision, accumulation, clipping, ...)
             over ralm's values; on the command line every one is an option (--print_config lists them).
-        abstain: Add the empty passage (no retrieval) to every candidate group.
+        abstain: Add the empty passage (no retrieval) to every candidate group; the export may then be
+            no retrieval. The export is decided on held-out decision prefixes (loader.decision_fraction):
+            trained only when it beats BM25's top-1 (and, with abstain, no passage) with a 95% interval
+            above 0; a tie goes to the simpler rule (BM25 over trained, no retrieval over BM25).
         bm25_prior: Score = f + w * (BM25 score standardised in its group), f starting at 0 and w at 1,
             so the untrained reranker ranks like BM25 and training learns corrections.
         ckpt_path: Resume from this checkpoint; `last` means OUTPUT/checkpoints/last.ckpt.
@@ -120,40 +123,52 @@ def _fmt(metrics: dict, key: str) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
+EXPORTED = {
+    "trained": "the selected checkpoint",
+    "bm25": "BM25's order (every ralm caller takes candidate 0)",
+    "no-retrieval": "no retrieval (every ralm caller prepends nothing)",
+}
+
+
 def _print_summary(summary: dict) -> None:
     val = summary["last_validation"]
-    at_best = summary.get("validation_at_best") or val
-
-    def fmt(key: str) -> str:
-        return _fmt(val, key)
-
+    evidence = summary.get("decision_evidence") or {}
+    sel, dec = evidence.get("selection") or {}, evidence.get("decision") or {}
+    choice = summary.get("decision", "trained")
     lines = [
         "ralm train: done",
         f"  data          {summary['data']}",
         f"  steps         {summary['steps']} in {summary['seconds']:.1f} s ({summary['accelerator']}, "
         f"{summary['precision']}, {summary['world_size']} process(es))",
-        f"  validation    top-1 agreement {fmt('val/top1_agreement')}, gain recovered {fmt('val/gain_recovered')}, "
-        f"retrieval rate {fmt('val/retrieval_rate')}",
-        f"  best          {summary['best_checkpoint']} (gain recovered {summary['best_gain_recovered']})",
-        f"  decision      {summary.get('decision', 'trained')} (validation mean log-prob: best step "
-        f"{_fmt(at_best, 'val/pick_logprob')}, BM25 {_fmt(at_best, 'val/bm25_logprob')}, no retrieval "
-        f"{_fmt(at_best, 'val/none_logprob')}; a rule replaces a simpler one only when its 95% CI is above 0)",
-        *_evidence_lines(summary.get("decision_evidence") or {}),
-        f"  reranker      {summary['reranker']}",
+        f"  validation    last: top-1 agreement {_fmt(val, 'val/top1_agreement')}, gain recovered "
+        f"{_fmt(val, 'val/gain_recovered')}, retrieval rate {_fmt(val, 'val/retrieval_rate')}",
+        f"  selected      step {sel.get('step')} ({sel.get('checkpoint')}), gain recovered "
+        f"{_fmt(sel, 'gain_recovered')}: the best of {sel.get('validations')} validations on "
+        f"{sel.get('prefixes')} selection prefixes ({sel.get('documents')} documents)",
+        f"  decision      {choice} on {dec.get('prefixes')} decision prefixes ({dec.get('documents')} other "
+        f"documents, overlap {evidence.get('overlap')}; mean log-prob per prefix: "
+        + ", ".join(f"{k} {v:.3f}" for k, v in (dec.get("mean_logprob") or {}).items() if v is not None)
+        + "; a rule replaces a simpler one only when its 95% CI is above 0, a tie goes to the simpler)",
+        *_evidence_lines(evidence.get("comparisons") or {}, dec.get("target_tokens")),
+        f"  exported      {EXPORTED.get(choice, choice)}: {summary['reranker']}"
+        + ("" if summary.get("exported_checkpoint") else " (no model weights)"),
     ]
     print("\n".join(lines))
 
 
-def _evidence_lines(evidence: dict) -> list[str]:
+def _evidence_lines(comparisons: dict, target_tokens: int | None) -> list[str]:
     """One line per paired comparison behind the export decision (mean log-prob difference per prefix)."""
     lines = []
-    for name, d in evidence.items():
-        if isinstance(d, dict):
-            verdict = "better" if d["better"] else "tie or worse"
-            lines.append(
-                f"                {name}: {d['difference']:+.3f} nats [{d['low']:+.3f}, {d['high']:+.3f}] "
-                f"over {d['items']} validation prefixes, {verdict}"
-            )
+    for name, d in comparisons.items():
+        verdict = "better" if d["better"] else "tie or worse"
+        detectable = d.get("detectable_difference")
+        shown = "n/a" if detectable is None else f"{detectable:.3f}"
+        per_token = f", {detectable / target_tokens:.4f} per token" if detectable and target_tokens else ""
+        lines.append(
+            f"                {name}: {d['difference']:+.3f} nats [{d['low']:+.3f}, {d['high']:+.3f}] over "
+            f"{d['items']} decision prefixes ({d.get('blocks', d['items'])} blocks), {verdict}; smallest "
+            f"detectable difference {shown}{per_token} (80% power)"
+        )
     return lines
 
 

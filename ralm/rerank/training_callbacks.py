@@ -1,5 +1,5 @@
 """What `ralm train` adds to Lightning's loop, as Lightning callbacks: the BM25 fallback, the last
-validation, and the export of the decided model with its summary.
+validation, and the export of the decided model (``ralm.rerank.decision``) with its summary.
 
 Each is a ``Callback`` so the Trainer owns when it runs (rank, resume, the end of fit), and the setup in
 ``ralm.rerank.fit`` only wires them.
@@ -19,9 +19,10 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
 from ralm.atomic_files import atomic_path, write_text_atomic
 from ralm.rerank.dataset import RerankData, describe, finite_or_none
+from ralm.rerank.decision import Selected, decide_export
 from ralm.rerank.export import export_reranker
 from ralm.rerank.loggers import log_final_summary
-from ralm.rerank.selection import ValidationHistory, export_decision
+from ralm.rerank.selection import ValidationHistory
 
 BEST_METRIC = "val/gain_recovered"
 STEP0_FILE = "step0-bm25.ckpt"
@@ -69,12 +70,15 @@ class ExportSettings:
     bm25_prior: bool
     keep_checkpoints: bool
     loggers: list = field(default_factory=list)
+    val_batch_size: int = 32
+    """Prefixes per batch when the decision prefixes are scored."""
 
 
 class ExportDecided(Callback):
-    """At the end of fit (rank zero): the best checkpoint competes with BM25 (the step-0 model) and no
-    retrieval (--abstain) on the validation prefixes (``ralm.rerank.selection``; a tie goes to the simpler
-    rule); the winner is exported to ``OUTPUT/reranker`` and ``OUTPUT/summary.json`` written (``self.summary``)."""
+    """At the end of fit (rank zero): the checkpoint selection chose (best gain recovered on the selection
+    prefixes) competes with BM25's top-1 and no retrieval (--abstain) on the decision prefixes, which chose
+    nothing (``ralm.rerank.decision``; a tie goes to the simpler rule); the winner is exported to
+    ``OUTPUT/reranker`` and ``OUTPUT/summary.json`` written (``self.summary``)."""
 
     def __init__(self, settings: ExportSettings, best: ModelCheckpoint, last: ModelCheckpoint,
                  history: ValidationHistory):  # fmt: skip
@@ -89,53 +93,48 @@ class ExportDecided(Callback):
         if trainer.is_global_zero:
             self.summary = self._export(trainer, time.perf_counter() - self._started)
 
-    def _decide(self) -> tuple[str, float | None, str, dict, dict]:
-        """(checkpoint to export, its score, decision, evidence, validation at the best step)."""
-        s, best = self.settings, self.best
-        chosen = best.best_model_path or self.last.last_model_path
+    def _selected(self) -> Selected:
+        """The checkpoint callback's best, with its step and score from the validation history."""
+        best = self.best
         score = finite_or_none(float(best.best_model_score)) if best.best_model_score is not None else None
-        at_best = self.history.at_score(BEST_METRIC, score)
-        step0 = os.path.join(s.out_dir, STEP0_FILE)
-        has_step0 = s.bm25_prior and os.path.exists(step0)
-        values = self.history.decision_values(
-            self.history.step_at_score(BEST_METRIC, score),
-            trained=bool(best.best_model_path), bm25=has_step0, none=s.abstain,
+        return Selected(
+            checkpoint=best.best_model_path or None, step=self.history.step_at_score(BEST_METRIC, score),
+            gain_recovered=score, validations=len(self.history.steps),
         )  # fmt: skip
-        choice, comparisons = export_decision(values, seed=s.seed)
-        evidence = {
-            "val_prefixes": len(next((v for v in values.values() if v is not None), [])),
-            **comparisons,
-        }
-        if choice == "bm25" or (choice == "no-retrieval" and has_step0):
-            chosen, score = step0, 0.0
-        return chosen, score, choice, evidence, at_best
 
     def _export(self, trainer: pl.Trainer, seconds: float) -> dict:
         s = self.settings
-        chosen, score, choice, evidence, at_best = self._decide()
+        selected = self._selected()
+        step0 = os.path.join(s.out_dir, STEP0_FILE)
+        decision = decide_export(
+            s.rerank_data, selected, s.hparams, step0=step0 if s.bm25_prior and os.path.exists(step0) else None,
+            seed=s.seed, batch_size=s.val_batch_size, device=trainer.strategy.root_device,
+        )  # fmt: skip
+        at_best = self.history.at_step(decision.evidence["selection"]["step"])
+        data = s.rerank_data
         trained_on = {
-            "path": os.path.abspath(s.data), "format": s.rerank_data.meta.get("format"),
-            "lm": s.rerank_data.meta.get("lm"), "train_prefixes": len(s.rerank_data.train_rows),
-            "val_prefixes": len(s.rerank_data.val_rows),
+            "path": os.path.abspath(s.data), "format": data.meta.get("format"), "lm": data.meta.get("lm"),
+            "train_prefixes": len(data.train_rows), "val_prefixes": len(data.val_rows),
+            "decision_prefixes": len(data.decision_rows),
         }  # fmt: skip
         export_dir = export_reranker(
-            chosen, os.path.join(s.out_dir, "reranker"), hyper_parameters=s.hparams, trained_on=trained_on,
-            metrics={"best_" + BEST_METRIC: score, "validation_at_best": at_best},
-            decision=choice, decision_evidence=evidence,
+            decision.exported, os.path.join(s.out_dir, "reranker"), hyper_parameters=s.hparams,
+            trained_on=trained_on, metrics={"best_" + BEST_METRIC: decision.gain_recovered, "validation_at_best": at_best},
+            decision=decision.choice, decision_evidence=decision.evidence,
         )  # fmt: skip
         if not s.keep_checkpoints:  # the export is complete: it needs none of these any more
             shutil.rmtree(os.path.join(s.out_dir, "checkpoints"), ignore_errors=True)
-            if os.path.exists(os.path.join(s.out_dir, STEP0_FILE)):
-                os.remove(os.path.join(s.out_dir, STEP0_FILE))
+            if os.path.exists(step0):
+                os.remove(step0)
         metrics = {
             k: finite_or_none(float(v)) for k, v in trainer.callback_metrics.items() if k.startswith("val/")
         }
         summary = {
-            "data": describe(s.rerank_data), "steps": trainer.global_step, "seconds": round(seconds, 2),
-            **s.config["hardware"], "world_size": trainer.world_size, "best_checkpoint": chosen,
-            "best_gain_recovered": score, "decision": choice, "decision_evidence": evidence,
-            "validation_at_best": at_best, "last_validation": metrics, "reranker": export_dir,
-            "config": s.config["settings"],
+            "data": describe(data), "steps": trainer.global_step, "seconds": round(seconds, 2),
+            **s.config["hardware"], "world_size": trainer.world_size, "best_checkpoint": selected.checkpoint,
+            "exported_checkpoint": decision.exported, "best_gain_recovered": decision.gain_recovered,
+            "decision": decision.choice, "decision_evidence": decision.evidence, "validation_at_best": at_best,
+            "last_validation": metrics, "reranker": export_dir, "config": s.config["settings"],
         }  # fmt: skip
         write_text_atomic(os.path.join(s.out_dir, "summary.json"), json.dumps(summary, indent=2))
         log_final_summary(s.loggers, summary)

@@ -1,0 +1,153 @@
+"""The export decision's own prefixes: scored once, at the end of training, for the selected checkpoint.
+
+Checkpoint selection saw the selection prefixes at every validation and chose the best step on them; the
+decision prefixes come from other documents (``ralm.rerank.dataset``) and are scored here, once, for that
+one checkpoint. No LM runs: each data-gen row holds the LM log-prob of its target given every candidate
+and given no passage, so the decision costs the reranker's encoder passes over each prefix's k (+1) pairs.
+The rule itself is ``ralm.rerank.selection.export_decision``; this module gathers its inputs and records
+what decided it (``evidence``: the two parts' sizes, their document overlap, the comparisons).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ralm.rerank.dataset import GroupCollator, GroupDataset, RerankData
+from ralm.rerank.export import read_checkpoint
+from ralm.rerank.lit_module import RerankerModule
+from ralm.rerank.metrics import gain_recovered, per_prefix_logprobs
+from ralm.rerank.model import load_tokenizer
+from ralm.rerank.selection import POWER, export_decision
+
+
+@dataclass(frozen=True)
+class Selected:
+    """What checkpoint selection chose on the selection prefixes (``checkpoint`` None: nothing validated)."""
+
+    checkpoint: str | None
+    step: int | None
+    """Its step, as the validation history finds it (the checkpoint's own step is used when it has one)."""
+    gain_recovered: float | None
+    validations: int
+    """Validation steps the best was chosen among."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    choice: str
+    """``trained``, ``bm25`` or ``no-retrieval`` (``ralm.rerank.selection.CHOICES``)."""
+    exported: str | None
+    """The checkpoint whose weights the export holds; None: no weights (a no-retrieval decision without
+    a step-0 model: the trained weights lost and must not look like a reranker)."""
+    gain_recovered: float | None
+    """Of what is exported, on the selection prefixes: the selected step's for ``trained``, 0 for ``bm25``
+    (BM25 itself), None for ``no-retrieval`` (nothing retrieved, nothing recovered)."""
+    evidence: dict
+
+
+def load_selected(
+    checkpoint: str, hparams: dict, device: torch.device | str = "cpu"
+) -> tuple[RerankerModule, int | None]:
+    """The module of a training checkpoint (file or DeepSpeed folder), in eval mode on `device`, and the
+    optimizer step it was saved at (the step selection chose: equal scores make the history ambiguous)."""
+    saved = read_checkpoint(checkpoint)
+    hp = {**hparams, **saved.get("hyper_parameters", {})}
+    accepted = inspect.signature(RerankerModule.__init__).parameters
+    module = RerankerModule(**{k: v for k, v in hp.items() if k in accepted})
+    module.on_load_checkpoint(saved)  # reshapes scalars saved 0-dim by older versions
+    module.load_state_dict(saved["state_dict"])
+    step = saved.get("global_step")
+    return module.to(device).eval(), int(step) if step is not None else None
+
+
+@torch.inference_mode()
+def score_decision_prefixes(
+    data: RerankData, module: RerankerModule | None, *, batch_size: int, device: torch.device | str = "cpu"
+) -> dict[str, np.ndarray]:
+    """Per decision prefix (``data.decision_rows`` order), the LM log-prob of the target given the module's
+    pick (``trained``: absent without a module), BM25's top-1, no passage (with abstain) and the oracle."""
+    groups = GroupDataset(data.path, data.decision_rows, abstain=data.abstain, bm25_prior=data.bm25_prior)
+    collate = None
+    if module is not None:
+        hp = module.hparams
+        collate = GroupCollator(load_tokenizer(hp.encoder_name), max_length=hp.max_length,
+                                max_prefix_tokens=hp.max_prefix_tokens)  # fmt: skip
+    columns: dict[str, list[float]] = {"trained": [], "bm25": [], "no-retrieval": [], "oracle": []}
+    for start in range(0, len(groups), batch_size):
+        items = [groups[i] for i in range(start, min(start + batch_size, len(groups)))]
+        for g in items:
+            lm = g["lm_logprobs"]
+            columns["bm25"].append(lm[0])  # candidate 0 is BM25's top-1 (the empty passage comes last)
+            columns["no-retrieval"].append(lm[-1] if data.abstain else float("nan"))
+            columns["oracle"].append(max(lm))
+        if collate is not None:
+            batch = {k: v.to(device) for k, v in collate(items).items()}
+            rows = per_prefix_logprobs(module(batch), batch["lm_logprobs"], batch["mask"], batch["is_empty"])
+            columns["trained"] += rows[:, 0].cpu().tolist()
+    out = {name: np.asarray(v, dtype=np.float64) for name, v in columns.items()}
+    if module is None:
+        out.pop("trained")
+    return out
+
+
+def decide_export(
+    data: RerankData,
+    selected: Selected,
+    hparams: dict,
+    *,
+    step0: str | None,
+    seed: int,
+    batch_size: int,
+    device: torch.device | str = "cpu",
+) -> Decision:
+    """Score the decision prefixes for the selected checkpoint, decide, and say what the export holds."""
+    started = time.perf_counter()
+    n = len(data.decision_rows)
+    print(f"export decision: scoring {n} decision prefixes ({data.documents.get('decision')} documents) with "
+          f"{os.path.basename(selected.checkpoint or 'no checkpoint')}", file=sys.stderr, flush=True)  # fmt: skip
+    module, step = None, selected.step
+    if selected.checkpoint is not None:
+        module, saved_step = load_selected(selected.checkpoint, hparams, device)
+        step = saved_step if saved_step is not None else step
+    values = score_decision_prefixes(data, module, batch_size=batch_size, device=device)
+    candidates = {
+        "trained": values.get("trained"),
+        "bm25": values["bm25"],
+        "no-retrieval": values["no-retrieval"] if data.abstain else None,
+    }
+    choice, comparisons = export_decision(candidates, documents=data.decision_documents, seed=seed)
+    exported = {"trained": selected.checkpoint, "bm25": step0 or selected.checkpoint, "no-retrieval": step0}
+    recovered = {"trained": selected.gain_recovered, "bm25": 0.0, "no-retrieval": None}
+    trained_gain = (
+        gain_recovered(*(float(values[c].mean()) for c in ("trained", "bm25", "oracle")))
+        if "trained" in values and n
+        else float("nan")
+    )
+    evidence = {
+        "selection": {
+            "prefixes": len(data.val_rows), "documents": data.documents.get("selection"),
+            "validations": selected.validations, "step": step,
+            "checkpoint": os.path.basename(selected.checkpoint) if selected.checkpoint else None,
+            "gain_recovered": selected.gain_recovered,
+        },
+        "decision": {
+            "prefixes": n, "documents": data.documents.get("decision"),
+            "mean_logprob": {k: _finite(float(v.mean())) if n else None for k, v in candidates.items() if v is not None},
+            "trained_gain_recovered": _finite(trained_gain), "target_tokens": data.meta.get("s"),
+            "level": 0.95, "power": POWER, "seconds": round(time.perf_counter() - started, 2),
+        },
+        "overlap": data.overlap,
+        "comparisons": comparisons,
+    }  # fmt: skip
+    return Decision(choice, exported[choice], recovered[choice], evidence)
+
+
+def _finite(value: float) -> float | None:
+    return value if np.isfinite(value) else None
