@@ -131,7 +131,7 @@ def _train_stage(run_dir: Path, data_dir: Path, encoder: str, scale: DemoScale, 
         "--val-batch-size", str(scale.batch_size), "--val-fraction", str(scale.val_fraction),
         # The export is decided once, at the end, on documents that chose nothing (neither trained on nor
         # selecting the checkpoint): no LM scoring, only encoder passes, so it gets the larger share (power).
-        "--decision-fraction", "0.3",
+        "--decision-fraction", str(scale.decision_fraction),
         "--loss", scale.loss, "--lr", str(scale.lr), "--head-lr", str(scale.head_lr),
         # Warmup must end before the last step; a short override run keeps a tenth of its steps for it.
         "--warmup-steps", str(min(scale.warmup_steps, scale.train_steps // 10)),

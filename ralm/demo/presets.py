@@ -47,12 +47,18 @@ class DemoScale:
     encoder_max_length: int
     max_prefix_tokens: int
     val_fraction: float
+    decision_fraction: float
     val_every: int
     train_seeds: tuple[int, ...]
     abstain: bool
     dtype: str = "fastest"
 
     def __post_init__(self) -> None:
+        if self.val_fraction + self.decision_fraction >= 1:
+            raise RalmInputError(
+                f"--scale.val_fraction {self.val_fraction} + --scale.decision_fraction {self.decision_fraction}: "
+                "must leave training prefixes (sum below 1)"
+            )
         if self.max_passage_tokens * 4 > self.max_length:
             raise RalmInputError(
                 f"--scale.max_passage_tokens {self.max_passage_tokens}: more than a quarter of --scale.max_length "
@@ -108,6 +114,7 @@ QUICK = DemoScale(
     encoder_max_length=192,
     max_prefix_tokens=32,
     val_fraction=0.2,
+    decision_fraction=0.3,
     val_every=10,
     train_seeds=(0,),
     abstain=True,
@@ -174,7 +181,10 @@ class Overrides:
     max_prefix_tokens: PositiveInt | None = None
     """The reranker reads the last this-many tokens of the prefix."""
     val_fraction: OpenUnitInterval | None = None
-    """Share of training prefixes (whole documents) held out to validate the reranker and its export choice."""
+    """Share of training prefixes (whole documents) held out to select the reranker's checkpoint."""
+    decision_fraction: OpenUnitInterval | None = None
+    """Share of training prefixes (other whole documents) held out to decide the export: the selected
+    checkpoint, BM25 or no retrieval (val_fraction + decision_fraction < 1)."""
     val_every: PositiveInt | None = None
     """Validate (and keep the best checkpoint) every this many steps."""
     train_seeds: list[int] | None = None
