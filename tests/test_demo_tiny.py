@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +25,12 @@ TINY = Overrides(
     passage_stride=15, k=2, num_prefixes=8, prefixes_per_shard=4, train_steps=2, batch_size=2, warmup_steps=0,
     encoder_max_length=96, max_prefix_tokens=24, val_fraction=0.25, val_every=1,
 )  # fmt: skip
+
+
+def stage_commands(run_dir: Path) -> list[list[str]]:
+    """The stage commands of a run's commands.sh, each without its leading `PYTHON -m ralm`."""
+    lines = [shlex.split(line) for line in (run_dir / "commands.sh").read_text().splitlines()]
+    return [words[3:] for words in lines if words[1:3] == ["-m", "ralm"]]
 
 
 @pytest.fixture(scope="module")
@@ -63,11 +72,9 @@ def test_demo_writes_report_commands_and_every_stage(finished_run):
         "stage times",
     ):
         assert label in table
-    commands = [
-        line for line in (run_dir / "commands.sh").read_text().splitlines() if line.startswith("ralm ")
-    ]
-    assert [shlex.split(c)[1] for c in commands] == ["index", "data-gen", "train", "eval"]
-    assert "--compare" in shlex.split(commands[-1])  # one table serves all five conditions
+    commands = stage_commands(run_dir)
+    assert [c[0] for c in commands] == ["index", "data-gen", "train", "eval"]
+    assert "--compare" in commands[-1]  # one table serves all five conditions
     # passage_stride reaches the index: a document's second passage starts 15 words into its first.
     first_doc = []
     for line in next(run_dir.glob("index-*.passages.jsonl")).read_text().splitlines():
@@ -88,6 +95,25 @@ def test_demo_writes_report_commands_and_every_stage(finished_run):
     assert ppl["oracle-or-none"] <= min(ppl.values()) * (1 + 1e-4)  # no passage is one of its options
     # What was scored is said: the first 160 of the held-out text's tokens.
     assert report["metrics"]["bm25"]["text_tokens"] > 160 and "scored 159 of its" in table
+
+
+def test_commands_sh_runs_where_no_ralm_is_on_path(finished_run, tmp_path):
+    """commands.sh must work from a shell where the venv is not active (no `ralm` on PATH)."""
+    run_dir, _ = finished_run
+    lines = (run_dir / "commands.sh").read_text().splitlines()
+    cd = next(i for i, line in enumerate(lines) if line.startswith("cd "))
+    header, first_stage = lines[: cd + 1], lines[cd + 1]
+    script = tmp_path / "first_stage.sh"
+    script.write_text("\n".join([*header, first_stage]) + "\n")
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": os.environ.get("HOME", "/tmp"),
+        "PYTHONPATH": os.pathsep.join(sys.path),
+    }
+    assert subprocess.run(["bash", "-c", "command -v ralm"], env=env).returncode != 0
+    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert shlex.split(first_stage)[3] == "index"
 
 
 def test_second_run_reuses_finished_stages_and_redoes_a_missing_one(
@@ -280,7 +306,5 @@ def test_ralm_run_is_the_pipeline_for_own_data(texts, tiny_lm_dir, tiny_encoder_
             args += [f"--scale.{name}", json.dumps(value) if isinstance(value, list) else str(value)]
     ralm_main(args)
     report = json.loads((run_dir / "report.json").read_text())
-    assert [shlex.split(c)[1] for c in (run_dir / "commands.sh").read_text().splitlines() if c.startswith("ralm ")] == [
-        "index", "data-gen", "train", "eval"
-    ]  # fmt: skip
+    assert [c[0] for c in stage_commands(run_dir)] == ["index", "data-gen", "train", "eval"]
     assert report["settings"]["k"] == TINY.k and report["texts"]["eval"].endswith("(yours)")
