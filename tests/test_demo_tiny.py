@@ -294,7 +294,7 @@ def test_an_eval_text_too_short_for_one_retrieving_window_stops_before_any_work(
     assert not run_dir.exists()
 
 
-def test_ralm_run_is_the_pipeline_for_own_data(texts, tiny_lm_dir, tiny_encoder_dir, tmp_path):
+def test_ralm_run_is_the_pipeline_for_own_data(texts, tiny_lm_dir, tiny_encoder_dir, tmp_path, capsys):
     """`ralm run` runs the demo's stages on the user's files; its report equals the demo's on the same data."""
     from ralm.cli import main as ralm_main
 
@@ -305,6 +305,10 @@ def test_ralm_run_is_the_pipeline_for_own_data(texts, tiny_lm_dir, tiny_encoder_
         if value is not None:
             args += [f"--scale.{name}", json.dumps(value) if isinstance(value, list) else str(value)]
     ralm_main(args)
+    printed = capsys.readouterr().out.splitlines()
+    # One table in the log (the report's, with labels), and the scoring time of the one pass said once.
+    assert sum(line.startswith("condition ") for line in printed) == 1
+    assert sum("scoring" in line for line in printed) == 1
     report = json.loads((run_dir / "report.json").read_text())
     assert [c[0] for c in stage_commands(run_dir)] == ["index", "data-gen", "train", "eval"]
     assert report["settings"]["k"] == TINY.k and report["texts"]["eval"].endswith("(yours)")

@@ -93,8 +93,9 @@ def _stage_plan(
     )
     # The trained rerankers' folder names already carry their training settings.
     eval_dir = run_dir / f"eval-{short_hash([eval_key, compare])}"
-    evaluate = Stage("eval", ["eval", "ppl", *eval_args, *retrieval, "--compare", compare,
-                              "--output", str(eval_dir)], eval_dir / COMPARE_FILE)  # fmt: skip
+    # The report prints the table, with labels: the stage leaves it out (--print-table false).
+    evaluate = Stage("eval", ["eval", "ppl", *eval_args, *retrieval, "--compare", compare, "--print-table",
+                              "false", "--output", str(eval_dir)], eval_dir / COMPARE_FILE)  # fmt: skip
     return [index, data_gen, *trains, evaluate]
 
 

@@ -211,7 +211,8 @@ def load_line(
         how = "de-quantised and cached as fp32" if converted else "de-quantised fp32 copy from the cache"
         name = f"{model} (GGUF{' ' + kind if kind else ''}, {how})"
     short = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
-    return f"loaded {name} in {seconds:.0f} s; runs as {short.get(dtype, dtype)} on {device}"
+    took = f"{seconds:.1f}" if seconds < 10 else f"{seconds:.0f}"
+    return f"loaded {name} in {took} s; runs as {short.get(dtype, dtype)} on {device}"
 
 
 def _split_gguf(name_or_path: str, gguf_file: str | None) -> tuple[str, str | None]:

@@ -145,6 +145,7 @@ def eval_ppl(
     retrieval_cache: str | None = None,
     sweep: str | None = None,
     compare: str | None = None,
+    print_table: bool = True,
     seed: NonNegativeInt = 0,
     bootstrap_resamples: PositiveInt = 2000,
     window: Windowing = _WINDOWING,
@@ -172,6 +173,7 @@ def eval_ppl(
             Built-in conditions: no-retrieval, bm25, random (seeded, among the top k), zero-shot, oracle (best
             of k), oracle-or-none (best of k or no passage). Each is compared with BM25 and with no retrieval
             by a paired bootstrap over windows (95% CI).
+        print_table: Print the --compare table (off in `ralm demo`, whose report prints it with labels).
         seed: Seed of the random condition and of the bootstrap's resamples (--compare).
         bootstrap_resamples: Resamples of the paired bootstrap (--compare).
         progress: Show a progress bar.
@@ -203,7 +205,7 @@ def eval_ppl(
         resamples=bootstrap_resamples,
     )  # fmt: skip
     if compare is not None:
-        return _report_compare(summaries[0][2], out)
+        return _report_compare(summaries[0][2], out, print_table)
     for _, point_dir, results in summaries:
         _print_summary(results, point_dir)
     return summaries[0][2] if plan is None else _report_sweep(plan, summaries, out)
@@ -283,15 +285,33 @@ def _load_rerank_lms(
     return models
 
 
-def _report_compare(compared: dict, out: Path) -> dict:
+def _report_compare(compared: dict, out: Path, print_table: bool = True) -> dict:
+    """What the conditions share (windows, tokens, one scoring pass) once, then one table row each."""
     from ralm.eval.ppl.compare_stats import format_compare_table
 
-    for name, results in compared.items():
-        _print_summary(results, out / name)
+    first = next(iter(compared.values()))
+    cfg, c, t = first["config"], first["counts"], first["timings"]
+    rerank = [
+        f"{name} {r['timings']['rerank_s']:.1f}s"
+        for name, r in compared.items()
+        if r["timings"].get("rerank_s", 0) >= 0.05
+    ]
     print(
-        format_compare_table([(n, r["metrics"]["token_ppl"], r["comparison"]) for n, r in compared.items()])
+        f"ralm eval ppl --compare: {len(compared)} conditions on the same {c['windows']} windows "
+        f"(s={cfg['stride']}, ℓ={cfg['query_tokens']}, max_length={cfg['max_length']}), "
+        f"{first['metrics']['scored_tokens']} scored tokens, {c['words']} words\n"
+        f"  one scoring pass for every condition {t['scoring_s']:.1f}s ({(t['tokens_per_s'] or 0):.1f} tok/s), "
+        f"retrieval {t['retrieval_s']:.1f}s" + (f", reranking: {', '.join(rerank)}" if rerank else "")
     )
-    print(f"compare: {out / 'compare.json'} (table: {out / 'candidates.jsonl'})")
+    if print_table:
+        print(
+            format_compare_table(
+                [(n, r["metrics"]["token_ppl"], r["comparison"]) for n, r in compared.items()]
+            )
+        )
+    print(
+        f"compare: {out / 'compare.json'}, {out}/<condition>/results.json (table: {out / 'candidates.jsonl'})"
+    )
     return compared
 
 
