@@ -9,7 +9,9 @@ rate and the time left, and a last line when it ends::
     score candidates: done, 4,800 pair in 1m56s (41.4 pair/s)
 
 ``progress(...)`` picks one or the other; both have tqdm's ``update``, ``n``, ``total``, ``close`` and
-context-manager interface, which is all the stages use.
+context-manager interface, which is all the stages use. The libraries' own bars are kept out of logs too
+(``library_bars_quiet_in_logs``, ``module_bar_quiet_in_logs``), and saving a model does not import
+DeepSpeed for its banner (``save_pretrained_quietly``).
 """
 
 from __future__ import annotations
@@ -168,3 +170,28 @@ def module_bar_quiet_in_logs(module, name: str = "tqdm"):
         yield
     finally:
         setattr(module, name, original)
+
+
+def save_pretrained_quietly(model, folder) -> None:
+    """``model.save_pretrained(folder)`` with no bar in a log and without importing DeepSpeed.
+
+    ``save_pretrained`` unwraps the model through accelerate's ``extract_model_from_parallel``, which
+    imports DeepSpeed whenever it is installed (the dev extra installs it) only to test for a
+    ``DeepSpeedEngine`` wrapper: a second of import and DeepSpeed's "Setting accelerator to CPU" banner
+    in every command that saves a model, none of which runs DeepSpeed here. The models saved through this
+    function are never wrapped by an engine, so accelerate is told DeepSpeed is absent for the call.
+    """
+    try:
+        from accelerate.utils import other
+    except ImportError:
+        other = None
+    original = getattr(other, "is_deepspeed_available", None)
+    with library_bars_quiet_in_logs():
+        if original is None:
+            model.save_pretrained(folder)
+            return
+        other.is_deepspeed_available = lambda: False
+        try:
+            model.save_pretrained(folder)
+        finally:
+            other.is_deepspeed_available = original

@@ -11,7 +11,6 @@ fp32) in 14 s; runs as fp32 on cpu"); piped to a file, the libraries' own bars a
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
@@ -28,7 +27,7 @@ from ralm.atomic_files import publish_first
 from ralm.devices import resolve_device, resolve_dtype
 from ralm.errors import RalmInputError
 from ralm.fingerprints import file_sha256
-from ralm.progress import library_bars_quiet_in_logs, module_bar_quiet_in_logs
+from ralm.progress import library_bars_quiet_in_logs, module_bar_quiet_in_logs, save_pretrained_quietly
 
 
 def default_bos(tokenizer) -> int | None:
@@ -148,39 +147,13 @@ def convert_gguf(gguf_path: Path, target: Path | None = None) -> Path:
         model.hf_quantizer = None
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
-        with library_bars_quiet_in_logs(), _deepspeed_unseen():
-            model.save_pretrained(tmp)
+        save_pretrained_quietly(model, tmp)
         tokenizer.save_pretrained(tmp)
         # Losing the race to another process that converted the same file is fine: its folder is kept.
         publish_first(tmp, target, lambda done: (done / "config.json").is_file())
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
-
-
-@contextlib.contextmanager
-def _deepspeed_unseen():
-    """Within the block, accelerate reports DeepSpeed as not installed.
-
-    ``save_pretrained`` unwraps the model through accelerate's ``extract_model_from_parallel``, which
-    imports DeepSpeed whenever it is installed (the dev extra installs it) only to test for a
-    ``DeepSpeedEngine`` wrapper: a second of import and DeepSpeed's "Setting accelerator to CPU" banner,
-    for a model no engine wraps (it was built two lines before).
-    """
-    try:
-        from accelerate.utils import other
-    except ImportError:
-        yield
-        return
-    original = getattr(other, "is_deepspeed_available", None)
-    if original is None:
-        yield
-        return
-    other.is_deepspeed_available = lambda: False
-    try:
-        yield
-    finally:
-        other.is_deepspeed_available = original
 
 
 def gguf_name(gguf_path: Path) -> tuple[str, str]:

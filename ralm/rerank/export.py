@@ -18,7 +18,7 @@ import torch
 from ralm import __version__
 from ralm.atomic_files import atomic_path
 from ralm.errors import RalmInputError
-from ralm.progress import library_bars_quiet_in_logs
+from ralm.progress import save_pretrained_quietly
 from ralm.rerank.cross_encoder_files import write_cross_encoder_files
 from ralm.rerank.inference import RERANKER_FILE, RERANKER_FORMAT
 from ralm.rerank.inputs import INPUT_FORMAT, PRIOR_RULE
@@ -137,8 +137,7 @@ def export_reranker(
         "ralm_version": __version__,
     }
     with atomic_path(out_dir) as tmp:  # an older export is replaced only by a complete one
-        with library_bars_quiet_in_logs():
-            model.save_pretrained(tmp)
+        save_pretrained_quietly(model, tmp)  # no bar in a log, no DeepSpeed import (and banner)
         tokenizer.save_pretrained(tmp)
         with open(tmp / RERANKER_FILE, "w") as f:
             json.dump(info, f, indent=2)
