@@ -9,12 +9,15 @@ rate and the time left, and a last line when it ends::
     score candidates: done, 4,800 pair in 1m56s (41.4 pair/s)
 
 ``progress(...)`` picks one or the other; both have tqdm's ``update``, ``n``, ``total``, ``close`` and
-context-manager interface, which is all the stages use.
+context-manager interface, which is all the stages use. The libraries' own bars are kept out of logs too
+(``library_bars_quiet_in_logs``, ``module_bar_quiet_in_logs``), and saving a model does not import
+DeepSpeed for its banner (``save_pretrained_quietly``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 import time
@@ -140,7 +143,8 @@ def track(iterable, *, desc: str, unit: str = "it", total: int | None = None, di
 
 @contextlib.contextmanager
 def library_bars_quiet_in_logs():
-    """Within the block, transformers' own bars (``Loading weights``) are off when stderr is not a terminal."""
+    """Within the block, transformers' own bars (``Loading weights``, ``Writing model shards``) are off when
+    stderr is not a terminal."""
     from transformers.utils import logging as transformers_logging
 
     was_on = transformers_logging.is_progress_bar_enabled()
@@ -151,3 +155,43 @@ def library_bars_quiet_in_logs():
     finally:
         if was_on:
             transformers_logging.enable_progress_bar()
+
+
+@contextlib.contextmanager
+def module_bar_quiet_in_logs(module, name: str = "tqdm"):
+    """Within the block, a library's own plain tqdm (``module.<name>``, e.g. transformers' GGUF
+    de-quantisation bar, which no library switch turns off) draws nothing when stderr is not a terminal."""
+    original = getattr(module, name, None)
+    if original is None or is_terminal():
+        yield
+        return
+    setattr(module, name, functools.partial(original, disable=True))
+    try:
+        yield
+    finally:
+        setattr(module, name, original)
+
+
+def save_pretrained_quietly(model, folder) -> None:
+    """``model.save_pretrained(folder)`` with no bar in a log and without importing DeepSpeed.
+
+    ``save_pretrained`` unwraps the model through accelerate's ``extract_model_from_parallel``, which
+    imports DeepSpeed whenever it is installed (the dev extra installs it) only to test for a
+    ``DeepSpeedEngine`` wrapper: a second of import and DeepSpeed's "Setting accelerator to CPU" banner
+    in every command that saves a model, none of which runs DeepSpeed here. The models saved through this
+    function are never wrapped by an engine, so accelerate is told DeepSpeed is absent for the call.
+    """
+    try:
+        from accelerate.utils import other
+    except ImportError:
+        other = None
+    original = getattr(other, "is_deepspeed_available", None)
+    with library_bars_quiet_in_logs():
+        if original is None:
+            model.save_pretrained(folder)
+            return
+        other.is_deepspeed_available = lambda: False
+        try:
+            model.save_pretrained(folder)
+        finally:
+            other.is_deepspeed_available = original

@@ -1,7 +1,7 @@
 """Line-delimited JSON in and out: one reader with one wording for every bad line, and one resumable log.
 
 Every JSONL input of ralm (documents, passages, evaluation text, QA questions) is read here, so a bad
-line reads the same everywhere: ``file:line:column: not valid JSON (reason)``, ``file:line: not UTF-8``,
+line reads the same everywhere: ``file:line:column: not valid JSON (reason at line L, column C)``, ``file:line: not UTF-8``,
 ``file:line: expected a JSON object, got list``. ``looks_like_jsonl`` decides a file's format by its
 content (a ``.json`` file of one object per line is JSONL; a text file that starts with ``{`` on every
 line is too), so a file is never read as raw text with its braces.
@@ -41,15 +41,22 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
     """(line number, object) for each non-blank line; the first bad line raises a RalmInputError."""
     for lineno, line in decoded_lines(path):
         if line.strip():
-            yield lineno, parse_json_object(line, f"{path}:{lineno}")
+            yield lineno, parse_json_object(line, path, lineno)
 
 
-def parse_json_object(line: str, where: str) -> dict:
-    """One JSONL line as a dict; `where` (``file:line``) starts the error, the column is added."""
+def parse_json_object(line: str, path: str | os.PathLike, lineno: int) -> dict:
+    """Line `lineno` of `path` as a dict; a bad line raises ``file:line:column: not valid JSON (reason at
+    line L, column C)``."""
+    where = f"{path}:{lineno}"
     try:
         obj = json.loads(line.rstrip("\r\n"))  # so the column counts within this line
     except json.JSONDecodeError as err:
-        raise RalmInputError(f"{where}:{err.colno}: not valid JSON ({err.msg})") from None
+        # json's reasons are written to be followed by a position ("Unterminated string starting at"):
+        # give it in the file's own terms, not the one-line string's.
+        reason = err.msg.removesuffix(" at")
+        raise RalmInputError(
+            f"{where}:{err.colno}: not valid JSON ({reason} at line {lineno}, column {err.colno})"
+        ) from None
     if not isinstance(obj, dict):
         raise RalmInputError(f"{where}: expected a JSON object, got {type(obj).__name__}")
     return obj
@@ -116,8 +123,7 @@ class JsonlLog(Generic[K]):
                     if not _is_header(raw, header):
                         return 0
                 elif raw.strip():
-                    where = f"{self.path}:{lineno}"
-                    record = parse_json_object(_decode(raw, where), where)
+                    record = parse_json_object(_decode(raw, f"{self.path}:{lineno}"), self.path, lineno)
                     if not accept(position, record):
                         break
                     self.records[self._key(record)] = record

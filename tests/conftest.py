@@ -2,7 +2,7 @@
 
 Fast tests use models built from configs (GPT-2 with 2 layers of width 64, BERT of width 32) and BPE
 tokenizers trained here on real English text (the standard library's own docstrings), saved with
-``save_pretrained`` so the real loading path is exercised. Slow tests use the offline weights of ASSETS.md.
+``save_pretrained`` so the real loading path is exercised. Slow tests use the offline weights of docs/assets.md.
 """
 
 from __future__ import annotations
@@ -196,6 +196,15 @@ def tiny_encoder_dir(tmp_path_factory, real_documents) -> Path:
 def _package_dir(name: str) -> Path | None:
     spec = importlib.util.find_spec(name)
     return Path(spec.submodule_search_locations[0]) if spec and spec.submodule_search_locations else None
+
+
+@pytest.fixture(scope="session")
+def tiny_gguf(tmp_path_factory, real_documents) -> Path:
+    """A 2-layer Llama as a Q4_1 GGUF file, named as the offline SmolLM2's file is (ralm.testing)."""
+    from ralm.testing import tiny_llama_gguf
+
+    path = tmp_path_factory.mktemp("tiny_gguf") / "Tiny-Llama-Instruct.Q4_1.gguf"
+    return tiny_llama_gguf(path, [d["text"] for d in real_documents])
 
 
 @pytest.fixture(scope="session")

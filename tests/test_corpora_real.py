@@ -49,7 +49,7 @@ def test_web_books_align_with_kjv_books():
     rev = {b["id"]: b for b in web}["Rev"]["text"]
     assert rev.endswith("Amen.") and "Abaddon" not in rev.split("Amen.")[-1]
     words = sum(len(b["text"].split()) for b in kjv)
-    assert 780_000 < words < 800_000  # ASSETS.md: 794k words
+    assert 780_000 < words < 800_000  # docs/assets.md: 794k words
     web_all = bible_books("web", apocrypha=True)
     assert {"Tob", "Sir", "1Macc"} <= {b["id"] for b in web_all}
 

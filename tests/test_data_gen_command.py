@@ -359,3 +359,32 @@ def test_real_lm_profits_from_own_document_passages_which_exclusion_removes(tmp_
     assert own_best >= len(rows) // 2
     assert allowed["gain_best_over_no_retrieval"] > excluded["gain_best_over_no_retrieval"] + 0.3
     assert excluded["examples"] == allowed["examples"] == 6
+
+
+def test_exclude_leaves_documents_out_of_every_row_and_is_recorded(
+    tmp_path, corpus, tiny_lm_dir, reference, capsys
+):
+    """--exclude (names or re:PATTERNs, as `ralm passages --exclude`): no row is a prefix of a left-out
+    document, the metadata records the rules and the ids left out, and the summary counts them."""
+    docs, _, index = corpus
+    ids = [json.loads(line)["id"] for line in docs.read_text().splitlines()]
+    rules = ["re:[a-m].*", ids[-1], "no-such-document"]
+    left_out = [i for i in ids if "a" <= i[0] <= "m" or i == ids[-1]]
+    assert 0 < len(left_out) < len(ids) - len(SHORT_DOCS)
+    out = tmp_path / "data"
+    run_in_process(
+        [*cli_args(docs, index, tiny_lm_dir, out, num_shards=2, **OPTIONS), "--exclude", json.dumps(rules)]
+    )
+    rows = load_from_disk(str(out))
+    assert len(rows) == 40 and not set(rows["doc_id"]) & set(left_out)
+    meta = json.loads((out / "ralm_data_gen.json").read_text())
+    assert meta["excluded"]["rules"] == rules and meta["excluded"]["excluded_ids"] == left_out
+    assert meta["excluded"]["documents"] == len(ids) and meta["excluded"]["unmatched_exclude"] == [
+        "no-such-document"
+    ]
+    assert meta["documents_total"] == len(ids) - len(left_out)
+    assert meta["summary"]["documents_excluded"] == len(left_out)
+    # The rows depend on which documents are left: another config than the run without --exclude.
+    reference_meta = json.loads((reference / "ralm_data_gen.json").read_text())
+    assert meta["config"]["documents_sha256"] != reference_meta["config"]["documents_sha256"]
+    assert f"--exclude left out {len(left_out)} of {len(ids)} training documents" in capsys.readouterr().out

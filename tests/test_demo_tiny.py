@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import math
+import os
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from ralm.demo.demo_command import build_parser, demo
@@ -22,6 +27,12 @@ TINY = Overrides(
     passage_stride=15, k=2, num_prefixes=8, prefixes_per_shard=4, train_steps=2, batch_size=2, warmup_steps=0,
     encoder_max_length=96, max_prefix_tokens=24, val_fraction=0.25, val_every=1,
 )  # fmt: skip
+
+
+def stage_commands(run_dir: Path) -> list[list[str]]:
+    """The stage commands of a run's commands.sh, each without its leading `PYTHON -m ralm`."""
+    lines = [shlex.split(line) for line in (run_dir / "commands.sh").read_text().splitlines()]
+    return [words[3:] for words in lines if words[1:3] == ["-m", "ralm"]]
 
 
 @pytest.fixture(scope="module")
@@ -44,10 +55,38 @@ def finished_run(tmp_path_factory, texts, tiny_lm_dir, tiny_encoder_dir):
     return run_dir, report
 
 
-def test_demo_writes_report_commands_and_every_stage(finished_run):
+def no_retrieval_ppl(eval_path: Path, lm_dir: Path) -> float:
+    """TINY's no-retrieval perplexity the slow way: the held-out documents joined by a blank line, their
+    first 224 tokens, and eval_lm.py's windows for 224 tokens at max_length 128 and stride 16 worked out
+    by hand: [0, 128) scoring tokens 1-127, [16, 144) scoring 128-143, [32, 160) scoring 144-159, ...,
+    [96, 224) scoring 208-223."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    text = "\n\n".join(json.loads(line)["text"] for line in eval_path.read_text().splitlines())
+    ids = torch.tensor(
+        AutoTokenizer.from_pretrained(lm_dir)(text, add_special_tokens=False)["input_ids"][:224]
+    )
+    model = AutoModelForCausalLM.from_pretrained(lm_dir, dtype=torch.float32).eval()
+    nll = 0.0
+    windows = ((0, 128, 1), (16, 144, 128), (32, 160, 144), (48, 176, 160), (64, 192, 176), (80, 208, 192),
+               (96, 224, 208))  # fmt: skip
+    for begin, end, first_target in windows:
+        with torch.no_grad():
+            logits = model(ids[None, begin:end]).logits[0].double()
+        targets = ids[first_target:end]
+        nll += torch.nn.functional.cross_entropy(
+            logits[first_target - begin - 1 : -1], targets, reduction="sum"
+        )
+    return math.exp(nll.item() / 223)
+
+
+def test_demo_writes_report_commands_and_every_stage(finished_run, texts, tiny_lm_dir):
     run_dir, report = finished_run
     metrics = report["sets"]["eval"]["metrics"]
     assert list(metrics) == [*BASELINES[:5], "bm25-above", "trained-seed0", *BASELINES[5:]]
+    assert metrics["no-retrieval"]["token_ppl"] == pytest.approx(
+        no_retrieval_ppl(texts["eval"], tiny_lm_dir), rel=1e-5
+    )  # TINY runs the LM in fp32 everywhere
     # All conditions scored the same held-out tokens.
     assert len({m["scored_tokens"] for m in metrics.values()}) == 1
     for name in ("report.txt", "report.json", "report.png", "commands.sh", "stages.json"):
@@ -62,11 +101,9 @@ def test_demo_writes_report_commands_and_every_stage(finished_run):
         "stage times",
     ):
         assert label in table
-    commands = [
-        line for line in (run_dir / "commands.sh").read_text().splitlines() if line.startswith("ralm ")
-    ]
-    assert [shlex.split(c)[1] for c in commands] == ["index", "data-gen", "train", "eval"]
-    assert "--compare" in shlex.split(commands[-1])  # one table serves every condition
+    commands = stage_commands(run_dir)
+    assert [c[0] for c in commands] == ["index", "data-gen", "train", "eval"]
+    assert "--compare" in commands[-1]  # one table serves every condition
     # passage_stride reaches the index: a document's second passage starts 15 words into its first.
     first_doc = []
     for line in next(run_dir.glob("index-*.passages.jsonl")).read_text().splitlines():
@@ -91,6 +128,25 @@ def test_demo_writes_report_commands_and_every_stage(finished_run):
     retrieving = report["sets"]["eval"]["retrieving"]
     assert {c["scored_tokens"] for c in retrieving.values()} == {224 - 128}
     assert "retrieving windows only (targets from token 128 on): 6 windows" in table
+
+
+def test_commands_sh_runs_where_no_ralm_is_on_path(finished_run, tmp_path):
+    """commands.sh must work from a shell where the venv is not active (no `ralm` on PATH)."""
+    run_dir, _ = finished_run
+    lines = (run_dir / "commands.sh").read_text().splitlines()
+    cd = next(i for i, line in enumerate(lines) if line.startswith("cd "))
+    header, first_stage = lines[: cd + 1], lines[cd + 1]
+    script = tmp_path / "first_stage.sh"
+    script.write_text("\n".join([*header, first_stage]) + "\n")
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": os.environ.get("HOME", "/tmp"),
+        "PYTHONPATH": os.pathsep.join(sys.path),
+    }
+    assert subprocess.run(["bash", "-c", "command -v ralm"], env=env).returncode != 0
+    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert shlex.split(first_stage)[3] == "index"
 
 
 def test_second_run_reuses_finished_stages_and_redoes_a_missing_one(
@@ -277,7 +333,7 @@ def test_an_eval_text_too_short_for_one_retrieving_window_stops_before_any_work(
     assert not run_dir.exists()
 
 
-def test_ralm_run_is_the_pipeline_for_own_data(texts, tiny_lm_dir, tiny_encoder_dir, tmp_path):
+def test_ralm_run_is_the_pipeline_for_own_data(texts, tiny_lm_dir, tiny_encoder_dir, tmp_path, capsys):
     """`ralm run` runs the demo's stages on the user's files; its report equals the demo's on the same data."""
     from ralm.cli import main as ralm_main
 
@@ -288,8 +344,62 @@ def test_ralm_run_is_the_pipeline_for_own_data(texts, tiny_lm_dir, tiny_encoder_
         if value is not None:
             args += [f"--scale.{name}", json.dumps(value) if isinstance(value, list) else str(value)]
     ralm_main(args)
+    printed = capsys.readouterr().out.splitlines()
+    # One table in the log (the report's, with labels), and the scoring time of the one pass said once.
+    assert sum(line.startswith("condition ") for line in printed) == 1
+    assert sum("scoring" in line for line in printed) == 1
     report = json.loads((run_dir / "report.json").read_text())
-    assert [shlex.split(c)[1] for c in (run_dir / "commands.sh").read_text().splitlines() if c.startswith("ralm ")] == [
-        "index", "data-gen", "train", "eval"
-    ]  # fmt: skip
+    assert [c[0] for c in stage_commands(run_dir)] == ["index", "data-gen", "train", "eval"]
     assert report["settings"]["k"] == TINY.k and report["texts"]["eval"].endswith("(yours)")
+
+
+def test_ralm_run_keeps_the_eval_documents_out_of_training_and_the_threshold_fit(
+    real_documents, tiny_lm_dir, tiny_encoder_dir, tmp_path, monkeypatch
+):
+    """Issue 23 item 4: a corpus holding the eval documents (two under their own ids, one re-filed under
+    another id and title with its lines re-joined) and no --train-text. None of them, nor what --exclude
+    names, may give a row of data-gen (the reranker's training and validation prefixes) or a row of the
+    bm25-above threshold's fit, or a passage of the index; the report counts what left each input."""
+    import datasets
+
+    import ralm.rerank.selection as selection
+    from ralm.cli import main as ralm_main
+
+    held_out, others = real_documents[-3:], real_documents[:9]
+    refiled = {"id": "refiled", "title": "another title", "text": " ".join(held_out[2]["text"].split())}
+    corpus = [*others, held_out[0], held_out[1], refiled]
+    paths = {"corpus": tmp_path / "corpus.jsonl", "eval": tmp_path / "held_out.jsonl"}
+    for path, docs in ((paths["corpus"], corpus), (paths["eval"], held_out)):
+        path.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    by_rule = others[0]["id"]
+    forbidden = {held_out[0]["id"], held_out[1]["id"], "refiled", by_rule}
+    fits = []
+    real_fit = selection.fit_bm25_threshold
+    monkeypatch.setattr(
+        selection, "fit_bm25_threshold", lambda data_dir: fits.append(data_dir) or real_fit(data_dir)
+    )
+
+    run_dir = tmp_path / "run"
+    args = ["run", "--corpus", str(paths["corpus"]), "--eval-text", str(paths["eval"]), "--exclude",
+            json.dumps([by_rule]), "--lm", str(tiny_lm_dir), "--encoder", str(tiny_encoder_dir), "--quick",
+            "--output", str(run_dir)]  # fmt: skip
+    scale = {**TINY.__dict__, "num_prefixes": 40, "prefixes_per_shard": 20}
+    for name, value in scale.items():
+        if value is not None:
+            args += [f"--scale.{name}", json.dumps(value) if isinstance(value, list) else str(value)]
+    ralm_main(args)
+
+    data_dir = next(run_dir.glob("rerank-data-*"))
+    rows = datasets.load_from_disk(str(data_dir))
+    assert len(rows) == 40 and set(rows["doc_id"]) <= {d["id"] for d in others} - {by_rule}
+    assert not forbidden & {d for row in rows["candidate_doc_ids"] for d in row}
+    eval_words = " ".join(" ".join(d["text"].split()) for d in held_out)
+    assert not any(" ".join(r["prefix"].split()) in eval_words for r in rows)  # no eval text, whatever its id
+    assert fits == [str(data_dir)]  # the threshold was fitted on these rows and no others
+    passages = next(run_dir.glob("index-*.passages.jsonl")).read_text().splitlines()
+    assert not forbidden & {json.loads(p)["doc_id"] for p in passages}
+    meta = json.loads((data_dir / "ralm_data_gen.json").read_text())
+    assert sorted(meta["excluded"]["excluded_ids"]) == sorted(forbidden)
+    excluded = json.loads((run_dir / "report.json").read_text())["texts"]["excluded"]
+    assert excluded.startswith(f"4 of {len(corpus)} corpus documents (")
+    assert f"; training text: 4 of {len(corpus)} documents (" in excluded

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -92,3 +93,51 @@ def test_gguf_is_converted_once_and_reloads_with_identical_logits(smollm2_gguf, 
     # A second load finds the cache (no second folder, no temporary leftovers).
     load_lm(str(smollm2_gguf.parent), gguf_file=smollm2_gguf.name, device="cpu")
     assert [p.name for p in (tmp_path / "gguf").iterdir()] == [cached[0].name]
+
+
+_LOAD_IN_A_FRESH_PROCESS = """
+import sys
+from ralm.lm.loading import load_lm
+assert "deepspeed" not in sys.modules
+lm = load_lm(sys.argv[1], device="cpu", dtype="float32")
+print("deepspeed imported:", "deepspeed" in sys.modules, flush=True)
+print("logits:", lm.model(**lm.tokenizer("import json", return_tensors="pt")).logits.sum().item())
+"""
+
+
+def test_first_gguf_load_piped_to_a_file_is_one_line_with_no_bars_and_no_deepspeed(tiny_gguf, tmp_path):
+    """On a fresh cache the GGUF is de-quantised and saved: piped output gets one line, not the libraries'
+    carriage-return bars ("Converting and de-quantizing", "Writing model shards"), and saving does not
+    import DeepSpeed (installed by the dev extra) with its "Setting accelerator" banner."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "RALM_CACHE": str(tmp_path / "cache"), "PYTHONPATH": os.pathsep.join(sys.path)}
+    runs = []
+    for _ in range(2):  # the first load converts, the second finds the cache
+        log = tmp_path / f"log{len(runs)}.txt"
+        with open(log, "w") as out:
+            done = subprocess.run(
+                [sys.executable, "-c", _LOAD_IN_A_FRESH_PROCESS, str(tiny_gguf)],
+                stdout=out, stderr=subprocess.STDOUT, env=env, timeout=300,
+            )  # fmt: skip
+        text = log.read_text()
+        assert done.returncode == 0, text
+        runs.append(text)
+    first, second = runs
+    assert "\r" not in first and "accelerator" not in first, first
+    lines = first.splitlines()
+    assert "deepspeed imported: False" in lines
+    loaded = [line for line in lines if line.startswith("loaded ")]
+    assert len(loaded) == 1 and len(lines) == 3, first
+    assert re.fullmatch(
+        r"loaded Tiny-Llama-Instruct \(GGUF Q4_1, de-quantised and cached as fp32\) in [\d.]+ s; runs as fp32 on cpu",
+        loaded[0],
+    )
+    assert "\r" not in second
+    assert re.search(
+        r"^loaded Tiny-Llama-Instruct \(GGUF Q4_1, de-quantised fp32 copy from the cache\)", second, re.M
+    )
+    # The cached copy gives the converted model's logits.
+    assert second.splitlines()[-1] == lines[-1]

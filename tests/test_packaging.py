@@ -43,3 +43,43 @@ def test_without_faiss_the_dense_backend_names_the_extras():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert "pip install 'ralm[faiss]' (CPU) or 'ralm[gpu]'" in out.stdout
+
+
+# What pip printed after setup's last install on a fresh venv (scripts/setup.sh, 2026-12-02).
+PIP_AFTER_PYSERINI = """\
+WARNING: Location 'file:///opt/pypi-more/simple/jiter/' is ignored: it is neither a file nor a directory.
+ERROR: pip's dependency resolver does not currently take into account all the packages that are installed. \
+This behaviour is the source of the following dependency conflicts.
+pyserini 1.6.0 requires Cython, which is not installed.
+pyserini 1.6.0 requires fastapi>=0.124, which is not installed.
+pyserini 1.6.0 requires fastmcp>=2.14, which is not installed.
+pyserini 1.6.0 requires flask, which is not installed.
+pyserini 1.6.0 requires sentencepiece>=0.2, which is not installed.
+pyserini 1.6.0 requires uvicorn>=0.38, which is not installed.
+"""
+
+
+def test_setup_says_in_one_line_that_pyserinis_missing_requirements_are_expected():
+    """The --no-deps install of pyserini is deliberate: pip's 7-line ERROR block becomes one line that says so,
+    and every other line of pip's output passes unchanged."""
+    setup = (REPO / "scripts" / "setup.sh").read_text()
+    function = re.search(r"^quiet_pyserini_conflicts\(\) \{\n.*?^\}\n", setup, re.M | re.S)
+    assert function, "setup.sh defines quiet_pyserini_conflicts"
+    assert "| quiet_pyserini_conflicts" in setup
+    run = subprocess.run(
+        ["bash", "-c", function.group(0) + "quiet_pyserini_conflicts"],
+        input=PIP_AFTER_PYSERINI, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert run.stdout.splitlines() == [
+        PIP_AFTER_PYSERINI.splitlines()[0],
+        "setup: pyserini's unused requirements are left out on purpose (expected, not an error): "
+        "Cython fastapi>=0.124 fastmcp>=2.14 flask sentencepiece>=0.2 uvicorn>=0.38",
+    ]
+    other = "ERROR: Could not find a version that satisfies the requirement scipy\n"
+    run = subprocess.run(
+        ["bash", "-c", function.group(0) + "quiet_pyserini_conflicts"],
+        input=other,
+        capture_output=True,
+        text=True,
+    )
+    assert run.stdout == other

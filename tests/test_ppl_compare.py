@@ -308,12 +308,30 @@ def test_cli_compare(runs, ppl_setup, tmp_path, capsys):
         "--max-tokens", str(N), "--retrieval-cache", str(runs["cache"]), "--progress=false", "--device", "cpu",
         "--compare", "no-retrieval,oracle",
     ])  # fmt: skip
-    printed = capsys.readouterr().out
-    assert "ralm eval ppl: no-retrieval" in printed and "ralm eval ppl: oracle" in printed
+    printed = capsys.readouterr().out.splitlines()
     oracle = json.loads((out / "oracle" / "results.json").read_text())
     assert oracle["metrics"]["token_ppl"] == pytest.approx(
         runs["singles"]["oracle"]["metrics"]["token_ppl"], rel=1e-5
     )
+    # What the conditions share is said once (one scoring pass serves both), each condition is one row.
+    assert sum("scoring" in line for line in printed) == 1
+    assert sum(line.startswith("condition ") for line in printed) == 1  # the table's header
+    rows = [line.split()[0] for line in printed if line.split()[:1] in (["no-retrieval"], ["oracle"])]
+    assert rows == ["no-retrieval", "oracle"]
+    assert any(
+        f"{oracle['metrics']['token_ppl']:.3f}" in line for line in printed if line.startswith("oracle")
+    )
+
+    # `ralm demo` prints the table once, in its report: its eval stage leaves it out.
+    ralm_main([
+        "eval", "ppl", "--text", str(ppl_setup["text"]), "--lm", str(ppl_setup["lm_dir"]), "--output", str(out),
+        "--index", str(ppl_setup["index"]), "--max-length", "128", "--max-passage-tokens", "64", "--k", "4",
+        "--max-tokens", str(N), "--retrieval-cache", str(runs["cache"]), "--progress=false", "--device", "cpu",
+        "--compare", "no-retrieval,oracle", "--print-table", "false",
+    ])  # fmt: skip
+    printed = capsys.readouterr().out.splitlines()
+    assert not any(line.startswith(("condition ", "oracle ")) for line in printed)
+    assert sum("scoring" in line for line in printed) == 1
 
     with pytest.raises(SystemExit) as exit_info:
         ralm_main(["eval", "ppl", "--text", str(ppl_setup["text"]), "--lm", "x", "--output", str(out),

@@ -2,9 +2,9 @@
 
 Why the demo excludes its evaluation books from the corpus, on real weights: with the King James Mark in
 the corpus, retrieving for the World English Mark finds its own translation and lowers perplexity by more
-than 10% (ASSETS.md measured 13.11 -> 6.53 in a similar setup); with Mark's King James text removed, most of
+than 10% (docs/assets.md measured 13.11 -> 6.53 in a similar setup); with Mark's King James text removed, most of
 that gain is gone. Retrieval from the same corpus for an unrelated text (fortunes) must not lower it by more
-than 2% (ASSETS.md: 42.18 -> 42.71). Perplexities are compared over the retrieving windows (window 0 never
+than 2% (docs/assets.md: 42.18 -> 42.71). Perplexities are compared over the retrieving windows (window 0 never
 retrieves and is identical in every run), with a short context so the test fits a few minutes on two cores.
 """
 

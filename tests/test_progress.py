@@ -45,3 +45,35 @@ def test_piped_progress_is_plain_lines_and_track_counts_every_item(capsys):
 
 def test_durations_read_as_a_person_would_say_them():
     assert [duration(s) for s in (42, 185, 3725)] == ["42s", "3m05s", "1h02m"]
+
+
+_SAVE_IN_A_FRESH_PROCESS = """
+import sys
+from transformers import GPT2Config, GPT2LMHeadModel
+from ralm.progress import save_pretrained_quietly
+save_pretrained_quietly(GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=64, bos_token_id=0, eos_token_id=0)), sys.argv[1])
+print("deepspeed imported:", "deepspeed" in sys.modules)
+"""
+
+
+def test_saving_a_model_piped_to_a_file_draws_no_bar_and_leaves_deepspeed_alone(tmp_path):
+    """transformers' save_pretrained imports DeepSpeed through accelerate whenever it is installed (its
+    "Setting accelerator to CPU" banner) and draws "Writing model shards": neither in a log."""
+    import importlib.util
+    import os
+    import subprocess
+    import sys
+
+    import pytest
+
+    if importlib.util.find_spec("deepspeed") is None:
+        pytest.skip("DeepSpeed is not installed: nothing could import it")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    log = tmp_path / "log.txt"
+    with open(log, "w") as out:
+        code = [sys.executable, "-c", _SAVE_IN_A_FRESH_PROCESS, str(tmp_path / "model")]
+        assert (
+            subprocess.run(code, stdout=out, stderr=subprocess.STDOUT, env=env, timeout=300).returncode == 0
+        )
+    assert log.read_text().splitlines() == ["deepspeed imported: False"]
+    assert (tmp_path / "model" / "config.json").is_file()

@@ -7,7 +7,7 @@ import pytest
 
 from ralm.errors import RalmInputError
 from ralm.fingerprints import fingerprint
-from ralm.records import JsonlLog
+from ralm.records import JsonlLog, read_jsonl
 
 
 def _by_id(record):
@@ -58,6 +58,24 @@ def test_a_complete_line_that_is_not_json_is_an_error_naming_file_and_line(tmp_p
     path.write_text('{"id": 1}\n[1, 2]\n')
     with pytest.raises(RalmInputError, match="^" + re.escape(f"{path}:2: expected a JSON object, got list")):
         JsonlLog(path, _by_id)
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        # json's own reason ends in "at", waiting for a position: the message must not stop there.
+        ('{"id": "broken", "text": "no closing quote}', "Unterminated string starting at line 3, column 26"),
+        ('{"id": "a" "text": "x"}', "Expecting ',' delimiter at line 3, column 12"),
+        ('{"id": "a"}}', "Extra data at line 3, column 12"),
+    ],
+)
+def test_a_bad_json_line_gives_the_whole_reason_with_the_file_line_and_column(tmp_path, line, reason):
+    path = tmp_path / "docs.jsonl"
+    path.write_text('{"id": 1}\n\n' + line + "\n")  # a blank line: the line number counts it
+    with pytest.raises(RalmInputError) as err:
+        list(read_jsonl(path))
+    column = reason.rsplit(" ", 1)[-1]
+    assert str(err.value) == f"{path}:3:{column}: not valid JSON ({reason})"
 
 
 def test_header_is_written_first_and_another_header_starts_over(tmp_path):

@@ -76,7 +76,7 @@ _BOOKS = [
 
 @pytest.mark.slow
 def test_minilm_reranker_recovers_gain_on_smollm2_data(tmp_path, smollm2_gguf, minilm_dir):
-    """World English Bible prefixes, King James Bible passages (ASSETS.md's same-domain pair), SmolLM2 scores.
+    """World English Bible prefixes, King James Bible passages (docs/assets.md's same-domain pair), SmolLM2 scores.
 
     Both translations file a book under its own id, so data-gen's own-document rule keeps a prefix's own
     book (in its other translation) out of its candidates: the reranker never learns to find the answer.

@@ -1,4 +1,4 @@
-"""bm25s and Pyserini/Lucene agree (ASSETS.md: ~99%): same analyzer output, same top-16 and top-1.
+"""bm25s and Pyserini/Lucene agree (docs/assets.md: ~99%): same analyzer output, same top-16 and top-1.
 
 Runs in CI (`make test` installs the pyserini extra). It fails rather than skips when pyserini is missing,
 so a broken install cannot pass silently. Slow: starting the JVM and importing pyserini take ~20-30 s.

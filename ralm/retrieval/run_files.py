@@ -18,8 +18,9 @@ from ralm.records import JsonlLog, decoded_lines, parse_json_object
 from ralm.retrieval.types import Hit
 
 
-def _query_from_json(line: str, where: str) -> tuple[str, str]:
-    obj = parse_json_object(line, where)
+def _query_from_json(line: str, path: Path, lineno: int) -> tuple[str, str]:
+    obj = parse_json_object(line, path, lineno)
+    where = f"{path}:{lineno}"
     qid = obj.get("qid", obj.get("id"))
     text = obj.get("query", obj.get("text"))
     if qid is None:
@@ -42,7 +43,7 @@ def read_queries(path: str | os.PathLike) -> list[tuple[str, str]]:
             continue
         where = f"{path}:{lineno}"
         if is_json:
-            qid, text = _query_from_json(line, where)
+            qid, text = _query_from_json(line, path, lineno)
         else:
             if "\t" not in line:
                 raise RalmInputError(f"{where}: expected 'qid<TAB>query'")

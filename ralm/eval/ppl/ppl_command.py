@@ -145,6 +145,7 @@ def eval_ppl(
     retrieval_cache: str | None = None,
     sweep: str | None = None,
     compare: str | None = None,
+    print_table: bool = True,
     seed: NonNegativeInt = 0,
     bootstrap_resamples: PositiveInt = 2000,
     bootstrap: Literal["blocks", "windows"] = "blocks",
@@ -175,6 +176,7 @@ def eval_ppl(
             Built-in conditions: no-retrieval, bm25, random (seeded, among the top k), zero-shot, oracle (best
             of k), oracle-or-none (best of k or no passage). Each is compared with BM25 and with no retrieval
             by a paired bootstrap (95% CI, see --bootstrap).
+        print_table: Print the --compare table (off in `ralm demo`, whose report prints it with labels).
         seed: Seed of the random condition and of the bootstrap's resamples (--compare).
         bootstrap_resamples: Resamples of the paired bootstrap (--compare).
         bootstrap: What the paired bootstrap draws (--compare): blocks of consecutive windows, one length per
@@ -210,10 +212,10 @@ def eval_ppl(
         resamples=bootstrap_resamples, bootstrap=bootstrap, document_chars=document_chars,
     )  # fmt: skip
     if compare is not None and plan is None:
-        return _report_compare(summaries[0].results, out)
+        return _report_compare(summaries[0].results, out, print_table)
     for point in summaries:
         if compare is not None:
-            _report_compare(point.results, point.folder)
+            _report_compare(point.results, point.folder, print_table)
         else:
             _print_summary(point.results, point.folder)
     return (
@@ -305,14 +307,30 @@ def _load_rerank_lms(
     return models
 
 
-def _report_compare(compared: dict, out: Path) -> dict:
+def _report_compare(compared: dict, out: Path, print_table: bool = True) -> dict:
+    """What the conditions share (windows, tokens, one scoring pass) once, then one table row each."""
     from ralm.eval.ppl.compare_stats import format_compare_table
 
-    for name, results in compared.items():
-        _print_summary(results, out / name)
-    rows = [(n, r["metrics"]["token_ppl"], r["comparison"]) for n, r in compared.items()]
-    print(format_compare_table(rows, bootstrap=rows[0][2]["bootstrap"] if rows else None))
-    print(f"compare: {out / 'compare.json'} (table: {out / 'candidates.jsonl'})")
+    first = next(iter(compared.values()))
+    cfg, c, t = first["config"], first["counts"], first["timings"]
+    rerank = [
+        f"{name} {r['timings']['rerank_s']:.1f}s"
+        for name, r in compared.items()
+        if r["timings"].get("rerank_s", 0) >= 0.05
+    ]
+    print(
+        f"ralm eval ppl --compare: {len(compared)} conditions on the same {c['windows']} windows "
+        f"(s={cfg['stride']}, ℓ={cfg['query_tokens']}, max_length={cfg['max_length']}), "
+        f"{first['metrics']['scored_tokens']} scored tokens, {c['words']} words\n"
+        f"  one scoring pass for every condition {t['scoring_s']:.1f}s ({(t['tokens_per_s'] or 0):.1f} tok/s), "
+        f"retrieval {t['retrieval_s']:.1f}s" + (f", reranking: {', '.join(rerank)}" if rerank else "")
+    )
+    if print_table:
+        rows = [(n, r["metrics"]["token_ppl"], r["comparison"]) for n, r in compared.items()]
+        print(format_compare_table(rows, bootstrap=rows[0][2]["bootstrap"] if rows else None))
+    print(
+        f"compare: {out / 'compare.json'}, {out}/<condition>/results.json (table: {out / 'candidates.jsonl'})"
+    )
     return compared
 
 

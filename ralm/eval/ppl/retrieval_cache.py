@@ -49,7 +49,7 @@ def read_cache(path: Path, meta: dict, k: int) -> dict[str, list[Hit]]:
         for lineno, line in enumerate(f, start=2):
             if not line.strip():
                 continue
-            row = parse_json_object(line, f"{path}:{lineno}")
+            row = parse_json_object(line, path, lineno)
             cached[row["query"]] = [Hit(**h) for h in row["hits"][:k]]
     return cached
 

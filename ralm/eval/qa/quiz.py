@@ -3,7 +3,7 @@
 Both come from Debian packages through ``ralm.corpora`` (``bsdgames``, ``wordnet-base``). WordNet's noun
 synsets name many of the answers: "iron, Fe, atomic number 26" is a synset's title and "the capital and
 largest city of Albania" the gloss of "Tirana, Albanian capital", so BM25 over the glosses finds evidence
-that a small LM does not hold by heart (ASSETS.md: atomic numbers 0.17 closed book, 0.47 with a passage).
+that a small LM does not hold by heart (docs/assets.md: atomic numbers 0.17 closed book, 0.47 with a passage).
 Used by the slow tests and ``bench/flare.py``.
 """
 
