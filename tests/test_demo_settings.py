@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from ralm.demo.demo_command import dtype_change
+from ralm.demo.dtype_check import dtype_change
 from ralm.demo.presets import FULL, QUICK
 from ralm.demo.verdicts import verdicts
 from ralm.devices import cpu_has_native_bf16

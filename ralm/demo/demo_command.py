@@ -35,6 +35,7 @@ from ralm.demo.assets import (
     python_docs_texts,
     user_texts,
 )
+from ralm.demo.dtype_check import check_dtype, resolved_dtype
 from ralm.demo.held_out import describe_copies, leave_out_eval_documents
 from ralm.demo.presets import DemoScale, Overrides, describe, resolve_scale
 from ralm.demo.report import BASELINES, UPPER_BOUNDS, build_report
@@ -70,21 +71,12 @@ def _stage_plan(
          "--overwrite", "true"],
         index_dir,
     )  # fmt: skip
-<<<<<<< HEAD
-    gen_args = ["--documents", str(texts.train), "--index", str(index_dir), "--passages", str(passages),
-                "--lm", lm, "--num-prefixes", str(scale.num_prefixes),
-                "--prefixes-per-shard", str(scale.prefixes_per_shard), *_lm_window(scale),
-                "--dtype", resolved_dtype(scale.dtype)]  # fmt: skip
-=======
-    lm_window = ["--stride", str(scale.stride), "--query-tokens", str(scale.query_tokens),
-                 "--max-length", str(scale.max_length), "--max-passage-tokens", str(scale.max_passage_tokens),
-                 "--k", str(scale.k)]  # fmt: skip
     # `ralm run`: the eval documents and --exclude leave the training text too (ralm.demo.held_out).
     train_exclude = ["--exclude", json.dumps(list(texts.train_exclude))] if texts.train_exclude else []
     gen_args = ["--documents", str(texts.train), "--index", str(index_dir), "--passages", str(passages),
                 "--lm", lm, "--num-prefixes", str(scale.num_prefixes),
-                "--prefixes-per-shard", str(scale.prefixes_per_shard), *train_exclude, *lm_window]  # fmt: skip
->>>>>>> wt-leak
+                "--prefixes-per-shard", str(scale.prefixes_per_shard), *train_exclude, *_lm_window(scale),
+                "--dtype", resolved_dtype(scale.dtype)]  # fmt: skip
     data_dir = run_dir / f"rerank-data-{short_hash([index_key, contents['train'], *gen_args])}"
     data_gen = Stage("data-gen", ["data-gen", *gen_args, "--output", str(data_dir)], data_dir)
     trains = [_train_stage(run_dir, data_dir, encoder, scale, seed) for seed in scale.train_seeds]
@@ -124,24 +116,17 @@ def _eval_stage(
         + list(UPPER_BOUNDS)
     )
     # The trained rerankers' folder names already carry their training settings.
-<<<<<<< HEAD
     eval_dir = run_dir / f"eval-{name}-{short_hash([eval_key, compare])}"
     key = "eval" if sets == 1 else f"eval {name}"
-    return Stage(key, ["eval", "ppl", *eval_args, *retrieval, "--compare", compare, "--output", str(eval_dir)],
-                 eval_dir / COMPARE_FILE)  # fmt: skip
+    # The report prints the table, with labels: the stage leaves it out (--print-table false).
+    return Stage(key, ["eval", "ppl", *eval_args, *retrieval, "--compare", compare, "--print-table", "false",
+                       "--output", str(eval_dir)], eval_dir / COMPARE_FILE)  # fmt: skip
 
 
 def _lm_window(scale: DemoScale) -> list[str]:
     return ["--stride", str(scale.stride), "--query-tokens", str(scale.query_tokens),
             "--max-length", str(scale.max_length), "--max-passage-tokens", str(scale.max_passage_tokens),
             "--k", str(scale.k)]  # fmt: skip
-=======
-    eval_dir = run_dir / f"eval-{short_hash([eval_key, compare])}"
-    # The report prints the table, with labels: the stage leaves it out (--print-table false).
-    evaluate = Stage("eval", ["eval", "ppl", *eval_args, *retrieval, "--compare", compare, "--print-table",
-                              "false", "--output", str(eval_dir)], eval_dir / COMPARE_FILE)  # fmt: skip
-    return [index, data_gen, *trains, evaluate]
->>>>>>> wt-leak
 
 
 def _train_stage(run_dir: Path, data_dir: Path, encoder: str, scale: DemoScale, seed: int) -> Stage:
@@ -258,15 +243,6 @@ def demo(
     return report
 
 
-def resolved_dtype(dtype: str) -> str:
-    """The scale's dtype as ``--dtype`` takes it: ``fastest`` measured here (``ralm.devices.fastest_dtype``)."""
-    if dtype != "fastest":
-        return dtype
-    from ralm.devices import fastest_dtype
-
-    return fastest_dtype()
-
-
 def _run_stages(
     out: Path, texts: DemoTexts, lm: str, encoder: str, settings: DemoScale, times: dict[str, float]
 ) -> tuple[dict[str, dict[str, Path]], dict[str, Path], str, dict | None]:
@@ -289,58 +265,12 @@ def _run_stages(
         eval_dir = stage.output.parent
         summary = json.loads((eval_dir / COMPARE_FILE).read_text())
         results[name] = {c: eval_dir / c / "results.json" for c in summary["results"]}
-    dtype_check = _check_dtype(runner, plan[-evals], settings, times)
+    dtype_check = check_dtype(runner, plan[-evals], settings, times)
     trains = [stage.output.parent for stage in plan if stage.command[0] == "train"]
     train_dirs = {f"seed {seed}": d for seed, d in zip(settings.train_seeds, trains, strict=True)}
     exclusions = _exclusions(Path(f"{plan[0].output}.passages.jsonl.excluded.json"), plan[1].output)
     print(f"[demo] exclusions: {exclusions}", flush=True)
     return results, train_dirs, exclusions, dtype_check
-
-
-DTYPE_CHECK_WINDOWS = 8
-"""Retrieving windows rescored in fp32 when the eval ran in bf16, to state bf16's change in NLL."""
-
-
-def _check_dtype(
-    runner: StageRunner, evaluate: Stage, settings: DemoScale, times: dict[str, float]
-) -> dict | None:
-    """With bf16 eval: the first eval set's first windows again in fp32 (no retrieval and BM25, the same
-    windows: ``--max-tokens`` ends the text where the bf16 run's window DTYPE_CHECK_WINDOWS ends), and the
-    change in their total NLL."""
-    command = evaluate.command
-    if command[command.index("--dtype") + 1] != "bf16":
-        return None
-    tokens = settings.max_length + DTYPE_CHECK_WINDOWS * settings.stride
-    check = [*command[: command.index("--dtype")], "--dtype", "fp32"]
-    rest = command[command.index("--dtype") + 2 :]
-    rest = (
-        rest[: rest.index("--max-tokens")] + rest[rest.index("--max-tokens") + 2 :]
-        if "--max-tokens" in rest
-        else rest
-    )
-    rest = rest[: rest.index("--compare")] + ["--compare", "no-retrieval,bm25"]
-    folder = evaluate.output.parent.with_name(evaluate.output.parent.name + "-fp32-check")
-    stage = Stage("bf16 check", [*check, *rest, "--max-tokens", str(tokens), "--output", str(folder)],
-                  folder / COMPARE_FILE)  # fmt: skip
-    times[stage.key] = runner.run(stage)
-    return dtype_change(evaluate.output.parent, folder)
-
-
-def dtype_change(bf16_dir: Path, fp32_dir: Path) -> dict:
-    """Total NLL of the fp32 check's windows in bf16 against fp32, per condition (relative change)."""
-    out = {}
-    for condition in ("no-retrieval", "bm25"):
-        fp32 = _window_nlls(fp32_dir / condition)
-        bf16 = _window_nlls(bf16_dir / condition)
-        shared = [w for w in fp32 if w in bf16]
-        a, b = sum(bf16[w] for w in shared), sum(fp32[w] for w in shared)
-        out[condition] = {"windows": len(shared), "nll_bf16": a, "nll_fp32": b, "relative_change": a / b - 1}
-    return out
-
-
-def _window_nlls(folder: Path) -> dict[tuple[int, int], float]:
-    rows = [json.loads(x) for x in (folder / "windows.jsonl").read_text().splitlines() if x]
-    return {(r["window"], r["end"]): r["nll"] for r in rows}
 
 
 def _exclusions(index_record: Path, data_dir: Path) -> str:

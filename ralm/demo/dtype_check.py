@@ -1,0 +1,70 @@
+"""The LM's dtype in a run: ``fastest`` resolved here, and what bf16 changed against fp32 (stated in the report).
+
+bf16 is used only where ``ralm.devices.fastest_dtype`` finds it native and faster; fp32 stays the exactness
+reference. When the eval ran in bf16, the first eval set's first retrieving windows are scored again in
+fp32 (no retrieval and BM25 top-1, the same windows) and the report states the change in their total NLL.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ralm.demo.presets import DemoScale
+from ralm.demo.stages import Stage, StageRunner
+from ralm.eval.ppl.compare import COMPARE_FILE
+
+
+def resolved_dtype(dtype: str) -> str:
+    """The scale's dtype as ``--dtype`` takes it: ``fastest`` measured here (``ralm.devices.fastest_dtype``)."""
+    if dtype != "fastest":
+        return dtype
+    from ralm.devices import fastest_dtype
+
+    return fastest_dtype()
+
+
+DTYPE_CHECK_WINDOWS = 8
+"""Retrieving windows rescored in fp32 when the eval ran in bf16, to state bf16's change in NLL."""
+
+
+def check_dtype(
+    runner: StageRunner, evaluate: Stage, settings: DemoScale, times: dict[str, float]
+) -> dict | None:
+    """With bf16 eval: the first eval set's first windows again in fp32 (no retrieval and BM25, the same
+    windows: ``--max-tokens`` ends the text where the bf16 run's window DTYPE_CHECK_WINDOWS ends), and the
+    change in their total NLL."""
+    command = evaluate.command
+    if command[command.index("--dtype") + 1] != "bf16":
+        return None
+    tokens = settings.max_length + DTYPE_CHECK_WINDOWS * settings.stride
+    check = [*command[: command.index("--dtype")], "--dtype", "fp32"]
+    rest = command[command.index("--dtype") + 2 :]
+    rest = (
+        rest[: rest.index("--max-tokens")] + rest[rest.index("--max-tokens") + 2 :]
+        if "--max-tokens" in rest
+        else rest
+    )
+    rest = rest[: rest.index("--compare")] + ["--compare", "no-retrieval,bm25"]
+    folder = evaluate.output.parent.with_name(evaluate.output.parent.name + "-fp32-check")
+    stage = Stage("bf16 check", [*check, *rest, "--max-tokens", str(tokens), "--output", str(folder)],
+                  folder / COMPARE_FILE)  # fmt: skip
+    times[stage.key] = runner.run(stage)
+    return dtype_change(evaluate.output.parent, folder)
+
+
+def dtype_change(bf16_dir: Path, fp32_dir: Path) -> dict:
+    """Total NLL of the fp32 check's windows in bf16 against fp32, per condition (relative change)."""
+    out = {}
+    for condition in ("no-retrieval", "bm25"):
+        fp32 = _window_nlls(fp32_dir / condition)
+        bf16 = _window_nlls(bf16_dir / condition)
+        shared = [w for w in fp32 if w in bf16]
+        a, b = sum(bf16[w] for w in shared), sum(fp32[w] for w in shared)
+        out[condition] = {"windows": len(shared), "nll_bf16": a, "nll_fp32": b, "relative_change": a / b - 1}
+    return out
+
+
+def _window_nlls(folder: Path) -> dict[tuple[int, int], float]:
+    rows = [json.loads(x) for x in (folder / "windows.jsonl").read_text().splitlines() if x]
+    return {(r["window"], r["end"]): r["nll"] for r in rows}
