@@ -140,9 +140,9 @@ def retrieving_table(comparisons: dict[str, dict], first_target: int) -> str:
     """The retrieving windows' table: each condition's perplexity and changes with their 95% intervals."""
     if not comparisons:
         return "no retrieving windows"
-    width = max(len(label(n)) for n in comparisons)
+    width = max([len(label(n)) for n in comparisons] + [18])
     any_row = next(iter(comparisons.values()))
-    head = f"{'condition':<{width}}  {'token ppl':>9}  {'vs BM25':>25}  {'vs no retrieval':>25}  {'vs context-matched':>25}"
+    head = f"{'retrieving windows':<{width}}  {'token ppl':>9}  {'vs BM25':>25}  {'vs no retrieval':>25}  {'vs context-matched':>25}"
     lines = [head]
     for name, c in comparisons.items():
         cells = [format_change(c[k]) if k in c else "" for k in ("vs_bm25", "vs_no_retrieval", "vs_matched")]
