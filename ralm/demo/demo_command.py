@@ -12,7 +12,7 @@ cut as BM25's passage cuts it, BM25 top-1, random among the top k, zero-shot LM 
 above a score", each trained reranker, and the best of k (with and without the option of no passage), each
 with paired bootstrap CIs against BM25 and no retrieval, and a report (tables, verdicts, plot) in the run
 folder beside the exact commands of each stage. The window keeps the paper's proportions: a passage takes
-at most a quarter of the LM's input (the presets: 128 of 1,024 tokens; the paper: 256 of 1,024). The test
+at most a quarter of the LM's input (the presets: 128 of 512 tokens; the paper: 256 of 1,024). The test
 split has two eval sets: text the corpus retells (retrieval should help) and text it does not (the reranker
 should abstain).
 """

@@ -7,7 +7,7 @@ Index -> data-gen -> train (with abstention and the BM25 prior, one reranker per
 `ralm eval ppl --compare` table on the eval text: no retrieval (also with the context cut as BM25's passage
 cuts it), BM25 top-1, random, zero-shot, the trained rerankers and both bounds, each with paired bootstrap
 CIs and copy rates, and the same on the retrieving windows alone. The window keeps the paper's proportions
-(a 128-token passage in a 512- or 1,024-token input; at most a quarter is enforced); `report.txt`,
+(a 128-token passage in a 512-token input by default; at most a quarter is enforced); `report.txt`,
 `report.png` and `commands.sh` in the run folder. The eval documents never reach training or retrieval:
 they, their copies and what --exclude names are left out of the corpus and the training text
 (ralm.demo.held_out). Every input is read before any work; stages are reused only when their inputs'
