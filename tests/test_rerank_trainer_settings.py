@@ -58,6 +58,21 @@ def test_a_trainer_option_on_the_command_line_reaches_the_trainer(tmp_path):
     assert trainer.val_check_interval == 4  # run.val_every optimizer steps, in micro-batches
 
 
+def test_building_the_trainer_prints_no_lightning_banner(tmp_path, capfd):
+    """Lightning's info banners ("GPU available: ...", the litlogger tip) would sit in every piped log of
+    `ralm train` and `ralm demo`; ralm's own lines say what matters. Its warnings still show."""
+    import logging
+
+    for name in ("lightning.pytorch.utilities.rank_zero", "lightning.pytorch.accelerators.cuda"):
+        logging.getLogger(name).setLevel(logging.INFO)  # as a fresh process has them
+    _, init = parse(build_parser(), ["--data", "d", "--output", str(tmp_path), "--accelerator", "cpu"])
+    settings = trainer_settings(init.trainer.as_dict(), init.optim)
+    hardware = {"accelerator": "cpu", "precision": "32-true", "strategy": settings["strategy"]}
+    build_trainer(init.run, settings, hardware, str(tmp_path), [], [])
+    out, err = capfd.readouterr()
+    assert "GPU available" not in out + err and "Tip" not in out + err, out + err
+
+
 @pytest.mark.parametrize(
     ("old", "new"),
     [("--out-dir", "--output"), ("--run.devices", "--trainer.devices"), ("--log-every", "--log-every-n-steps"),

@@ -99,11 +99,26 @@ def build_trainer(run: RunArgs, settings: dict, hardware: dict, output: str, log
     bar = settings["enable_progress_bar"] is not False
     # Piped to a file, a bar becomes carriage-return fragments: plain lines instead (ralm.progress).
     log_lines = [TrainLogLines()] if bar and not is_terminal() else []
+    quiet_lightning_banners()
     return pl.Trainer(
         **{**settings, **hardware, "enable_progress_bar": bar and is_terminal()},
         val_check_interval=val_every * settings["accumulate_grad_batches"], logger=loggers,
         callbacks=[ValidateAtEnd(val_every), *callbacks, *log_lines], default_root_dir=output,
     )  # fmt: skip
+
+
+LIGHTNING_INFO_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.pytorch.accelerators.cuda")
+"""Where Lightning's start-up banners come from ("GPU available: ...", "💡 Tip: ... litlogger ..."): its info
+messages, which ralm's own summary lines replace. Warnings still show (Lightning's documented way to quiet
+its console: raise these loggers' level)."""
+
+
+def quiet_lightning_banners() -> None:
+    """Lightning's info banners off, its warnings kept."""
+    import logging
+
+    for name in LIGHTNING_INFO_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def checkpoint_callbacks(ckpt_dir: str, save_every: int) -> tuple[ModelCheckpoint, ModelCheckpoint]:
