@@ -1,10 +1,11 @@
 """`ralm demo --quick` on the real offline assets: the clean protocol and what it measures (slow: real weights).
 
-SmolLM2-135M, the King James Bible minus the dev (Mark) and test (Jonah) books as retrieval corpus, the
-World English Bible's other books as training text, all of Jonah scored. The run folder is the one
-`ralm demo --quick` uses, under a temporary root, so a rerun of the test reuses finished stages exactly as
-a user's second run does. The assertions are what this demo reaches (README), each with its interval; no
-setting was chosen on Jonah.
+SmolLM2-135M-Instruct, the King James Bible minus the dev (Mark) and test books (2 Chronicles: related;
+Ruth: unrelated) as retrieval corpus, the World English Bible's other books as training text, the first
+2,560 tokens of each test set scored at the paper's proportions (a 128-token passage in a 512-token input).
+The run folder is the one `ralm demo --quick` uses, under a temporary root, so a rerun of the test reuses
+finished stages exactly as a user's second run does. The assertions are what this demo reaches (README),
+each with its interval; no setting was chosen on a test book.
 """
 
 from __future__ import annotations
@@ -23,34 +24,32 @@ def quick_demo(tmp_path_factory, smollm2_gguf, minilm_dir):
 
     run_dir = os.environ.get("RALM_DEMO_TEST_RUN") or str(tmp_path_factory.mktemp("demo") / "quick")
     report = demo(quick=True, output=run_dir, lm=str(smollm2_gguf), encoder=str(minilm_dir))
-    return run_dir, report, {c: m["token_ppl"] for c, m in report["metrics"].items()}
+    return run_dir, report
 
 
 def test_the_protocol_is_clean_and_every_number_has_its_interval(quick_demo):
-    run_dir, report, ppl = quick_demo
-    metrics = report["metrics"]
-    # The whole test book, the same tokens in every condition.
-    assert len({m["scored_tokens"] for m in metrics.values()}) == 1
-    assert metrics["bm25"]["scored_tokens"] == metrics["bm25"]["text_tokens"] - 1
-    assert metrics["bm25"]["comparison"]["retrieving_windows"] >= 40
-    # No chosen passage holds 8 consecutive tokens of its window's target: the test text is not in the corpus.
-    assert all(m["comparison"]["copy_windows"] == 0 for m in metrics.values())
-    # Best of k or none bounds every condition; best of k bounds every condition that always retrieves.
-    assert ppl["oracle-or-none"] == min(ppl.values()), ppl
-    assert ppl["oracle"] <= min(ppl["bm25"], ppl["random"], ppl["zero-shot"]), ppl
+    run_dir, report = quick_demo
+    assert set(report["sets"]) == {"related", "unrelated"}
+    for name, s in report["sets"].items():
+        metrics, retrieving = s["metrics"], s["retrieving"]
+        # The same tokens in every condition: the first 2,560 of the set, 2,048 of them in retrieving windows.
+        assert {m["scored_tokens"] for m in metrics.values()} == {2559}, name
+        assert {c["scored_tokens"] for c in retrieving.values()} == {2560 - 512}, name
+        ppl = {n: c["token_ppl"] for n, c in retrieving.items()}
+        # Best of k or none bounds every condition; best of k bounds every condition that always retrieves.
+        assert ppl["oracle-or-none"] == pytest.approx(min(ppl.values())), (name, ppl)
+        assert ppl["oracle"] <= min(ppl["bm25"], ppl["random"], ppl["zero-shot"]) * (1 + 1e-9), (name, ppl)
+        for c in retrieving.values():  # every change has its interval over blocks of windows
+            assert c["vs_bm25"]["low"] <= c["vs_bm25"]["change"] <= c["vs_bm25"]["high"]
+            assert c["vs_bm25"]["method"] == "blocks"
     saved = json.loads(open(os.path.join(run_dir, "report.json")).read())
-    assert set(saved["orderings"]) == {
-        "bm25 < no retrieval (CI)", "trained < bm25 (CI, every seed)", "trained < no retrieval (CI, every seed)"
-    }  # fmt: skip
+    assert saved["sets"]["unrelated"]["verdicts"] == report["sets"]["unrelated"]["verdicts"]
     for name in ("report.png", "commands.sh"):
         assert os.path.isfile(os.path.join(run_dir, name))
 
 
-def test_the_trained_reranker_beats_bm25_and_never_hurts_the_lm(quick_demo):
-    _, report, _ = quick_demo
-    trained = report["metrics"]["trained-seed0"]["comparison"]
-    # Measured: on Jonah BM25's passages hurt (+8.4% [+4.2, +13.5] against no retrieval); validation on the
-    # training books chose no retrieval, so the reranker declines and is 7.8% [-11.9, -4.1] below BM25.
-    assert trained["vs_bm25"]["high"] < 0, trained["vs_bm25"]
-    # Abstention's promise: adding ralm's retrieval never makes the LM significantly worse.
-    assert trained["vs_no_retrieval"]["low"] <= 0, trained["vs_no_retrieval"]
+def test_the_unrelated_set_is_never_made_worse(quick_demo):
+    _, report = quick_demo
+    trained = report["sets"]["unrelated"]["retrieving"]["trained-seed0"]
+    # The unrelated set's goal: the trained reranker within +1% of no retrieval (its interval's upper end).
+    assert trained["vs_no_retrieval"]["high"] < 0.01, trained["vs_no_retrieval"]

@@ -59,7 +59,7 @@ def test_dtype_change_compares_the_same_windows(tmp_path):
 
 
 def _change(low: float, high: float) -> dict:
-    return {"change": (low + high) / 2, "low": low, "high": high}
+    return {"change": (low + high) / 2, "low": low, "high": high, "significant": low > 0 or high < 0}
 
 
 def test_verdicts_say_each_claim_with_its_interval_side():
@@ -69,12 +69,14 @@ def test_verdicts_say_each_claim_with_its_interval_side():
         "trained-seed0": {"vs_no_retrieval": _change(-0.12, -0.02), "vs_bm25": _change(-0.03, 0.01)},
     }
     related = verdicts("related", comparisons)
-    assert related[0] == "BM25 top-1 against no retrieval: lower perplexity"
-    assert related[1] == "trained seed 0: does NOT beat both BM25 (a tie) and no retrieval (lower)"
+    assert related[0] == "BM25 top-1 vs no retrieval: -7.5% [-10.0, -5.0], lower"
+    assert related[1] == (
+        "trained seed 0 vs BM25: -1.0% [-3.0, +1.0], a tie; vs no retrieval: -7.0% [-12.0, -2.0], lower; "
+        "does NOT beat both"
+    )
     comparisons["trained-seed0"]["vs_no_retrieval"] = _change(-0.002, 0.012)
-    assert (
-        verdicts("unrelated", comparisons)[1]
-        == "trained seed 0: NOT within +1% of no retrieval (upper end +1.2%)"
+    assert verdicts("unrelated", comparisons)[1].endswith(
+        "NOT within +1% (the goal: the upper end below +1%)"
     )
     comparisons["trained-seed0"]["vs_no_retrieval"] = _change(-0.002, 0.009)
-    assert verdicts("unrelated", comparisons)[1].startswith("trained seed 0: within +1%")
+    assert "; within +1%" in verdicts("unrelated", comparisons)[1]

@@ -168,7 +168,8 @@ def set_section(name: str, metrics: dict[str, dict], comparisons: dict[str, dict
         format_compare_table(rows),
         "",
         retrieving_table(comparisons, first_target),
-        "verdict: " + "; ".join(verdicts(name, comparisons)),
+        "verdict (retrieving windows):",
+        *(f"  {line}" for line in verdicts(name, comparisons)),
     ]
     spread = seed_spread(metrics)
     if spread and len(spread["seeds"]) > 1:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ralm.statistics import dependent_blocks, paired_bootstrap
+from ralm.statistics import dependent_blocks, format_change, paired_bootstrap
 
 UNRELATED_LIMIT = 0.01
 """On unrelated text the trained reranker's change against no retrieval must have its upper end below this."""
@@ -68,24 +68,21 @@ def is_below(change: dict | None, limit: float = 0.0) -> bool:
 
 
 def _words(change: dict) -> str:
-    if change["high"] < 0:
-        return "lower"
-    return "higher" if change["low"] > 0 else "a tie"
+    """The change with its interval and what it means: ``-12.5% [-20.8, -4.8], lower``."""
+    side = "lower" if change["high"] < 0 else "higher" if change["low"] > 0 else "a tie"
+    return f"{format_change(change).removesuffix(' tie')}, {side}"
 
 
 def verdicts(set_name: str, comparisons: Mapping[str, dict]) -> list[str]:
-    """The set's verdict lines (each a claim with its interval; the intervals' formatting is the caller's)."""
+    """The set's verdict lines: each claim with its change in token perplexity and 95% interval."""
     if not comparisons:
         return [f"{set_name}: no retrieving windows (the text is shorter than one window and a stride)"]
-    lines = []
-    bm25 = comparisons["bm25"]["vs_no_retrieval"]
-    lines.append(f"BM25 top-1 against no retrieval: {_words(bm25)} perplexity")
+    lines = [f"BM25 top-1 vs no retrieval: {_words(comparisons['bm25']['vs_no_retrieval'])}"]
     if "vs_matched" in comparisons["bm25"]:
-        content = comparisons["bm25"]["vs_matched"]
-        displaced = comparisons["no-retrieval-matched"]["vs_no_retrieval"]
         lines.append(
-            f"BM25's passage against the context it displaced: {_words(content)} perplexity than the same window "
-            f"cut by the passage's length; the cut alone: {_words(displaced)} than the full window"
+            f"BM25's passage vs the same window cut by its length (what its content adds): "
+            f"{_words(comparisons['bm25']['vs_matched'])}; the cut alone vs the full window: "
+            f"{_words(comparisons['no-retrieval-matched']['vs_no_retrieval'])}"
         )
     trained = {n: c for n, c in comparisons.items() if n.startswith(TRAINED_PREFIX)}
     for name, c in trained.items():
@@ -93,13 +90,13 @@ def verdicts(set_name: str, comparisons: Mapping[str, dict]) -> list[str]:
         if set_name == "unrelated":
             ok = is_below(c["vs_no_retrieval"], UNRELATED_LIMIT)
             lines.append(
-                f"trained seed {seed}: {'within' if ok else 'NOT within'} +1% of no retrieval "
-                f"(upper end {100 * c['vs_no_retrieval']['high']:+.1f}%)"
+                f"trained seed {seed} vs no retrieval: {_words(c['vs_no_retrieval'])}; "
+                f"{'within' if ok else 'NOT within'} +1% (the goal: the upper end below +1%)"
             )
         else:
             both = is_below(c["vs_bm25"]) and is_below(c["vs_no_retrieval"])
             lines.append(
-                f"trained seed {seed}: {'beats' if both else 'does NOT beat'} both BM25 ({_words(c['vs_bm25'])}) "
-                f"and no retrieval ({_words(c['vs_no_retrieval'])})"
+                f"trained seed {seed} vs BM25: {_words(c['vs_bm25'])}; vs no retrieval: "
+                f"{_words(c['vs_no_retrieval'])}; {'beats both' if both else 'does NOT beat both'}"
             )
     return lines
