@@ -163,6 +163,7 @@ def set_section(name: str, metrics: dict[str, dict], comparisons: dict[str, dict
     rows = [(label(n, m), m["token_ppl"], m["comparison"]) for n, m in metrics.items()]
     first = next(iter(metrics.values()), {})
     lines = [
+        "",
         f"== {name}: scored {first.get('scored_tokens', 0)} of {first.get('text_tokens', 0)} tokens ==",
         "whole text:",
         format_compare_table(rows),
