@@ -11,6 +11,7 @@ import csv
 import json
 import math
 import statistics as stats_lib
+import textwrap
 from dataclasses import asdict
 from pathlib import Path
 
@@ -194,11 +195,17 @@ def dtype_line(check: dict | None) -> str:
     )
 
 
-def plot(sets: dict[str, dict[str, dict]], gain_curves: dict[str, list], title: str, path: Path) -> None:
+def plot(
+    sets: dict[str, dict[str, dict]],
+    gain_curves: dict[str, list],
+    title: str,
+    path: Path,
+    decisions: list[str],
+) -> None:
     """Per eval set, each condition's change vs no retrieval on the retrieving windows with its 95% CI; and
-    each seed's validation curve."""
+    each seed's selection curve with the export decision's comparisons (what decided it) written under it."""
     plt = pyplot()
-    fig, axes = plt.subplots(1, len(sets) + 1, figsize=(6 * (len(sets) + 1), 4.8))
+    fig, axes = plt.subplots(1, len(sets) + 1, figsize=(6 * (len(sets) + 1), 5.6))
     for ax, (name, comparisons) in zip(axes, sets.items(), strict=False):
         names = [n for n in comparisons if n != "no-retrieval"]
         changes = [100 * comparisons[n]["vs_no_retrieval"]["change"] for n in names]
@@ -230,6 +237,9 @@ def plot(sets: dict[str, dict[str, dict]], gain_curves: dict[str, list], title: 
     right.set_ylabel("gain recovered on the selection prefixes")
     right.set_title("Checkpoint selection (training books), not the held-out text", fontsize=9)
     right.legend(loc="best", fontsize=7)
+    if decisions:  # the comparison with no retrieval and BM25 that decided the export, not drawn above
+        right.text(0.0, -0.25, "\n".join(textwrap.fill(d, 90) for d in decisions), transform=right.transAxes,
+                   fontsize=6, va="top")  # fmt: skip
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     save_figure(fig, path, dpi=110)
@@ -279,7 +289,8 @@ def build_report(
         "(finished stages are reused)",
     ])  # fmt: skip
     curves = {f"{name}: exported {_decision(d)}": read_gain_curve(d) for name, d in train_dirs.items()}
-    plot({n: s["retrieving"] for n, s in sets.items()}, curves, title, run_dir / "report.png")
+    plot({n: s["retrieving"] for n, s in sets.items()}, curves, title, run_dir / "report.png",
+         decision_lines(train_dirs))  # fmt: skip
     report = {
         "sets": sets,
         "times": times,

@@ -114,11 +114,14 @@ its console: raise these loggers' level)."""
 
 
 def quiet_lightning_banners() -> None:
-    """Lightning's info banners off, its warnings kept."""
+    """Lightning's info banners off, its warnings kept, except one about its own internals (a deprecation
+    inside ``lightning.pytorch.utilities._pytree`` that no caller can act on)."""
     import logging
+    import warnings
 
     for name in LIGHTNING_INFO_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated")
 
 
 def checkpoint_callbacks(ckpt_dir: str, save_every: int) -> tuple[ModelCheckpoint, ModelCheckpoint]:
