@@ -290,7 +290,9 @@ def _exclusions(index_record: Path, data_dir: Path) -> str:
 
 
 def build_parser():
-    return parser_for(demo, prog="ralm demo", renamed={"run_dir": "output"})
+    return parser_for(
+        demo, prog="ralm demo", renamed={"run_dir": "output", "scale.test_books": "scale.related_books"}
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -59,7 +59,9 @@ def run(
 
 
 def build_parser():
-    return parser_for(run, prog="ralm run", renamed={"run_dir": "output"})
+    return parser_for(
+        run, prog="ralm run", renamed={"run_dir": "output", "scale.test_books": "scale.related_books"}
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
