@@ -7,12 +7,12 @@ fp32 (no retrieval and BM25 top-1, the same windows) and the report states the c
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ralm.demo.presets import DemoScale
 from ralm.demo.stages import Stage, StageRunner
 from ralm.eval.ppl.compare import COMPARE_FILE
+from ralm.eval.ppl.outputs import read_windows
 
 
 def resolved_dtype(dtype: str) -> str:
@@ -66,5 +66,4 @@ def dtype_change(bf16_dir: Path, fp32_dir: Path) -> dict:
 
 
 def _window_nlls(folder: Path) -> dict[tuple[int, int], float]:
-    rows = [json.loads(x) for x in (folder / "windows.jsonl").read_text().splitlines() if x]
-    return {(r["window"], r["end"]): r["nll"] for r in rows}
+    return {(r["window"], r["end"]): r["nll"] for r in read_windows(folder)}

@@ -17,8 +17,9 @@ from pathlib import Path
 
 from ralm.atomic_files import write_text_atomic
 from ralm.demo.presets import DemoScale
-from ralm.demo.verdicts import TRAINED_PREFIX, read_windows, retrieving_comparisons, verdicts
+from ralm.demo.verdicts import TRAINED_PREFIX, retrieving_comparisons, verdicts
 from ralm.eval.ppl.compare_stats import format_compare_table
+from ralm.eval.ppl.outputs import read_windows
 from ralm.plots import pyplot, save_figure
 from ralm.statistics import format_change
 

@@ -15,9 +15,7 @@ The verdicts are the questions the two test sets ask, each answered with its int
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import numpy as np
 
@@ -26,11 +24,6 @@ from ralm.statistics import dependent_blocks, format_change, paired_bootstrap
 UNRELATED_LIMIT = 0.01
 """On unrelated text the trained reranker's change against no retrieval must have its upper end below this."""
 TRAINED_PREFIX = "trained-seed"
-
-
-def read_windows(folder: Path) -> list[dict]:
-    """A condition's ``windows.jsonl`` rows, in window order."""
-    return [json.loads(line) for line in (folder / "windows.jsonl").read_text().splitlines() if line]
 
 
 def retrieving_comparisons(

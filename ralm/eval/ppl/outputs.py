@@ -15,7 +15,7 @@ from pathlib import Path
 from ralm.atomic_files import write_jsonl_atomic
 from ralm.eval.ppl.windows import retrieving_windows
 from ralm.fingerprints import fingerprint
-from ralm.records import JsonlLog
+from ralm.records import JsonlLog, read_jsonl
 
 RESULTS_FORMAT = "ralm-eval-ppl/1"
 WINDOWS_FILE = "windows.jsonl"
@@ -105,6 +105,11 @@ def perplexity_metrics(
         "windows": len(rows),
         "retrieval_rate": with_passage / retrieving if retrieving else 0.0,
     }
+
+
+def read_windows(folder: Path) -> list[dict]:
+    """A finished run's (or compared condition's) ``windows.jsonl`` rows, in window order."""
+    return [row for _, row in read_jsonl(folder / WINDOWS_FILE)]
 
 
 def targets_perplexity(rows: list[dict], first_target: int) -> dict:

@@ -15,7 +15,6 @@ windows that retrieve (the same tokens, so the points are comparable).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ from pathlib import Path
 
 from ralm.atomic_files import write_json_atomic
 from ralm.errors import RalmInputError
-from ralm.eval.ppl.outputs import WINDOWS_FILE, targets_perplexity
+from ralm.eval.ppl.outputs import read_windows, targets_perplexity
 from ralm.plots import pyplot, save_figure
 
 SWEEPABLE = ("stride", "query_tokens", "max_length")
@@ -71,7 +70,7 @@ def report_sweep(plan: Sweep, points: Sequence, out: Path, *, compared: bool = F
         conditions = {}
         for name, results in named.items():
             folder = p.folder / name if compared else p.folder
-            rows = [json.loads(line) for line in (folder / WINDOWS_FILE).read_text().splitlines() if line]
+            rows = read_windows(folder)
             conditions[name] = {**results["metrics"], "common_targets": targets_perplexity(rows, first)}
         record = {"value": p.key.value(plan.field), "dir": str(p.folder)}
         records.append({**record, "conditions": conditions} if compared else {**record, **conditions[""]})
