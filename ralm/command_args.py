@@ -44,6 +44,9 @@ class OptionNames:
     """Former option names -> their new names: giving one is an error that names the new one."""
     constrained: dict[str, tuple[type, ...]] = field(default_factory=dict)
     """Keys typed with a constrained number type (``PositiveInt | None``) -> those types."""
+    shorthands: dict[str, str] = field(default_factory=dict)
+    """Group keys a value may be given to directly -> the field it sets (``--lm X`` is ``--lm.model X``:
+    the group's dataclass names that field in its ``shorthand`` attribute)."""
 
     def spelling(self, key: str) -> str:
         """How a user writes `key`: its leaf when that is unambiguous (``--stride``), else ``--window.stride``."""
@@ -105,7 +108,7 @@ def option_names(
     class_groups: Mapping[str, ClassGroup] | None = None,
 ) -> OptionNames:
     """`function`'s top-level options, its groups' dotted options and its boolean switches."""
-    top, dotted, hints = set(), {}, {}
+    top, dotted, hints, shorthands = set(), {}, {}, {}
     for name, hint in typing.get_type_hints(function).items():
         if name == "return":
             continue
@@ -115,6 +118,8 @@ def option_names(
             fields = class_groups[name].options()
         elif group is not None:
             fields = typing.get_type_hints(group)
+            if getattr(group, "shorthand", None) in fields:
+                shorthands[name] = group.shorthand
         else:
             hints[name] = hint
             continue
@@ -126,8 +131,9 @@ def option_names(
     booleans = frozenset(key for key, hint in hints.items() if _is_boolean(hint))
     constrained = {key: kinds for key, hint in hints.items() if (kinds := constraints(hint))}
     return OptionNames(
-        frozenset(keys), leaves, booleans, _with_leaf_forms(renamed or {}, keys, leaves), constrained
-    )
+        frozenset(keys), leaves, booleans, _with_leaf_forms(renamed or {}, keys, leaves), constrained,
+        shorthands,
+    )  # fmt: skip
 
 
 def _with_leaf_forms(renamed: Mapping[str, str], keys: set[str], leaves: dict[str, str]) -> dict[str, str]:
@@ -202,6 +208,7 @@ def normalize_argv(parser: ArgumentParser, argv: list[str]) -> list[str]:
     A former option name (``renamed``) is a RalmInputError naming its new name."""
     names: OptionNames = getattr(parser, "ralm_option_names", OptionNames(frozenset(), {}, frozenset(), {}))
     out = []
+    argv = list(argv)
     for i, arg in enumerate(argv):
         if arg.startswith("--") and len(arg) > 2:
             name, eq, value = arg[2:].partition("=")
@@ -210,7 +217,17 @@ def normalize_argv(parser: ArgumentParser, argv: list[str]) -> list[str]:
                 new = names.renamed[name].replace("_", "-")
                 raise RalmInputError(f"--{name.replace('_', '-')}: renamed --{new} (README, Usage)")
             if name == "config":
-                _refuse_renamed_keys(value if eq else (argv[i + 1] if i + 1 < len(argv) else ""), names)
+                given = value if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+                _refuse_renamed_keys(given, names)
+                expanded = _expand_shorthands(given, names)
+                if eq:
+                    value = expanded
+                elif i + 1 < len(argv):
+                    argv[i + 1] = expanded
+            following = argv[i + 1] if i + 1 < len(argv) else None
+            if name in names.shorthands and not (eq and value.startswith("{")):
+                if eq or (following is not None and not following.startswith(("--", "{"))):
+                    name = f"{name}.{names.shorthands[name]}"
             name = names.leaves.get(name, name)
             out.append(f"--{name}{eq}{value}")
             following = argv[i + 1] if i + 1 < len(argv) else None
@@ -236,6 +253,26 @@ def _refuse_renamed_keys(config_file: str, names: OptionNames) -> None:
             )
 
 
+def _expand_shorthands(config_file: str, names: OptionNames) -> str:
+    """`config_file`, or (when it gives a shorthand group a plain value, ``lm: gpt2``) the same values as a
+    YAML string with that value moved to its field (``lm: {model: gpt2}``), which ``--config`` also takes."""
+    if not names.shorthands or not Path(config_file).is_file():
+        return config_file
+    try:
+        values = yaml.safe_load(Path(config_file).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        return config_file  # jsonargparse reports an unreadable or malformed file itself
+    if not isinstance(values, dict):
+        return config_file
+    short = {key: field for key, field in names.shorthands.items()
+             if key in values and not isinstance(values[key], dict | None)}  # fmt: skip
+    if not short:
+        return config_file
+    for key, field_name in short.items():
+        values[key] = {field_name: values[key]}
+    return yaml.safe_dump(values, sort_keys=False)
+
+
 def _dotted_keys(values: Any, prefix: str = "") -> list[str]:
     """Every key of a YAML mapping, nested ones dotted (``optim: {accumulate: 2}`` -> ``optim.accumulate``)."""
     if not isinstance(values, dict):
@@ -246,8 +283,9 @@ def _dotted_keys(values: Any, prefix: str = "") -> list[str]:
     return keys
 
 
-def parse(parser: ArgumentParser, argv: list[str] | None) -> Any:
-    """Parse argv (after normalising) and return the namespace with dataclass groups instantiated."""
+def parse(parser: ArgumentParser, argv: list[str] | None) -> tuple[Namespace, Namespace]:
+    """Parse argv (after normalising): ``(cfg, init)``, the parsed namespace and the same with its dataclass
+    groups instantiated."""
     argv = list(sys.argv[1:] if argv is None else argv)
     cfg = parser.parse_args(normalize_argv(parser, argv))
     return cfg, parser.instantiate_classes(cfg)

@@ -1,0 +1,79 @@
+"""The option groups every LM stage shares: which frozen LM reads the inputs (`LMOptions`) and how In-Context
+RALM cuts a text into retrieval windows (`WindowOptions`).
+
+`ralm data-gen`, `ralm eval ppl`, `ralm eval qa`, `ralm eval flare` and `ralm run` take the same groups,
+so an option means one thing everywhere and the rule that caps the LM input at the model's context
+(`LMOptions.input_length`) is written once. On the command line the fields are leaf options (``--lm``,
+``--max-length``, ``--dtype``, ``--stride``); ``--lm X`` is short for ``--lm.model X`` (a YAML file may
+write ``lm: X`` too).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ralm.config_types import AtLeastTwoInt, NonNegativeInt, PositiveInt, check_fields
+from ralm.errors import RalmInputError
+
+if TYPE_CHECKING:
+    from ralm.lm.loading import FrozenLM
+
+PAPER_MAX_LENGTH = 1024
+"""The paper's LM input (GPT-2's context): the default input length wherever the LM allows it."""
+
+
+@dataclass
+class LMOptions:
+    """The frozen causal LM: which model, where it runs, and how many tokens one input holds."""
+
+    model: str | None = None
+    """Hugging Face id, model folder, or .gguf file of the frozen LM (``--lm`` for short)."""
+    gguf_file: str | None = None
+    """GGUF file name inside the model folder, if any."""
+    device: str = "auto"
+    """auto: cuda when available, else cpu; or cpu, cuda, cuda:N."""
+    dtype: str = "auto"
+    """auto: bf16 on a GPU that computes it natively, else fp32; config: the model config's dtype, as the
+    authors' eval_lm.py loads it (fp16 for OPT); or fp32, bf16, fp16."""
+    max_length: AtLeastTwoInt | None = None
+    """LM input length in tokens (passage + prefix + targets); default 1024, the paper's; never more than
+    the LM's own context."""
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+    def input_length(self, context: int) -> int:
+        """THE cap rule: the requested input length (default the paper's 1,024) within the LM's context."""
+        return min(self.max_length or PAPER_MAX_LENGTH, context)
+
+    def require(self) -> str:
+        """The model to load; a command without one fails naming the option."""
+        if not self.model:
+            raise RalmInputError("--lm: required (a Hugging Face id, model folder, or .gguf file)")
+        return self.model
+
+    def load(self) -> FrozenLM:
+        """The frozen LM these options name, on their device and dtype."""
+        from ralm.lm.loading import load_lm
+
+        return load_lm(self.require(), device=self.device, dtype=self.dtype, gguf_file=self.gguf_file)
+
+
+LMOptions.shorthand = "model"  # `--lm X` / YAML `lm: X` mean `--lm.model X` (ralm.command_args)
+
+
+@dataclass
+class WindowOptions:
+    """In-Context RALM's retrieval windows: retrieve every s tokens with the last ℓ tokens as the query,
+    and cut each passage before it is prepended."""
+
+    stride: PositiveInt = 4
+    """s: retrieve every s tokens; each window (or training prefix) scores its next s tokens (the paper: 4)."""
+    query_tokens: PositiveInt = 32
+    """ℓ: the BM25 query is the decoded last ℓ tokens before the targets (the paper: 32)."""
+    max_passage_tokens: NonNegativeInt = 256
+    """Retrieved passages are cut to this many tokens (the paper: 256)."""
+
+    def __post_init__(self) -> None:
+        check_fields(self)
