@@ -21,7 +21,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from ralm.eval.qa.flare import FlareRunner, run_batched  # noqa: E402
-from ralm.eval.qa.flare_config import FlareConfig
+from ralm.eval.qa.flare_options import FlareOptions  # noqa: E402
 from ralm.eval.qa.metrics import score_answer  # noqa: E402
 from ralm.eval.qa.quiz import quiz_examples, wordnet_noun_index  # noqa: E402
 from ralm.eval.qa.retrieval import PassageSource  # noqa: E402
@@ -37,7 +37,7 @@ def smollm2() -> Path:
 
 
 def run(name, lm, source, examples, batched=False, reuse_cache=True, **settings) -> dict:
-    config = FlareConfig(max_new_tokens=24, lookahead_tokens=24, stop="\n", **settings)
+    config = FlareOptions(max_new_tokens=24, lookahead_tokens=24, stop="\n", **settings)
     runner = FlareRunner(
         lm, config, source if config.method != "no-retrieval" else None, SHOTS, reuse_cache=reuse_cache
     )

@@ -25,12 +25,14 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from ralm.eval.qa.flare import FlareConfig  # noqa: E402
 from ralm.eval.qa.flare_command import eval_flare  # noqa: E402
+from ralm.eval.qa.flare_options import FlareOptions  # noqa: E402
 from ralm.eval.qa.quiz import SHOTS, quiz_qa_set, wordnet_noun_index, write_examples  # noqa: E402
+from ralm.lm.options import LMOptions  # noqa: E402
+from ralm.retrieval.options import RetrievalOptions  # noqa: E402
 from ralm.statistics import paired_mean_difference  # noqa: E402
 
-BASE = FlareConfig(max_new_tokens=24, lookahead_tokens=24, stop="\n")
+BASE = FlareOptions(max_new_tokens=24, lookahead_tokens=24, stop="\n")
 
 
 def smollm2() -> str:
@@ -64,7 +66,7 @@ def answer_coverage(index: Path) -> str:
 
 def conditions(
     theta: float, reranker: str | None, dev_theta: float | None
-) -> dict[str, tuple[FlareConfig, str]]:
+) -> dict[str, tuple[FlareOptions, str]]:
     """name -> (settings, reranker) of every row of the table."""
     flare = replace(BASE, theta=theta)
     rows = {
@@ -128,13 +130,12 @@ def main() -> None:
     work = Path(args.work)
     questions, shots, index = prepare(work, args.split)
     print(answer_coverage(index))
-    common = dict(data=str(questions), lm=args.lm or smollm2(), index=str(index), exemplars=str(shots),
-                  device="cpu", dtype="float32", limit=args.limit)  # fmt: skip
+    lm = LMOptions(args.lm or smollm2(), device="cpu", dtype="float32")
+    common = dict(data=str(questions), lm=lm, exemplars=str(shots), limit=args.limit)
     out = work / args.split
     if args.sweep:
-        eval_flare(
-            **common, output=str(out / "sweep"), flare=replace(BASE, theta=args.theta), sweep=args.sweep
-        )
+        eval_flare(**common, output=str(out / "sweep"), retrieval=RetrievalOptions(str(index)),
+                   flare=replace(BASE, theta=args.theta), sweep=args.sweep)  # fmt: skip
         return
     lm_calls, rates = {}, {}
     rows = conditions(args.theta, args.reranker, args.dev_theta)
@@ -142,7 +143,9 @@ def main() -> None:
         # --k only matters to a reranker; the rows without one keep the value they ran with (8), so
         # their finished folders resume instead of being refused for a changed setting.
         k = args.k if rerank != "none" else 8
-        results = eval_flare(**common, output=str(out / slug(name)), flare=config, reranker=rerank, k=k)
+        retrieval = RetrievalOptions(str(index), k=k)
+        results = eval_flare(**common, output=str(out / slug(name)), retrieval=retrieval, flare=config,
+                             reranker=rerank)  # fmt: skip
         lm_calls[name] = results["metrics"]["lm_calls_per_example"]
         rates[name] = results["metrics"]["retrieval_rate"]
     print(table(out, list(rows), lm_calls, rates))

@@ -10,7 +10,9 @@ from ralm.data_gen.data_gen_command import Candidates, Sampling, Scoring, Shardi
 from ralm.demo.presets import Overrides
 from ralm.errors import RalmInputError
 from ralm.eval.ppl.ppl_command import Reranking, Runtime, Windowing
-from ralm.eval.qa.flare_config import FlareConfig
+from ralm.eval.qa.flare_options import FlareOptions
+from ralm.lm.options import LMOptions
+from ralm.retrieval.options import RetrievalOptions
 
 
 def _parser(command: str):
@@ -41,8 +43,11 @@ BAD = [
     ("data-gen", "--max-passage-tokens", "-1", Scoring, "max_passage_tokens"),
     ("data-gen", "--prefixes-per-shard", "0", Sharding, "prefixes_per_shard"),
     ("data-gen", "--shard-id", "-1", Sharding, "shard_id"),
-    ("eval flare", "--theta", "1.5", FlareConfig, "theta"),
-    ("eval flare", "--lookahead-tokens", "0", FlareConfig, "lookahead_tokens"),
+    ("eval flare", "--theta", "1.5", FlareOptions, "theta"),
+    ("eval flare", "--lookahead-tokens", "0", FlareOptions, "lookahead_tokens"),
+    ("eval flare", "--k", "0", RetrievalOptions, "k"),
+    ("eval qa", "--max-length", "1", LMOptions, "max_length"),
+    ("eval qa", "--threads", "0", RetrievalOptions, "threads"),
     ("demo", "--scale.k", "0", Overrides, "k"),
     ("demo", "--scale.val-fraction", "1.0", Overrides, "val_fraction"),
 ]
@@ -103,10 +108,13 @@ def test_top_level_numbers_are_checked_for_python_callers_before_any_work(tmp_pa
         eval_ppl(text="t.txt", bootstrap_resamples=0, **common)
     with pytest.raises(RalmInputError, match=r"^--max-tokens: must be >= 2, got 1$"):
         eval_ppl(text="t.txt", max_tokens=1, **common)
+    groups = {"lm": LMOptions("/no/such/lm"), "output": str(out)}
     with pytest.raises(RalmInputError, match=r"^--docs: must be >= 0, got -1$"):
-        eval_qa(data="q.jsonl", docs=-1, **common)
-    with pytest.raises(RalmInputError, match=r"^--k: must be > 0, got 0$"):
-        eval_flare(data="q.jsonl", k=0, **common)
+        eval_qa(data="q.jsonl", docs=-1, **groups)
+    with pytest.raises(RalmInputError, match=r"^--batch-size: must be > 0, got 0$"):
+        eval_flare(data="q.jsonl", batch_size=0, **groups)
+    with pytest.raises(RalmInputError, match=r"^--k \(RetrievalOptions.k\): must be > 0, got 0$"):
+        RetrievalOptions(k=0)  # a group checks its own fields when it is built
     assert not out.exists()
 
 
@@ -126,8 +134,10 @@ def test_help_shows_the_constrained_types(command, shown):
 
 
 @pytest.mark.parametrize("command", ["eval flare", "eval qa"])
-@pytest.mark.parametrize(("old", "new"), [("--rerank", "--reranker"), ("--candidates", "--k")])
+@pytest.mark.parametrize(("old", "new"), [("--rerank", "--reranker"), ("--candidates", "--retrieval.k")])
 def test_renamed_options_answer_with_their_new_name(command, old, new, capsys):
+    """--candidates names the retrieval group's k by its full name, which is also what a YAML file writes
+    (retrieval: {k: 4}); the command line takes --k too."""
     from ralm.cli import main
 
     with pytest.raises(SystemExit) as exit_info:

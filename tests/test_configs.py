@@ -31,13 +31,26 @@ def test_config_parses_with_its_command(path):
     parser = load_command(_command_for(path.parent.name)).build_parser()
     cfg = parser.parse_args(normalize_argv(parser, ["--config", str(path)]))
     # Every key in the file must be a known option (jsonargparse rejects unknown keys), and the parsed
-    # namespace must carry the file's values.
+    # namespace must carry the file's values: a group's fields under their dotted keys, a shorthand's
+    # value (`lm: gpt2`) in the field it stands for (`lm.model`).
     import yaml
 
-    values = yaml.safe_load(path.read_text())
+    shorthands = parser.ralm_option_names.shorthands
+    for key, value in _leaf_values(yaml.safe_load(path.read_text())):
+        if key in shorthands:
+            key = f"{key}.{shorthands[key]}"
+        assert cfg[key] == value or str(cfg[key]) == str(value), f"{path}: {key}"
+
+
+def _leaf_values(values: dict, prefix: str = "") -> list[tuple[str, object]]:
+    """(dotted key, value) of every non-mapping value in a YAML mapping."""
+    found = []
     for key, value in values.items():
-        if not isinstance(value, dict):
-            assert cfg[key] == value or str(cfg[key]) == str(value), f"{path}: {key}"
+        if isinstance(value, dict):
+            found += _leaf_values(value, f"{prefix}{key}.")
+        else:
+            found.append((f"{prefix}{key}", value))
+    return found
 
 
 def test_train_configs_say_what_their_held_out_shares_count():

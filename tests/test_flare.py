@@ -15,7 +15,7 @@ from flare_fixtures import RecordingRetriever, chain_lm
 from ralm.errors import RalmInputError
 from ralm.eval.qa.data import QAExample
 from ralm.eval.qa.flare import FlareRunner, run_batched
-from ralm.eval.qa.flare_config import FlareConfig
+from ralm.eval.qa.flare_options import FlareOptions
 from ralm.eval.qa.lookahead import first_sentence_length, sentence_end
 from ralm.eval.qa.retrieval import PassageSource
 
@@ -27,7 +27,7 @@ EXAMPLE = QAExample("x", "where is the capital ?", ["paris"])
 def run(chain, texts=(), reuse_cache=True, **settings):
     lm = chain_lm(chain, extra_words=[w for t in (*texts, EXAMPLE.question) for w in t.split()])
     retriever = RecordingRetriever(texts)
-    config = FlareConfig(**settings)
+    config = FlareOptions(**settings)
     config.check()
     runner = FlareRunner(lm, config, PassageSource(retriever), reuse_cache=reuse_cache)
     return runner.answer(EXAMPLE), retriever, lm
@@ -142,7 +142,7 @@ def test_a_search_that_finds_nothing_is_a_search_not_a_retrieving_step():
             return [[] for _ in queries]
 
     lm = chain_lm(SENT1, extra_words=EXAMPLE.question.split())
-    out = FlareRunner(lm, FlareConfig(theta=0.8), PassageSource(EmptyRetriever())).answer(EXAMPLE)
+    out = FlareRunner(lm, FlareOptions(theta=0.8), PassageSource(EmptyRetriever())).answer(EXAMPLE)
     assert counts(out) == {"searches": [1], "retrieved": [False], "totals": (1, 2, 1, 0)}
 
 
@@ -151,10 +151,10 @@ def test_single_and_no_retrieval_make_one_call():
     assert retriever.queries == ["where is the capital ?"] and single["lm_calls"] == 1
     assert counts(single)["totals"] == (1, 1, 0, 0)  # the input's search only: no retrieving step
     lm = chain_lm(SENT1 + SENT2, extra_words=EXAMPLE.question.split())
-    none = FlareRunner(lm, FlareConfig(method="no-retrieval")).answer(EXAMPLE)
+    none = FlareRunner(lm, FlareOptions(method="no-retrieval")).answer(EXAMPLE)
     assert none["searches"] == 0 and none["generation"] == single["generation"]
     batched = run_batched(
-        FlareRunner(lm, FlareConfig(method="no-retrieval")), [EXAMPLE, EXAMPLE], batch_size=2
+        FlareRunner(lm, FlareOptions(method="no-retrieval")), [EXAMPLE, EXAMPLE], batch_size=2
     )
     assert [b["generation"] for b in batched] == [none["generation"]] * 2
 
@@ -169,16 +169,16 @@ def test_stop_pattern_and_token_budget_end_the_answer():
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
-        ({"theta": 1.5}, "--theta (FlareConfig.theta): must be >= 0 and <= 1, got 1.5"),
-        ({"beta": -0.1}, "--beta (FlareConfig.beta): must be >= 0 and <= 1, got -0.1"),
+        ({"theta": 1.5}, "--theta (FlareOptions.theta): must be >= 0 and <= 1, got 1.5"),
+        ({"beta": -0.1}, "--beta (FlareOptions.beta): must be >= 0 and <= 1, got -0.1"),
         ({"method": "magic"}, "--method must be one of"),
         ({"query": "questions"}, "--query must be one of masked, full, explicit"),
-        ({"docs": 0}, "--docs (FlareConfig.docs): must be > 0, got 0"),
+        ({"docs": 0}, "--docs (FlareOptions.docs): must be > 0, got 0"),
     ],
 )
 def test_bad_settings_are_input_errors(settings, message):
     with pytest.raises(RalmInputError, match=re.escape(message)):  # when built, not only when checked
-        FlareConfig(**settings)
+        FlareOptions(**settings)
 
 
 CONFIDENT2 = [(w, 0.9) for w, _ in SENT2]
@@ -213,7 +213,7 @@ def test_use_ctx_for_examplars_shows_each_exemplar_its_own_passages():
     texts = ["alpha", "bravo"]  # turn 0 (the exemplar's query) shows alpha, turn 1 (the input's) bravo
     lm = chain_lm(SENT1, extra_words=[*EXAMPLE.question.split(), *texts])
     retriever = RecordingRetriever(texts)
-    config = FlareConfig(theta=0.0, use_ctx_for_examplars=True, docs=1)
+    config = FlareOptions(theta=0.0, use_ctx_for_examplars=True, docs=1)
     runner = FlareRunner(lm, config, PassageSource(retriever), shots, reuse_cache=False)
     runner.answer(EXAMPLE)
     assert retriever.queries == ["where is the capital ?", "where is the capital ?"]  # exemplar, then input
@@ -224,7 +224,7 @@ def test_use_ctx_for_examplars_shows_each_exemplar_its_own_passages():
 
 def test_an_explicit_query_prompt_that_cannot_fit_is_an_error_before_generating():
     lm = chain_lm(SENT1, extra_words=EXAMPLE.question.split(), max_length=40)
-    runner = FlareRunner(lm, FlareConfig(query="explicit"), PassageSource(RecordingRetriever()))
+    runner = FlareRunner(lm, FlareOptions(query="explicit"), PassageSource(RecordingRetriever()))
     with pytest.raises(RalmInputError, match="--query explicit: its question prompt"):
         runner.check([EXAMPLE])
     assert lm.model.prompts == []  # nothing was generated

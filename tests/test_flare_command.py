@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
 import pytest
 from flare_fixtures import tiny_qa_corpus
@@ -10,7 +11,9 @@ from flare_fixtures import tiny_qa_corpus
 from ralm.cli import main as ralm_main
 from ralm.errors import RalmInputError
 from ralm.eval.qa.flare_command import eval_flare
-from ralm.eval.qa.flare_config import FlareConfig
+from ralm.eval.qa.flare_options import FlareOptions
+from ralm.lm.options import LMOptions
+from ralm.retrieval.options import RetrievalOptions
 
 
 @pytest.fixture(scope="module")
@@ -74,16 +77,25 @@ def test_each_method_writes_traces_and_results(tmp_path, corpus, tiny_lm_dir, me
 def test_flare_resumes_and_exemplars_are_used(tmp_path, corpus, tiny_lm_dir):
     shots = tmp_path / "shots.jsonl"
     shots.write_text('{"question": "Which module parses JSON?", "answer": "So the answer is json."}\n')
-    config = FlareConfig(max_new_tokens=16, lookahead_tokens=8)
-    common = dict(data=str(corpus["questions"]), lm=str(tiny_lm_dir), index=str(corpus["index"]), flare=config,
-                  exemplars=str(shots), device="cpu", output=str(tmp_path / "run"))  # fmt: skip
+    config = FlareOptions(max_new_tokens=16, lookahead_tokens=8)
+    common = dict(data=str(corpus["questions"]), lm=LMOptions(str(tiny_lm_dir), device="cpu"), flare=config,
+                  retrieval=RetrievalOptions(str(corpus["index"])), exemplars=str(shots),
+                  output=str(tmp_path / "run"))  # fmt: skip
     eval_flare(**common, limit=2)
     first = read_predictions(tmp_path / "run")
+    # run.json keeps the keys, order and values of the flat options before the option groups (the LM's
+    # name, the requested max_length, 1024 when not given), so a folder written then resumes.
+    assert list(json.loads((tmp_path / "run" / "run.json").read_text()).items()) == [
+        ("command", "eval flare"), ("predictions_format", "ralm-eval-flare/2"), ("lm", str(tiny_lm_dir)),
+        ("index", str(corpus["index"])), ("format", "auto"), ("split", "dev"), ("exemplars", str(shots)),
+        ("reranker", "none"), ("k", 16), ("max_length", 1024), ("data", str(corpus["questions"].resolve())),
+        ("flare", asdict(config)),
+    ]  # fmt: skip
     results = eval_flare(**common)
     again = read_predictions(tmp_path / "run")
     assert again[:2] == first and results["done"] == 6
     with pytest.raises(RalmInputError, match="other settings"):
-        eval_flare(**{**common, "flare": FlareConfig(max_new_tokens=16, lookahead_tokens=8, theta=0.5)})
+        eval_flare(**{**common, "flare": FlareOptions(max_new_tokens=16, lookahead_tokens=8, theta=0.5)})
 
 
 def test_bad_options_fail_before_loading(tmp_path, corpus, capsys):
@@ -111,10 +123,10 @@ def test_theta_sweep_runs_each_point_and_both_references(tmp_path, corpus, tiny_
     """theta=0 never searches after the input and theta=1 searches at every sentence (full queries); a
     random LM's sentences ("::::") match no passage, so its retrieval rate counts only the steps whose
     prompt got one; each row is its own run's results; the plot is written."""
-    config = FlareConfig(max_new_tokens=16, lookahead_tokens=8, query="full")
+    config = FlareOptions(max_new_tokens=16, lookahead_tokens=8, query="full")
     out = tmp_path / "sweep"
-    summary = eval_flare(data=str(corpus["questions"]), output=str(out), lm=str(tiny_lm_dir),
-                         index=str(corpus["index"]), flare=config, device="cpu", limit=3,
+    summary = eval_flare(data=str(corpus["questions"]), output=str(out), lm=LMOptions(str(tiny_lm_dir), device="cpu"),
+                         retrieval=RetrievalOptions(str(corpus["index"])), flare=config, limit=3,
                          sweep="theta=0,1")  # fmt: skip
     searched = [p["search_rate"] for p in summary["points"]]
     assert [p["run"] for p in summary["points"]] == ["theta=0", "theta=1"] and searched == [0.0, 1.0]
@@ -132,11 +144,11 @@ def test_theta_sweep_runs_each_point_and_both_references(tmp_path, corpus, tiny_
 
 @pytest.mark.parametrize(
     ("sweep", "message"),
-    [("theta=0.2,high", "'high' is not a number"), ("theta=0.5,1.5", r"--theta \(FlareConfig.theta\): must be >= 0 and <= 1, got 1.5"),
+    [("theta=0.2,high", "'high' is not a number"), ("theta=0.5,1.5", r"--theta \(FlareOptions.theta\): must be >= 0 and <= 1, got 1.5"),
      ("stride=4", "expected theta or beta"), ("theta=0.2,0.2", "distinct")],
 )  # fmt: skip
 def test_bad_sweeps_fail_before_loading(tmp_path, corpus, sweep, message):
     with pytest.raises(RalmInputError, match=message):
-        eval_flare(data=str(corpus["questions"]), output=str(tmp_path / "x"), lm="/nonexistent/lm",
-                   index=str(corpus["index"]), sweep=sweep)  # fmt: skip
+        eval_flare(data=str(corpus["questions"]), output=str(tmp_path / "x"), lm=LMOptions("/nonexistent/lm"),
+                   retrieval=RetrievalOptions(str(corpus["index"])), sweep=sweep)  # fmt: skip
     assert not (tmp_path / "x").exists()

@@ -11,7 +11,7 @@ from flare_fixtures import RecordingRetriever, chain_lm
 from ralm.eval.qa.data import QAExample
 from ralm.eval.qa.explicit import question_prompt
 from ralm.eval.qa.flare import FlareRunner
-from ralm.eval.qa.flare_config import FlareConfig
+from ralm.eval.qa.flare_options import FlareOptions
 from ralm.eval.qa.lookahead import is_unsure, low_confidence_terms, masked_query
 from ralm.eval.qa.retrieval import PassageSource
 
@@ -22,7 +22,7 @@ PROMPT_WORDS = re.findall(r"\w+|[^\w\s]+", question_prompt("", "x"))  # as the f
 def run(chain, reuse_cache=True, **settings):
     lm = chain_lm(chain, extra_words=[*EXAMPLE.question.split(), *PROMPT_WORDS])
     retriever = RecordingRetriever()
-    runner = FlareRunner(lm, FlareConfig(**settings), PassageSource(retriever), reuse_cache=reuse_cache)
+    runner = FlareRunner(lm, FlareOptions(**settings), PassageSource(retriever), reuse_cache=reuse_cache)
     out = runner.answer(EXAMPLE)
     return out, [s for s in out["trace"] if "text" in s], retriever, lm
 

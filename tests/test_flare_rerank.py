@@ -112,7 +112,7 @@ def test_flare_reranks_against_the_query_it_issues(tmp_path, tiny_encoder_dir):
 
     from ralm.eval.qa.data import QAExample
     from ralm.eval.qa.flare import FlareRunner
-    from ralm.eval.qa.flare_config import FlareConfig
+    from ralm.eval.qa.flare_options import FlareOptions
 
     example = QAExample("x", "where is the capital ?", ["paris"])
     chain = [("the", 0.95), ("capital", 0.9), ("is", 0.85), ("paris", 0.3), (".", 0.99)]
@@ -123,7 +123,7 @@ def test_flare_reranks_against_the_query_it_issues(tmp_path, tiny_encoder_dir):
     judged: list[str] = []
     score = source._reranker.score  # a spy on the real reranker: it still scores every candidate
     source._reranker.score = lambda prefixes, *rest: judged.extend(prefixes) or score(prefixes, *rest)
-    out = FlareRunner(lm, FlareConfig(theta=0.8, docs=2), source).answer(example)
+    out = FlareRunner(lm, FlareOptions(theta=0.8, docs=2), source).answer(example)
     issued = [step["query"] for step in out["trace"] if "query" in step]
     assert issued == ["where is the capital ?", "the capital is ."] and judged == issued
 
@@ -137,7 +137,7 @@ def test_a_search_whose_passages_a_no_retrieval_export_declines_is_not_a_retriev
 
     from ralm.eval.qa.data import QAExample
     from ralm.eval.qa.flare import FlareRunner
-    from ralm.eval.qa.flare_config import FlareConfig
+    from ralm.eval.qa.flare_options import FlareOptions
     from ralm.rerank.inference import RERANKER_FILE
 
     folder = export_tiny_reranker(tmp_path / "r", tiny_encoder_dir, abstain=True)
@@ -147,7 +147,7 @@ def test_a_search_whose_passages_a_no_retrieval_export_declines_is_not_a_retriev
     chain = [("the", 0.95), ("capital", 0.9), ("is", 0.85), ("paris", 0.3), (".", 0.99)]
     lm = chain_lm(chain, extra_words=example.question.split())
     source = PassageSource(RecordingRetriever(), rerank=str(folder))
-    out = FlareRunner(lm, FlareConfig(theta=0.8, docs=2), source).answer(example)
+    out = FlareRunner(lm, FlareOptions(theta=0.8, docs=2), source).answer(example)
     [step] = [s for s in out["trace"] if "text" in s]
     assert step["searches"] == 1 and step["passages"] == [] and step["retrieved"] is False
     assert (out["searches"], out["search_steps"], out["retrieval_steps"]) == (2, 1, 0)

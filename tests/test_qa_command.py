@@ -12,11 +12,17 @@ from ralm.cli import main as ralm_main
 from ralm.errors import RalmInputError
 from ralm.eval.qa.metrics import has_answer
 from ralm.eval.qa.qa_command import eval_qa
+from ralm.lm.options import LMOptions
+from ralm.retrieval.options import RetrievalOptions
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory, real_documents):
     return tiny_qa_corpus(tmp_path_factory.mktemp("qa_corpus"), real_documents)
+
+
+def cpu_lm(folder, **options) -> LMOptions:
+    return LMOptions(str(folder), device="cpu", **options)
 
 
 def read_predictions(folder):
@@ -27,7 +33,7 @@ def test_open_and_closed_book_write_predictions_and_results(tmp_path, corpus, ti
     open_dir, closed_dir = tmp_path / "open", tmp_path / "closed"
     ralm_main(["eval", "qa", "--data", str(corpus["questions"]), "--output", str(open_dir), "--lm", str(tiny_lm_dir),
                "--index", str(corpus["index"]), "--docs", "2", "--device", "cpu", "--batch-size", "4"])  # fmt: skip
-    eval_qa(str(corpus["questions"]), str(closed_dir), str(tiny_lm_dir), docs=0, device="cpu")
+    eval_qa(str(corpus["questions"]), str(closed_dir), cpu_lm(tiny_lm_dir), docs=0)
     results = json.loads((open_dir / "results.json").read_text())
     records = read_predictions(open_dir)
     assert results["done"] == results["examples"] == len(records) == 6
@@ -58,15 +64,26 @@ def test_dpr_results_file_needs_no_index(tmp_path, tiny_lm_dir):
     data.write_text(
         json.dumps([{"question": "What is the capital of Albania", "answers": ["Tirana"], "ctxs": ctxs}])
     )
-    out = eval_qa(str(data), str(tmp_path / "out"), str(tiny_lm_dir), docs=1, device="cpu")
+    out = eval_qa(str(data), str(tmp_path / "out"), cpu_lm(tiny_lm_dir), docs=1)
     record = read_predictions(tmp_path / "out")[0]
     assert record["passages"] == [{"id": "1", "title": "Tirana"}]
     assert out["metrics"]["has_answer"] == 1.0
+    # run.json keeps the keys and values of the flat options before the option groups (the LM's name, the
+    # requested max_length, 1024 when not given), so a folder written then resumes.
+    assert json.loads((tmp_path / "out" / "run.json").read_text()) == {
+        "command": "eval qa", "lm": str(tiny_lm_dir), "docs": 1, "index": None, "format": "auto", "split": "dev",
+        "reranker": "none", "k": 16, "max_new_tokens": 10, "max_length": 1024, "data": str(data.resolve()),
+    }  # fmt: skip
+    again = eval_qa(str(data), str(tmp_path / "out"), cpu_lm(tiny_lm_dir, max_length=1024), docs=1,
+                    retrieval=RetrievalOptions(threads=2))  # fmt: skip
+    assert again["done"] == 1 and read_predictions(tmp_path / "out") == [record]  # resumed, nothing redone
+    with pytest.raises(RalmInputError, match=r"other settings \(max_length\)"):
+        eval_qa(str(data), str(tmp_path / "out"), cpu_lm(tiny_lm_dir, max_length=512), docs=1)
 
 
 def test_resume_skips_finished_examples_and_drops_a_torn_line(tmp_path, corpus, tiny_lm_dir):
     out = tmp_path / "run"
-    common = dict(data=str(corpus["questions"]), output=str(out), lm=str(tiny_lm_dir), docs=0, device="cpu")
+    common = dict(data=str(corpus["questions"]), output=str(out), lm=cpu_lm(tiny_lm_dir), docs=0)
     eval_qa(**common, limit=3)
     first = read_predictions(out)
     assert len(first) == 3
@@ -121,12 +138,12 @@ def test_prompt_longer_than_context_cuts_passages_not_question(tmp_path, tiny_lm
     data.write_text(
         json.dumps([{"question": "What is the capital of Albania", "answers": ["Tirana"], "ctxs": ctxs}])
     )
-    out = eval_qa(str(data), str(tmp_path / "out"), str(tiny_lm_dir), docs=2, device="cpu")
+    out = eval_qa(str(data), str(tmp_path / "out"), cpu_lm(tiny_lm_dir), docs=2)
     assert out["passages_cut"] == 1 and out["done"] == 1
     question_only = tmp_path / "q.jsonl"
     question_only.write_text(json.dumps({"id": "1", "question": "why " * 400, "answers": ["x"]}) + "\n")
     with pytest.raises(RalmInputError, match="example '1': the prompt without passages is"):
-        eval_qa(str(question_only), str(tmp_path / "out2"), str(tiny_lm_dir), docs=0, device="cpu")
+        eval_qa(str(question_only), str(tmp_path / "out2"), cpu_lm(tiny_lm_dir), docs=0)
 
 
 def test_zero_shot_rerank_through_the_command(tmp_path, corpus, tiny_lm_dir):
@@ -134,8 +151,8 @@ def test_zero_shot_rerank_through_the_command(tmp_path, corpus, tiny_lm_dir):
     from ralm.lm.loading import load_lm
     from ralm.retrieval.index import open_index
 
-    out = eval_qa(str(corpus["questions"]), str(tmp_path / "zs"), str(tiny_lm_dir), docs=2, index=str(corpus["index"]),
-                  reranker="zero-shot", k=4, device="cpu", limit=2)  # fmt: skip
+    out = eval_qa(str(corpus["questions"]), str(tmp_path / "zs"), cpu_lm(tiny_lm_dir), docs=2,
+                  retrieval=RetrievalOptions(str(corpus["index"]), k=4), reranker="zero-shot", limit=2)  # fmt: skip
     records = read_predictions(tmp_path / "zs")
     assert out["done"] == 2 and all(len(r["passages"]) == 2 for r in records)
     # The passages shown are the reranker's top 2 of BM25's top 4, the same as asking the source directly.

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from ralm.eval.qa.flare import FlareRunner, run_batched
-from ralm.eval.qa.flare_config import FlareConfig
+from ralm.eval.qa.flare_options import FlareOptions
 from ralm.eval.qa.metrics import score_answer
 from ralm.eval.qa.odqa import QARunner
 from ralm.eval.qa.quiz import QUIZZES, quiz_examples, quiz_qa_set, wordnet_noun_index
@@ -58,9 +58,9 @@ def test_flare_is_at_least_no_retrieval(setup):
 
     config = dict(max_new_tokens=16, lookahead_tokens=16, stop="\n")
     none = run_batched(
-        FlareRunner(lm, FlareConfig(method="no-retrieval", **config), None, SHOTS), examples, 8
+        FlareRunner(lm, FlareOptions(method="no-retrieval", **config), None, SHOTS), examples, 8
     )
-    flare_runner = FlareRunner(lm, FlareConfig(method="flare", **config), source, SHOTS)
+    flare_runner = FlareRunner(lm, FlareOptions(method="flare", **config), source, SHOTS)
     flare = [flare_runner.answer(ex) for ex in examples]
     steps = sum(o["steps"] for o in flare)
     rate = sum(o["retrieval_steps"] for o in flare) / steps
@@ -76,7 +76,7 @@ def test_explicit_queries_on_real_weights_ask_questions_about_unsure_spans(setup
     lm, source, examples = setup
     # beta = theta: every token that makes a sentence unsure is in a span (at beta 0.4 SmolLM2's unsure
     # sentences here had no token that low, and the implicit query stood in for every one).
-    config = FlareConfig(method="flare", query="explicit", theta=0.8, beta=0.8, max_new_tokens=16,
+    config = FlareOptions(method="flare", query="explicit", theta=0.8, beta=0.8, max_new_tokens=16,
                          lookahead_tokens=16, stop="\n")  # fmt: skip
     runner = FlareRunner(lm, config, source, SHOTS)
     outs = [runner.answer(ex) for ex in examples[:6]]

@@ -1,6 +1,6 @@
 """FLARE-direct (Jiang et al., 2023) and its baselines, on a local LM whose token probabilities we read.
 
-Methods (``FlareConfig.method``):
+Methods (``FlareOptions.method``):
 - ``no-retrieval``: the LM answers from the prompt alone.
 - ``single``: retrieve once with the question, then generate the whole answer.
 - ``window``: retrieve with the question, then every ``window_tokens`` generated tokens with that window.
@@ -28,7 +28,7 @@ new passages replace the old ones. The answer is generated as token
 ids appended to the prompt's ids, so every step's prompt extends the previous one and the generator's KV
 cache serves it. A masked query left empty (every token at or below beta) retrieves nothing, as in the
 authors' code, so the look-ahead is kept. Sentence ends and queries: ``ralm.eval.qa.lookahead``; settings:
-``ralm.eval.qa.flare_config``.
+``ralm.eval.qa.flare_options``.
 """
 
 from __future__ import annotations
@@ -41,30 +41,31 @@ from typing import Any
 from ralm.errors import RalmInputError
 from ralm.eval.qa.data import QAExample
 from ralm.eval.qa.explicit import QUESTION_TOKENS, question_prompt, question_terms, reply_question
-from ralm.eval.qa.flare_config import FlareConfig
+from ralm.eval.qa.flare_options import FlareOptions
 from ralm.eval.qa.lookahead import first_sentence_length, is_unsure, masked_query, sentence_end
-from ralm.eval.qa.prompts import PassageFitter, PromptPassage, flare_prompt
+from ralm.eval.qa.prompts import PassageFitter, PromptPassage, flare_prompt, input_length_for
 from ralm.lm.generation import Generation, Generator, generate_batch
 
 
 class FlareRunner:
-    """Answers examples with one method; keeps the generator (and its KV cache) across examples."""
+    """Answers examples with one method; keeps the generator (and its KV cache) across examples.
+    `input_length`: the LM input length, used as given (the command's ``LMOptions.input_length``)."""
 
     def __init__(
         self,
         lm: Any,
-        config: FlareConfig,
+        config: FlareOptions,
         source: Any = None,
         exemplars: Sequence[tuple[str, str]] = (),
-        max_length: int = 1024,
+        input_length: int | None = None,
         reuse_cache: bool = True,
     ):
         if config.method != "no-retrieval" and source is None:
             raise RalmInputError(f"--method {config.method} needs --index")
         self.lm, self.cfg, self.source, self.exemplars = lm, config, source, list(exemplars)
-        self.max_length = min(max_length, lm.max_length)
+        self.input_length = input_length_for(lm, input_length)
         self.generator = Generator(lm, reuse_cache=reuse_cache)
-        self.fitter = PassageFitter(lm, self.max_length)
+        self.fitter = PassageFitter(lm, self.input_length)
         if config.use_ctx_for_examplars and source is not None:
             self.exemplars = self._exemplars_with_passages(self.exemplars)
 
@@ -85,10 +86,10 @@ class FlareRunner:
             self.fitter.check_question_fits(self.prompt_for(ex.question), 1, f"example '{ex.id}'")
         if self.cfg.method == "flare" and self.cfg.query == "explicit":
             n = len(self.lm.encode(question_prompt("", "")))
-            if n + QUESTION_TOKENS > self.max_length:
+            if n + QUESTION_TOKENS > self.input_length:
                 raise RalmInputError(
                     f"--query explicit: its question prompt ({n} tokens) plus {QUESTION_TOKENS} for the "
-                    f"question does not fit the LM's context ({self.max_length}); raise --max-length"
+                    f"question does not fit the LM's context ({self.input_length}); raise --max-length"
                 )
 
     def query_for(self, text: str) -> str:
@@ -255,7 +256,7 @@ class FlareRunner:
     def ask(self, context: str, term: str) -> str:
         """The LM's reply (greedy, up to its first non-empty line) to the question prompt for `term`."""
         prompt = self.lm.encode(question_prompt(context, term))
-        prompt = prompt[-(self.max_length - QUESTION_TOKENS) :]
+        prompt = prompt[-(self.input_length - QUESTION_TOKENS) :]
         # Stop at the end of the first non-empty line (a chat model may open with a newline).
         gen = self.generator.generate(
             prompt, QUESTION_TOKENS, lambda toks: "\n" in self.lm.decode(toks).lstrip()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import codecs
 import logging
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from jsonargparse import ArgumentParser
@@ -22,17 +22,20 @@ from ralm.config_types import PositiveInt, check_arguments
 from ralm.errors import RalmInputError
 from ralm.eval.qa.data import FORMATS, QAExample, load_examples, load_exemplars
 from ralm.eval.qa.flare import FlareRunner, run_batched
-from ralm.eval.qa.flare_config import FlareConfig
+from ralm.eval.qa.flare_options import FlareOptions
 from ralm.eval.qa.flare_sweep import parse_flare_sweep, run_flare_sweep
 from ralm.eval.qa.metrics import score_answer
-from ralm.eval.qa.predictions import RESULTS, PredictionWriter, mean_of, write_results
+from ralm.eval.qa.predictions import RESULTS, PredictionWriter, mean_of, recorded_settings, write_results
 from ralm.eval.qa.retrieval import RENAMED_OPTIONS, open_source
+from ralm.lm.options import LMOptions
 from ralm.progress import progress
+from ralm.retrieval.options import RetrievalOptions
 
 log = logging.getLogger(__name__)
 
 # The options recorded in run.json besides `data` and `flare` (they change the predictions; a rerun into
-# the same folder with others is refused).
+# the same folder with others is refused), under their names from before the option groups
+# (`recorded_settings`: the same keys and values, so the format is unchanged).
 _RECORDED = ("lm", "index", "format", "split", "exemplars", "reranker", "k", "max_length")
 FORMAT = "ralm-eval-flare/2"
 """Format of predictions.jsonl and results.json, recorded in run.json too, so that a folder written with
@@ -65,21 +68,15 @@ def summarize(records: list[dict], total: int) -> dict:
 def eval_flare(
     data: str,
     output: str,
-    lm: str,
-    index: str | None = None,
-    passages: str | None = None,
+    lm: LMOptions = LMOptions(),  # noqa: B008 (a default read by the parser, never changed)
+    retrieval: RetrievalOptions = RetrievalOptions(),  # noqa: B008 (likewise)
     format: str = "auto",
     split: str = "dev",
     exemplars: str | None = None,
-    flare: FlareConfig = FlareConfig(),  # noqa: B008 (a frozen default read by the parser)
+    flare: FlareOptions = FlareOptions(),  # noqa: B008 (likewise)
     reranker: str = "none",
-    k: PositiveInt = 16,
-    max_length: PositiveInt = 1024,
     batch_size: PositiveInt = 8,
     limit: PositiveInt | None = None,
-    device: str = "auto",
-    dtype: str = "auto",
-    gguf_file: str | None = None,
     overwrite: bool = False,
     sweep: str | None = None,
 ) -> dict:
@@ -88,21 +85,17 @@ def eval_flare(
     Args:
         data: Questions: JSONL {id, question, answers[, context]} or a 2WikiMultihopQA / StrategyQA / ASQA file.
         output: Folder for predictions.jsonl, run.json and results.json (a rerun resumes).
-        lm: Hugging Face id or folder of the causal LM, or a .gguf file.
-        index: Index folder to retrieve from (ralm index); needed by every method but no-retrieval.
-        passages: Passages JSONL of the index, when it moved since indexing.
+        lm: The frozen LM (--lm MODEL, --max-length, --device, --dtype, --gguf-file); its input is
+            --max-length tokens (default 1024), never more than the LM's context.
+        retrieval: The index (--index, needed by every method but no-retrieval; --passages), the BM25
+            candidates handed to the reranker (--k) and the threads of a batched search (--threads).
         format: Input format: auto, jsonl, 2wiki, strategyqa, asqa or dpr.
         split: ASQA split to read.
         exemplars: Few-shot exemplars: JSONL {question, answer} (answer = full target output).
         flare: FLARE and baseline settings.
         reranker: none, zero-shot (the LM scores each candidate) or a trained reranker folder.
-        k: BM25 candidates handed to the reranker.
-        max_length: Context cap in tokens (the LM's own context if smaller).
         batch_size: Examples decoded together (no-retrieval and single only).
         limit: Only the first this many examples.
-        device: auto (cuda when available), cpu or cuda[:n].
-        dtype: auto (bf16 on cuda, fp32 on cpu), float32, bfloat16 or float16.
-        gguf_file: GGUF file name inside the `lm` folder.
         overwrite: Discard predictions already in `output` instead of resuming.
         sweep: FLARE over several values of one setting, e.g. theta=0.2,0.4,0.6,0.8,1.0: one run per value
             in OUTPUT/theta=V plus single-time and no retrieval as references, then sweep.json and
@@ -110,43 +103,51 @@ def eval_flare(
     """
     arguments = dict(locals())  # taken first: exactly the parameters
     check_arguments(eval_flare, arguments)  # the CLI checked them already; a Python caller has not
-    if "\\" in flare.stop:
-        # "\n\n" typed on a command line arrives as backslashes; YAML's "\n\n" is already a newline.
-        flare.stop = codecs.decode(flare.stop, "unicode_escape")
-    if format not in FORMATS:
-        raise RalmInputError(f"--format must be one of {', '.join(FORMATS)}, got '{format}'")
-    if flare.method != "no-retrieval" and index is None:
-        raise RalmInputError(f"--method {flare.method} needs --index")
+    lm.require()
+    flare = _checked(flare, format, retrieval)
     plan = parse_flare_sweep(sweep, flare) if sweep is not None else None
     examples = load_examples(data, format, split, limit)
     shots = load_exemplars(exemplars)
-    settings = {
-        "command": "eval flare", "predictions_format": FORMAT, **{name: arguments[name] for name in _RECORDED},
-        "data": str(Path(data).resolve()), "flare": asdict(flare),
-    }  # fmt: skip
-    from ralm.lm.loading import load_lm
-
-    model = load_lm(lm, device=device, dtype=dtype, gguf_file=gguf_file)
+    recorded = recorded_settings(_RECORDED, arguments, lm, retrieval)
+    settings = {"command": "eval flare", "predictions_format": FORMAT, **recorded,
+                "data": str(Path(data).resolve()), "flare": asdict(flare)}  # fmt: skip
+    model = lm.load()
+    input_length = lm.input_length(model.max_length)  # the one cap rule, applied once
     # No retrieval needs no index (and no reranker), unless a sweep runs the retrieving methods too.
     needs_source = flare.method != "no-retrieval" or plan is not None
-    source = open_source(index, model, reranker, k, max_length, passages) if needs_source else None
+    source = open_source(retrieval, model, reranker, input_length) if needs_source else None
     if plan is not None:
         return run_flare_sweep(plan, output, lambda cfg, out: run_flare(
             model, source, cfg, examples, shots, out, {**settings, "flare": asdict(cfg)},
-            batch_size=batch_size, max_length=max_length, overwrite=overwrite,
+            batch_size=batch_size, input_length=input_length, overwrite=overwrite,
         ))  # fmt: skip
     return run_flare(model, source, flare, examples, shots, output, settings,
-                     batch_size=batch_size, max_length=max_length, overwrite=overwrite)  # fmt: skip
+                     batch_size=batch_size, input_length=input_length, overwrite=overwrite)  # fmt: skip
+
+
+def _checked(flare: FlareOptions, format: str, retrieval: RetrievalOptions) -> FlareOptions:
+    """`flare` with a stop pattern typed on a command line read as YAML reads it; choices that cannot run
+    together are input errors, raised before any model loads."""
+    if "\\" in flare.stop:
+        # "\n\n" typed on a command line arrives as backslashes; YAML's "\n\n" is already a newline.
+        flare = replace(flare, stop=codecs.decode(flare.stop, "unicode_escape"))
+    if format not in FORMATS:
+        raise RalmInputError(f"--format must be one of {', '.join(FORMATS)}, got '{format}'")
+    if flare.method != "no-retrieval" and retrieval.index is None:
+        raise RalmInputError(f"--method {flare.method} needs --index")
+    return flare
 
 
 def run_flare(
-    model, source, flare: FlareConfig, examples: list[QAExample], shots: list, output: str, settings: dict, *,
-    batch_size: int, max_length: int, overwrite: bool,
+    model, source, flare: FlareOptions, examples: list[QAExample], shots: list, output: str, settings: dict, *,
+    batch_size: int, input_length: int, overwrite: bool,
 ) -> dict:  # fmt: skip
-    """One method on `examples` into `output` (resumable), with its summary line; returns results.json."""
+    """One method on `examples` into `output` (resumable), with its summary line; returns results.json.
+    `input_length`: the LM input length, resolved once by the command (``LMOptions.input_length``)."""
     writer = PredictionWriter(output, settings, overwrite=overwrite)
     todo = [ex for ex in examples if ex.id not in writer.done]
-    runner = FlareRunner(model, flare, source if flare.method != "no-retrieval" else None, shots, max_length)
+    retriever = source if flare.method != "no-retrieval" else None
+    runner = FlareRunner(model, flare, retriever, shots, input_length=input_length)
     runner.check(examples)
     start = time.perf_counter()
     with (

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ralm.atomic_files import write_json_atomic
 from ralm.errors import RalmInputError
-from ralm.eval.qa.flare_config import FlareConfig
+from ralm.eval.qa.flare_options import FlareOptions
 from ralm.plots import pyplot, save_figure
 
 SWEEPABLE = ("theta", "beta")
@@ -31,13 +31,13 @@ class FlareSweep:
 
     field: str
     values: tuple[float, ...]
-    base: FlareConfig
+    base: FlareOptions
 
     def folder(self, value: float) -> str:
         return f"{self.field}={value:g}"
 
 
-def parse_flare_sweep(spec: str, base: FlareConfig) -> FlareSweep:
+def parse_flare_sweep(spec: str, base: FlareOptions) -> FlareSweep:
     """``"theta=0.4,0.8"`` -> FlareSweep("theta", (0.4, 0.8), base); checked before any model loads."""
     name, eq, values = spec.partition("=")
     field = name.strip()
@@ -52,7 +52,7 @@ def parse_flare_sweep(spec: str, base: FlareConfig) -> FlareSweep:
         except ValueError:
             raise RalmInputError(f"--sweep {spec!r}: {value.strip()!r} is not a number") from None
         try:
-            replace(base, **{field: number})  # FlareConfig's own rule for the field
+            replace(base, **{field: number})  # FlareOptions's own rule for the field
         except RalmInputError as err:
             raise RalmInputError(f"--sweep {spec!r}: {err}") from None
         parsed.append(number)
@@ -73,7 +73,7 @@ def sweep_row(label: str, results: dict, value: float | None = None) -> dict:
     }  # fmt: skip
 
 
-def run_flare_sweep(sweep: FlareSweep, output: str, run: Callable[[FlareConfig, str], dict]) -> dict:
+def run_flare_sweep(sweep: FlareSweep, output: str, run: Callable[[FlareOptions, str], dict]) -> dict:
     """Every point and both references through `run(config, folder)`; writes sweep.json and sweep.png."""
     out = Path(output)
     points = []

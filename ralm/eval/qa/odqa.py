@@ -13,7 +13,7 @@ from typing import Any
 
 from ralm.eval.qa.data import QAExample
 from ralm.eval.qa.metrics import exact_match, has_answer
-from ralm.eval.qa.prompts import PassageFitter, PromptPassage, ralm_qa_prompt
+from ralm.eval.qa.prompts import PassageFitter, PromptPassage, input_length_for, ralm_qa_prompt
 from ralm.eval.qa.retrieval import ctx_to_passage
 from ralm.lm.generation import generate_batch
 
@@ -24,7 +24,10 @@ def first_line(text: str) -> str:
 
 
 class QARunner:
-    """Answers batches of examples with passages from the examples themselves (DPR) or a passage source."""
+    """Answers batches of examples with passages from the examples themselves (DPR) or a passage source.
+
+    `input_length`: the LM input length prompts fit in, used as given (the command's
+    ``LMOptions.input_length``; default: that rule with the default options)."""
 
     def __init__(
         self,
@@ -32,11 +35,11 @@ class QARunner:
         docs: int = 2,
         source: Any = None,
         max_new_tokens: int = 10,
-        max_length: int = 1024,
+        input_length: int | None = None,
     ):
         self.lm, self.docs, self.source = lm, docs, source
         self.max_new_tokens = max_new_tokens
-        self.fitter = PassageFitter(lm, min(max_length, lm.max_length))
+        self.fitter = PassageFitter(lm, input_length_for(lm, input_length))
 
     def check(self, examples: Sequence[QAExample]) -> None:
         """Every closed-book prompt must fit the context (checked before generating anything)."""

@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ralm.atomic_files import write_json_atomic
 from ralm.errors import RalmInputError
 from ralm.records import JsonlLog
+
+if TYPE_CHECKING:
+    from ralm.lm.options import LMOptions
+    from ralm.retrieval.options import RetrievalOptions
 
 PREDICTIONS = "predictions.jsonl"
 RUN = "run.json"
@@ -64,6 +69,24 @@ class PredictionWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def recorded_settings(
+    names: Iterable[str], arguments: Mapping[str, Any], lm: LMOptions, retrieval: RetrievalOptions
+) -> dict:
+    """The settings `names` as ``run.json`` records them: a command's own parameters from `arguments`, and
+    the group fields under the flat names they had before the groups (``lm``: the model; ``index``, ``k``;
+    ``max_length``: the requested length, 1024 when not given, before the cap at the LM's context), so a
+    folder written before the groups resumes."""
+    from ralm.lm.options import PAPER_MAX_LENGTH
+
+    groups = {
+        "lm": lm.model,
+        "index": retrieval.index,
+        "k": retrieval.k,
+        "max_length": lm.max_length if lm.max_length is not None else PAPER_MAX_LENGTH,
+    }
+    return {name: groups[name] if name in groups else arguments[name] for name in names}
 
 
 def mean_of(records: list[dict], key: str) -> float | None:

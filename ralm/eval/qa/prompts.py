@@ -73,6 +73,16 @@ def flare_prompt(question: str, passages: Sequence[PromptPassage], exemplars: Se
     return f"{shots}{search_results(passages)}Question: {question.strip()}\nAnswer:"
 
 
+def input_length_for(lm: Any, input_length: int | None) -> int:
+    """The LM input length a runner uses: `input_length` exactly as given (a command resolves it once, with
+    ``LMOptions.input_length``), or, when a Python caller gives none, that rule with the default options."""
+    if input_length is not None:
+        return input_length
+    from ralm.lm.options import LMOptions
+
+    return LMOptions().input_length(lm.max_length)
+
+
 class PassageFitter:
     """Cuts passages so that ``render(passages)`` plus `reserve` new tokens fits in `max_length` tokens."""
 

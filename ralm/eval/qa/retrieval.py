@@ -15,12 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ralm.errors import RalmInputError
-from ralm.eval.qa.prompts import PromptPassage
+from ralm.eval.qa.prompts import PromptPassage, input_length_for
 from ralm.ranking import best_first
 from ralm.retrieval.types import Hit
+
+if TYPE_CHECKING:
+    from ralm.retrieval.options import RetrievalOptions
 
 
 def hit_to_passage(hit: Hit) -> PromptPassage:
@@ -35,7 +38,11 @@ def ctx_to_passage(ctx: dict, index: int) -> PromptPassage:
 
 
 class PassageSource:
-    """Searches an index and reranks its candidates; counts searches for the results file."""
+    """Searches an index and reranks its candidates; counts searches for the results file.
+
+    `input_length`: the LM input length zero-shot scoring fits in, used as given (the command's
+    ``LMOptions.input_length``; default: that rule with the default options). `threads`: threads for each
+    batched search (a batch of questions, or FLARE's explicit questions)."""
 
     def __init__(
         self,
@@ -43,16 +50,17 @@ class PassageSource:
         lm: Any = None,
         rerank: str = "none",
         candidates: int = 16,
-        max_length: int = 1024,
+        input_length: int | None = None,
         max_passage_tokens: int = 256,
+        threads: int = 1,
     ):
         self.retriever = retriever
         self.lm = lm
         self.rerank = rerank
         self.candidates = candidates
-        # Zero-shot scoring must fit the LM's own context even when the command's cap is larger.
-        self.max_length = min(max_length, lm.max_length) if lm is not None else max_length
+        self.input_length = input_length_for(lm, input_length) if lm is not None else input_length
         self.max_passage_tokens = max_passage_tokens
+        self.threads = threads
         self.searches = 0
         self._reranker = None
         if rerank not in ("none", "zero-shot"):
@@ -70,7 +78,7 @@ class PassageSource:
         if self._reranker is not None and self._reranker.decision == "no-retrieval":
             return [[] for _ in queries]  # validation preferred no passage to every pick
         fetch = k if self.rerank == "none" else max(k, self.candidates)
-        hits = self.retriever.search(list(queries), fetch)
+        hits = self.retriever.search(list(queries), fetch, threads=self.threads)
         if self.rerank == "none":
             return [[hit_to_passage(h) for h in row[:k]] for row in hits]
         if self.rerank == "zero-shot":
@@ -93,8 +101,8 @@ class PassageSource:
         requests, shape = [], []
         for query, row in zip(queries, hits, strict=True):
             # The query keeps its last quarter-context of tokens; each passage is cut to the room left.
-            target = self.lm.encode(" " + query.strip())[-(self.max_length // 4) :]
-            room = min(self.max_passage_tokens, self.max_length - len(target))
+            target = self.lm.encode(" " + query.strip())[-(self.input_length // 4) :]
+            room = min(self.max_passage_tokens, self.input_length - len(target))
             requests += [
                 ScoreRequest(
                     passage=self.lm.encode_passages([h.contents])[0][:room], prefix=[], target=target
@@ -103,7 +111,7 @@ class PassageSource:
             ]
             shape.append(len(row))
         logprobs = score_continuations(
-            self.lm, requests, max_length=self.max_length, max_passage_tokens=self.max_passage_tokens
+            self.lm, requests, max_length=self.input_length, max_passage_tokens=self.max_passage_tokens
         )
         flat = [float(t.sum()) for t in logprobs]
         out, start = [], 0
@@ -114,24 +122,19 @@ class PassageSource:
 
 
 # Former option names of `ralm eval qa|flare`: the same option is --reranker and --k in every `ralm eval`
-# command (README, Usage).
-RENAMED_OPTIONS = {"rerank": "reranker", "candidates": "k"}
+# command (README, Usage). --k is now the retrieval group's field: its full name is what a YAML file writes
+# (``retrieval: {k: 16}``), and the command line takes it as --k or --retrieval.k.
+RENAMED_OPTIONS = {"rerank": "reranker", "candidates": "retrieval.k"}
 
 
 def open_source(
-    index: str | None,
-    lm: Any,
-    rerank: str,
-    candidates: int,
-    max_length: int,
-    passages: str | None = None,
+    retrieval: RetrievalOptions, lm: Any, rerank: str, input_length: int | None = None
 ) -> PassageSource | None:
-    """Open `index` (None: no retrieval) and wrap it with the chosen reranker."""
-    if index is None:
+    """Open the index of `retrieval` (none: no retrieval) and wrap it with the chosen reranker, which
+    fetches `retrieval.k` candidates and scores (zero-shot) within `input_length` tokens."""
+    if retrieval.index is None:
         if rerank != "none":
             raise RalmInputError("--reranker needs --index")
         return None
-    from ralm.retrieval.index import open_index
-
-    retriever = open_index(index, passages_path=passages) if passages else open_index(index)
-    return PassageSource(retriever, lm=lm, rerank=rerank, candidates=candidates, max_length=max_length)
+    return PassageSource(retrieval.open(), lm=lm, rerank=rerank, candidates=retrieval.k,
+                         input_length=input_length, threads=retrieval.threads)  # fmt: skip

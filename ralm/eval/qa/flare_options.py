@@ -1,4 +1,5 @@
-"""FLARE's settings (``FlareConfig``): the paper's, and the authors' options under their config keys.
+"""FLARE's option group (``FlareOptions``: ``--flare.theta`` or the leaf ``--theta``, ...): the paper's
+settings, and the authors' options under their config keys.
 
 Numbers are checked by their types (``ralm.config_types``), the choices in ``__post_init__``, so bad
 settings fail when they are built, before any model loads.
@@ -17,7 +18,7 @@ PRE_RETRIEVAL = ("first", "none")
 
 
 @dataclass
-class FlareConfig:
+class FlareOptions:
     """FLARE and baseline settings (defaults: the paper's 2WikiMultihopQA setup)."""
 
     method: str = "flare"
