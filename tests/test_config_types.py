@@ -9,8 +9,10 @@ from ralm.command_args import call_with_args, normalize_argv
 from ralm.data_gen.data_gen_command import Candidates, Sampling, Scoring, Sharding
 from ralm.demo.presets import Overrides
 from ralm.errors import RalmInputError
-from ralm.eval.ppl.ppl_command import Reranking, Runtime, Windowing
+from ralm.eval.ppl.ppl_command import BatchOptions, RerankingOptions
 from ralm.eval.qa.flare_config import FlareConfig
+from ralm.lm.options import LMOptions, WindowOptions
+from ralm.retrieval.options import RetrievalOptions
 
 
 def _parser(command: str):
@@ -29,12 +31,13 @@ REQUIRED = {
 
 # (command, option, bad value, the Python group and field that refuse the same value)
 BAD = [
-    ("eval ppl", "--stride", "0", Windowing, "stride"),
-    ("eval ppl", "--max-length", "1", Windowing, "max_length"),
-    ("eval ppl", "--k", "0", Reranking, "k"),
-    ("eval ppl", "--rank-tokens", "-2", Reranking, "rank_tokens"),
-    ("eval ppl", "--batch-size", "0", Runtime, "batch_size"),
-    ("eval ppl", "--max-batch-tokens", "0", Runtime, "max_batch_tokens"),
+    ("eval ppl", "--stride", "0", WindowOptions, "stride"),
+    ("eval ppl", "--max-length", "1", LMOptions, "max_length"),
+    ("eval ppl", "--k", "0", RetrievalOptions, "k"),
+    ("eval ppl", "--threads", "0", RetrievalOptions, "threads"),
+    ("eval ppl", "--rank-tokens", "-2", RerankingOptions, "rank_tokens"),
+    ("eval ppl", "--batch-size", "0", BatchOptions, "batch_size"),
+    ("eval ppl", "--max-batch-tokens", "0", BatchOptions, "max_batch_tokens"),
     ("data-gen", "--num-prefixes", "0", Sampling, "num_prefixes"),
     ("data-gen", "--min-prefix-tokens", "-1", Sampling, "min_prefix_tokens"),
     ("data-gen", "--k", "0", Candidates, "k"),
@@ -87,9 +90,9 @@ def test_the_command_prints_one_error_line_and_exits_2(capsys):
 
 def test_cross_field_rules_of_a_group():
     with pytest.raises(RalmInputError, match="--rerank-lm: only used with --reranker zero-shot"):
-        Reranking(reranker="oracle", rerank_lm="distilgpt2")
-    Reranking(reranker="zero-shot", rerank_lm="distilgpt2")
-    assert Runtime(batch_size=None).batch_size is None  # None: the default, not a value to check
+        RerankingOptions(reranker="oracle", rerank_lm="distilgpt2")
+    RerankingOptions(reranker="zero-shot", rerank_lm="distilgpt2")
+    assert BatchOptions(batch_size=None).batch_size is None  # None: the default, not a value to check
 
 
 def test_top_level_numbers_are_checked_for_python_callers_before_any_work(tmp_path):
@@ -100,9 +103,9 @@ def test_top_level_numbers_are_checked_for_python_callers_before_any_work(tmp_pa
     out = tmp_path / "out"
     common = {"lm": "/no/such/lm", "output": str(out)}
     with pytest.raises(RalmInputError, match=r"^--bootstrap-resamples: must be > 0, got 0$"):
-        eval_ppl(text="t.txt", bootstrap_resamples=0, **common)
+        eval_ppl(text="t.txt", bootstrap_resamples=0, output=str(out), lm=LMOptions("/no/such/lm"))
     with pytest.raises(RalmInputError, match=r"^--max-tokens: must be >= 2, got 1$"):
-        eval_ppl(text="t.txt", max_tokens=1, **common)
+        eval_ppl(text="t.txt", max_tokens=1, output=str(out), lm=LMOptions("/no/such/lm"))
     with pytest.raises(RalmInputError, match=r"^--docs: must be >= 0, got -1$"):
         eval_qa(data="q.jsonl", docs=-1, **common)
     with pytest.raises(RalmInputError, match=r"^--k: must be > 0, got 0$"):
