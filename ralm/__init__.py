@@ -29,7 +29,7 @@ _API = {
     "evaluate_perplexity": ("ralm.eval.ppl.ppl_command", "eval_ppl"),
     "evaluate_flare": ("ralm.eval.qa.flare_command", "eval_flare"),
     "evaluate_qa": ("ralm.eval.qa.qa_command", "eval_qa"),
-    "run_pipeline": ("ralm.demo.run_command", "run"),
+    "run_pipeline": ("ralm.pipeline.run_command", "run"),
     "prepare_wikitext103": ("ralm.corpora.wikitext103_command", "prepare_wikitext103"),
 }
 __all__ = ["__version__", *_API]

@@ -7,11 +7,11 @@ import pytest
 
 from ralm.command_args import call_with_args, normalize_argv
 from ralm.data_gen.data_gen_command import Candidates, Sampling, Scoring, Sharding
-from ralm.demo.presets import Overrides
 from ralm.errors import RalmInputError
 from ralm.eval.ppl.ppl_command import BatchOptions, RerankingOptions
 from ralm.eval.qa.flare_config import FlareConfig
 from ralm.lm.options import LMOptions, WindowOptions
+from ralm.pipeline.scale import ScaleOptions
 from ralm.retrieval.options import RetrievalOptions
 
 
@@ -46,8 +46,8 @@ BAD = [
     ("data-gen", "--shard-id", "-1", Sharding, "shard_id"),
     ("eval flare", "--theta", "1.5", FlareConfig, "theta"),
     ("eval flare", "--lookahead-tokens", "0", FlareConfig, "lookahead_tokens"),
-    ("demo", "--scale.k", "0", Overrides, "k"),
-    ("demo", "--scale.val-fraction", "1.0", Overrides, "val_fraction"),
+    ("demo", "--scale.k", "0", ScaleOptions, "k"),
+    ("demo", "--scale.val-fraction", "1.0", ScaleOptions, "val_fraction"),
 ]
 
 
