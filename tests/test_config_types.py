@@ -6,11 +6,13 @@ from __future__ import annotations
 import pytest
 
 from ralm.command_args import call_with_args, normalize_argv
-from ralm.data_gen.data_gen_command import Candidates, Sampling, Scoring, Sharding
+from ralm.data_gen.options import SamplingOptions, ShardingOptions
 from ralm.demo.presets import Overrides
 from ralm.errors import RalmInputError
 from ralm.eval.ppl.ppl_command import Reranking, Runtime, Windowing
 from ralm.eval.qa.flare_config import FlareConfig
+from ralm.lm.options import LMOptions, WindowOptions
+from ralm.retrieval.options import RetrievalOptions
 
 
 def _parser(command: str):
@@ -35,12 +37,15 @@ BAD = [
     ("eval ppl", "--rank-tokens", "-2", Reranking, "rank_tokens"),
     ("eval ppl", "--batch-size", "0", Runtime, "batch_size"),
     ("eval ppl", "--max-batch-tokens", "0", Runtime, "max_batch_tokens"),
-    ("data-gen", "--num-prefixes", "0", Sampling, "num_prefixes"),
-    ("data-gen", "--min-prefix-tokens", "-1", Sampling, "min_prefix_tokens"),
-    ("data-gen", "--k", "0", Candidates, "k"),
-    ("data-gen", "--max-passage-tokens", "-1", Scoring, "max_passage_tokens"),
-    ("data-gen", "--prefixes-per-shard", "0", Sharding, "prefixes_per_shard"),
-    ("data-gen", "--shard-id", "-1", Sharding, "shard_id"),
+    ("data-gen", "--num-prefixes", "0", SamplingOptions, "num_prefixes"),
+    ("data-gen", "--min-prefix-tokens", "-1", SamplingOptions, "min_prefix_tokens"),
+    ("data-gen", "--k", "0", RetrievalOptions, "k"),
+    ("data-gen", "--threads", "0", RetrievalOptions, "threads"),
+    ("data-gen", "--stride", "0", WindowOptions, "stride"),
+    ("data-gen", "--max-length", "1", LMOptions, "max_length"),
+    ("data-gen", "--max-passage-tokens", "-1", WindowOptions, "max_passage_tokens"),
+    ("data-gen", "--prefixes-per-shard", "0", ShardingOptions, "prefixes_per_shard"),
+    ("data-gen", "--shard-id", "-1", ShardingOptions, "shard_id"),
     ("eval flare", "--theta", "1.5", FlareConfig, "theta"),
     ("eval flare", "--lookahead-tokens", "0", FlareConfig, "lookahead_tokens"),
     ("demo", "--scale.k", "0", Overrides, "k"),
