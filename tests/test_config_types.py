@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ralm.command_args import call_with_args, normalize_argv
-from ralm.data_gen.data_gen_command import Candidates, Sampling, Scoring, Sharding
+from ralm.data_gen.options import SamplingOptions, ShardingOptions
 from ralm.errors import RalmInputError
 from ralm.eval.ppl.ppl_command import BatchOptions, RerankingOptions
 from ralm.eval.qa.flare_config import FlareConfig
@@ -38,12 +38,15 @@ BAD = [
     ("eval ppl", "--rank-tokens", "-2", RerankingOptions, "rank_tokens"),
     ("eval ppl", "--batch-size", "0", BatchOptions, "batch_size"),
     ("eval ppl", "--max-batch-tokens", "0", BatchOptions, "max_batch_tokens"),
-    ("data-gen", "--num-prefixes", "0", Sampling, "num_prefixes"),
-    ("data-gen", "--min-prefix-tokens", "-1", Sampling, "min_prefix_tokens"),
-    ("data-gen", "--k", "0", Candidates, "k"),
-    ("data-gen", "--max-passage-tokens", "-1", Scoring, "max_passage_tokens"),
-    ("data-gen", "--prefixes-per-shard", "0", Sharding, "prefixes_per_shard"),
-    ("data-gen", "--shard-id", "-1", Sharding, "shard_id"),
+    ("data-gen", "--num-prefixes", "0", SamplingOptions, "num_prefixes"),
+    ("data-gen", "--min-prefix-tokens", "-1", SamplingOptions, "min_prefix_tokens"),
+    ("data-gen", "--k", "0", RetrievalOptions, "k"),
+    ("data-gen", "--threads", "0", RetrievalOptions, "threads"),
+    ("data-gen", "--stride", "0", WindowOptions, "stride"),
+    ("data-gen", "--max-length", "1", LMOptions, "max_length"),
+    ("data-gen", "--max-passage-tokens", "-1", WindowOptions, "max_passage_tokens"),
+    ("data-gen", "--prefixes-per-shard", "0", ShardingOptions, "prefixes_per_shard"),
+    ("data-gen", "--shard-id", "-1", ShardingOptions, "shard_id"),
     ("eval flare", "--theta", "1.5", FlareConfig, "theta"),
     ("eval flare", "--lookahead-tokens", "0", FlareConfig, "lookahead_tokens"),
     ("demo", "--scale.k", "0", ScaleOptions, "k"),

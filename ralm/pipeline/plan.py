@@ -98,7 +98,7 @@ def _data_gen_stage(
     lm: LMOptions,
     settings: ScaleSettings,
 ) -> StagePlan:
-    from ralm.data_gen.data_gen_command import SamplingOptions, ShardingOptions
+    from ralm.data_gen.options import SamplingOptions, ShardingOptions
 
     # `ralm run`: the eval documents and --exclude leave the training text too (ralm.pipeline.held_out).
     arguments = {
