@@ -18,7 +18,7 @@ from ralm.rerank.inputs import bm25_prior
 from ralm.rerank.lit_module import RerankerModule
 from ralm.rerank.metrics import selection_sums
 from ralm.rerank.model import load_tokenizer
-from ralm.rerank.settings import EncoderArgs, LoaderArgs, OptimArgs, RunArgs
+from ralm.rerank.settings import EncoderOptions, LoaderOptions, OptimOptions, RunOptions
 from ralm.rerank.train_command import _print_summary
 from tests.rerank_fixtures import keyword_dataset
 
@@ -30,10 +30,10 @@ def prior_run(tmp_path_factory, real_documents, tiny_encoder_dir) -> tuple[Path,
     summary = fit_reranker(
         str(data),
         str(root / "out"),
-        encoder=EncoderArgs(name=str(tiny_encoder_dir), max_length=40, max_prefix_tokens=12),
-        loader=LoaderArgs(batch_size=4, val_batch_size=16, val_fraction=0.25),
-        optim=OptimArgs(lr=1e-3, warmup_steps=1, max_steps=4),
-        run=RunArgs(val_every=2, save_every=2, wandb="off"),
+        encoder=EncoderOptions(name=str(tiny_encoder_dir), max_length=40, max_prefix_tokens=12),
+        loader=LoaderOptions(batch_size=4, val_batch_size=16, val_fraction=0.25),
+        optim=OptimOptions(lr=1e-3, warmup_steps=1, max_steps=4),
+        run=RunOptions(val_every=2, save_every=2, wandb="off"),
         trainer={"accelerator": "cpu", "devices": 1, "enable_progress_bar": False},
         bm25_prior=True,
     )
@@ -162,10 +162,10 @@ def test_without_a_validation_win_the_export_is_bm25_itself(tmp_path, real_docum
     summary = fit_reranker(
         str(data),
         str(tmp_path / "out"),
-        encoder=EncoderArgs(name=str(tiny_encoder_dir), max_length=40, max_prefix_tokens=12),
-        loader=LoaderArgs(batch_size=4, val_batch_size=16, val_fraction=0.25),
-        optim=OptimArgs(lr=1e-3, head_lr=1e-2, warmup_steps=1, max_steps=3),
-        run=RunArgs(val_every=1, save_every=1, wandb="off"),
+        encoder=EncoderOptions(name=str(tiny_encoder_dir), max_length=40, max_prefix_tokens=12),
+        loader=LoaderOptions(batch_size=4, val_batch_size=16, val_fraction=0.25),
+        optim=OptimOptions(lr=1e-3, head_lr=1e-2, warmup_steps=1, max_steps=3),
+        run=RunOptions(val_every=1, save_every=1, wandb="off"),
         trainer={"accelerator": "cpu", "devices": 1, "enable_progress_bar": False},
         bm25_prior=True,
     )
@@ -210,10 +210,10 @@ def test_when_no_passage_beats_every_candidate_the_export_never_retrieves(
     summary = fit_reranker(
         str(data),
         str(tmp_path / "out"),
-        encoder=EncoderArgs(name=str(tiny_encoder_dir), max_length=40, max_prefix_tokens=12),
-        loader=LoaderArgs(batch_size=4, val_batch_size=16, val_fraction=0.25),
-        optim=OptimArgs(lr=1e-3, head_lr=1e-2, warmup_steps=1, max_steps=3),
-        run=RunArgs(val_every=1, save_every=1, wandb="off", keep_checkpoints=False),
+        encoder=EncoderOptions(name=str(tiny_encoder_dir), max_length=40, max_prefix_tokens=12),
+        loader=LoaderOptions(batch_size=4, val_batch_size=16, val_fraction=0.25),
+        optim=OptimOptions(lr=1e-3, head_lr=1e-2, warmup_steps=1, max_steps=3),
+        run=RunOptions(val_every=1, save_every=1, wandb="off", keep_checkpoints=False),
         # a bar, piped here (pytest captures stderr): plain lines instead
         trainer={"accelerator": "cpu", "devices": 1, "enable_progress_bar": True},
         bm25_prior=True,

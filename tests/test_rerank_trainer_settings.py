@@ -16,9 +16,9 @@ from ralm.rerank.lit_module import RerankerModule
 from ralm.rerank.settings import (
     TRAINER_LINKS,
     TRAINER_SKIPPED,
-    EncoderArgs,
-    LoaderArgs,
-    OptimArgs,
+    EncoderOptions,
+    LoaderOptions,
+    OptimOptions,
     trainer_settings,
 )
 from ralm.rerank.train_command import build_parser, main
@@ -88,7 +88,7 @@ def test_a_former_option_name_is_refused_naming_the_new_one(old, new, capsys):
 
 
 def test_trainer_settings_from_python_keep_ralms_own():
-    optim = OptimArgs(max_steps=8, warmup_steps=2)
+    optim = OptimOptions(max_steps=8, warmup_steps=2)
     settings = trainer_settings({"devices": 2, "deterministic": True}, optim)
     assert settings["devices"] == 2 and settings["max_steps"] == 8 and settings["max_epochs"] == 1
     assert trainer_settings({"precision": "auto"}, optim)["precision"] is None  # ralm's rule
@@ -101,18 +101,22 @@ def test_trainer_settings_from_python_keep_ralms_own():
 
 
 def test_constraints_live_in_the_types():
-    with pytest.raises(RalmInputError, match=r"--batch-size \(LoaderArgs.batch_size\): must be > 0, got 0"):
-        LoaderArgs(batch_size=0)
+    with pytest.raises(
+        RalmInputError, match=r"--batch-size \(LoaderOptions.batch_size\): must be > 0, got 0"
+    ):
+        LoaderOptions(batch_size=0)
     with pytest.raises(RalmInputError, match="val_fraction.*got 1.5"):
-        LoaderArgs(val_fraction=1.5)
+        LoaderOptions(val_fraction=1.5)
     with pytest.raises(RalmInputError, match="optim.warmup_steps=5: must be between 0 and max_steps"):
-        OptimArgs(warmup_steps=5, max_steps=2)
+        OptimOptions(warmup_steps=5, max_steps=2)
     with pytest.raises(RalmInputError, match="encoder.max_prefix_tokens=600"):
-        EncoderArgs(max_prefix_tokens=600)
+        EncoderOptions(max_prefix_tokens=600)
 
 
 def test_the_modules_keyword_arguments_are_the_settings_fields_of_their_names():
-    hparams = module_hparams(EncoderArgs(name="enc"), OptimArgs(lr=3e-4), abstain=True, bm25_prior=False)
+    hparams = module_hparams(
+        EncoderOptions(name="enc"), OptimOptions(lr=3e-4), abstain=True, bm25_prior=False
+    )
     accepted = set(inspect.signature(RerankerModule.__init__).parameters) - {"self"}
     # the BM25 standardisation comes from the data, not the options
     assert set(hparams) == accepted - {"bm25_top_mean", "bm25_top_std"}
@@ -125,7 +129,7 @@ def test_precision_auto_is_ralms_rule_and_accumulation_must_be_a_positive_count(
     parser = build_parser()
     argv = ["--data", "d", "--output", "o", "--precision", "auto", "--max-steps", "10", "--warmup-steps", "1"]
     cfg = parser.parse_args(normalize_argv(parser, argv))
-    optim = OptimArgs(max_steps=10, warmup_steps=1)
+    optim = OptimOptions(max_steps=10, warmup_steps=1)
     assert trainer_settings(cfg.trainer.as_dict(), optim)["precision"] is None  # resolved at run time
     with pytest.raises(RalmInputError, match=r"^--accumulate-grad-batches: must be > 0, got 0$"):
         trainer_settings({"accumulate_grad_batches": 0}, optim)

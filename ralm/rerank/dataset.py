@@ -26,7 +26,7 @@ from ralm.rerank.losses import MASKED
 
 DATA_FORMAT = "ralm-rerank-data/1"
 DECISION_FRACTION = 0.1
-"""``LoaderArgs.decision_fraction``'s default (the schema's value, here for Python callers of the loader)."""
+"""``LoaderOptions.decision_fraction``'s default (the schema's value, here for Python callers of the loader)."""
 META_FILE = "ralm_data_gen.json"
 _COLUMNS = ["prefix", "doc_id", "candidate_texts", "lm_logprobs"]
 
@@ -136,7 +136,7 @@ def load_rerank_data(
 ) -> RerankData:
     """Check every row, drop groups of fewer than 2 candidates, split training / selection / decision by
     ``doc_id`` (the fractions are shares of the usable rows, each in (0, 1), summing below 1:
-    ``LoaderArgs`` checks them)."""
+    ``LoaderOptions`` checks them)."""
     meta = read_meta(path)
     ds = open_dataset(path, abstain=abstain, bm25_prior=bm25_prior)
     table = ds.data.table if hasattr(ds.data, "table") else ds.data

@@ -31,7 +31,7 @@ from ralm.rerank.log_lines import TrainLogLines
 from ralm.rerank.loggers import build_loggers
 from ralm.rerank.model import load_tokenizer
 from ralm.rerank.selection import ValidationHistory
-from ralm.rerank.settings import EncoderArgs, LoaderArgs, OptimArgs, RunArgs, trainer_settings
+from ralm.rerank.settings import EncoderOptions, LoaderOptions, OptimOptions, RunOptions, trainer_settings
 from ralm.rerank.training_callbacks import (
     BEST_METRIC,
     STEP0_FILE,
@@ -83,7 +83,7 @@ def resolve_ckpt_path(ckpt_path: str | None, output: str) -> str | None:
     return ckpt_path
 
 
-def module_hparams(encoder: EncoderArgs, optim: OptimArgs, **flags) -> dict:
+def module_hparams(encoder: EncoderOptions, optim: OptimOptions, **flags) -> dict:
     """``RerankerModule``'s keyword arguments: the settings fields of the same names, read off its signature
     (its ``save_hyperparameters()`` records them in every checkpoint)."""
     accepted = inspect.signature(RerankerModule.__init__).parameters
@@ -91,7 +91,7 @@ def module_hparams(encoder: EncoderArgs, optim: OptimArgs, **flags) -> dict:
     return {name: value for name, value in values.items() if name in accepted}
 
 
-def build_trainer(run: RunArgs, settings: dict, hardware: dict, output: str, loggers: list,
+def build_trainer(run: RunOptions, settings: dict, hardware: dict, output: str, loggers: list,
                   callbacks: list[Callback]) -> pl.Trainer:  # fmt: skip
     """The Trainer: the trainer group's settings (`trainer_settings`), the hardware resolved at run time,
     and what ralm owns (loggers, callbacks, the folder, validation every run.val_every optimizer steps)."""
@@ -143,10 +143,10 @@ def fit_reranker(
     data: str,
     output: str,
     *,
-    encoder: EncoderArgs,
-    loader: LoaderArgs,
-    optim: OptimArgs,
-    run: RunArgs,
+    encoder: EncoderOptions,
+    loader: LoaderOptions,
+    optim: OptimOptions,
+    run: RunOptions,
     trainer: dict | None = None,
     abstain: bool = False,
     bm25_prior: bool = False,
