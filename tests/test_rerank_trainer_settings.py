@@ -3,6 +3,7 @@ ralm uses, a setting given on the command line reaches the Trainer, ralm's own o
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 
 import lightning.pytorch as pl
@@ -11,7 +12,7 @@ import yaml
 
 from ralm.command_args import parse
 from ralm.errors import RalmInputError
-from ralm.rerank.fit import build_trainer, module_hparams, resolve_hardware
+from ralm.rerank.fit import NOT_MODULE_ARGUMENTS, build_trainer, module_hparams, resolve_hardware
 from ralm.rerank.lit_module import RerankerModule
 from ralm.rerank.settings import (
     TRAINER_LINKS,
@@ -121,6 +122,25 @@ def test_the_modules_keyword_arguments_are_the_settings_fields_of_their_names():
     # the BM25 standardisation comes from the data, not the options
     assert set(hparams) == accepted - {"bm25_top_mean", "bm25_top_std"}
     assert hparams["encoder_name"] == "enc" and hparams["lr"] == 3e-4 and hparams["abstain"] is True
+
+
+def test_a_field_the_module_cannot_place_is_an_error_not_dropped():
+    """A new option the module has no argument for would change nothing in the run and be missing from every
+    checkpoint: module_hparams names it instead of dropping it."""
+
+    @dataclasses.dataclass
+    class WiderOptimOptions(OptimOptions):
+        label_smoothing: float = 0.1
+
+    with pytest.raises(
+        TypeError, match=r"WiderOptimOptions\.label_smoothing is not a keyword argument of RerankerModule"
+    ):
+        module_hparams(EncoderOptions(name="enc"), WiderOptimOptions())
+    with pytest.raises(TypeError, match=r"flag\.lr is given twice"):
+        module_hparams(EncoderOptions(name="enc"), OptimOptions(), lr=1.0)
+    # the one listed field reaches the module under its other name
+    assert "EncoderOptions.name" in NOT_MODULE_ARGUMENTS
+    assert module_hparams(EncoderOptions(name="enc"), OptimOptions())["encoder_name"] == "enc"
 
 
 def test_precision_auto_is_ralms_rule_and_accumulation_must_be_a_positive_count(capsys):

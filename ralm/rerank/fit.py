@@ -83,12 +83,33 @@ def resolve_ckpt_path(ckpt_path: str | None, output: str) -> str | None:
     return ckpt_path
 
 
+NOT_MODULE_ARGUMENTS = {
+    "EncoderOptions.name": "it reaches the module as encoder_name (the checkpoint's name for the model)",
+}
+"""Option fields that are deliberately not ``RerankerModule`` keyword arguments under their own name, and
+why. Any other field that is not one is an error in ``module_hparams``: dropped, it would change nothing in
+the run and be missing from every checkpoint, which records the module's arguments."""
+
+
 def module_hparams(encoder: EncoderOptions, optim: OptimOptions, **flags) -> dict:
-    """``RerankerModule``'s keyword arguments: the settings fields of the same names, read off its signature
-    (its ``save_hyperparameters()`` records them in every checkpoint)."""
+    """``RerankerModule``'s keyword arguments: the option fields and flags of the same names, read off its
+    signature (its ``save_hyperparameters()`` records them in every checkpoint). A field it has no argument
+    for, or one given twice, is a TypeError naming it, unless ``NOT_MODULE_ARGUMENTS`` lists it."""
     accepted = inspect.signature(RerankerModule.__init__).parameters
-    values = {"encoder_name": encoder.name, **asdict(encoder), **asdict(optim), **flags}
-    return {name: value for name, value in values.items() if name in accepted}
+    values = {"encoder_name": encoder.name}
+    sources = [(type(group).__name__, asdict(group)) for group in (encoder, optim)] + [("flag", flags)]
+    for source, fields in sources:
+        for name, value in fields.items():
+            if f"{source}.{name}" in NOT_MODULE_ARGUMENTS:
+                continue
+            if name not in accepted or name in values:
+                why = "is given twice" if name in values else "is not a keyword argument of RerankerModule"
+                raise TypeError(
+                    f"{source}.{name} {why}: make it one, or list it in "
+                    "ralm.rerank.fit.NOT_MODULE_ARGUMENTS with the reason it is not"
+                )
+            values[name] = value
+    return values
 
 
 def build_trainer(run: RunOptions, settings: dict, hardware: dict, output: str, loggers: list,
