@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from ralm.rerank.dataset import GroupCollator, GroupDataset, load_rerank_data
+from ralm.rerank.batch import GroupCollator
+from ralm.rerank.dataset import GroupDataset, load_rerank_data
 from ralm.rerank.export import export_reranker
 from ralm.rerank.fit import STEP0_FILE, fit_reranker
 from ralm.rerank.inference import PredictiveReranker
@@ -60,8 +61,8 @@ def test_an_untrained_prior_module_scores_exactly_the_prior(prior_run, tiny_enco
     batch = collate([groups[i] for i in range(len(groups))])
     with torch.no_grad():
         scores = module(batch)
-    assert torch.equal(scores, batch["bm25_prior"])  # f is 0 everywhere and w is 1
-    sums = selection_sums(scores, batch["lm_logprobs"], batch["mask"])
+    assert torch.equal(scores, batch.bm25_prior)  # f is 0 everywhere and w is 1
+    sums = selection_sums(scores, batch.lm_logprobs, batch.mask)
     assert sums.pick_logprob == sums.bm25_logprob  # it picks BM25's top-1: gain recovered is exactly 0
 
 
@@ -116,16 +117,16 @@ def test_an_untrained_prior_module_with_abstention_still_ranks_like_bm25(prior_r
     rerank_data = load_rerank_data(str(data), abstain=True, val_fraction=0.25, seed=0, bm25_prior=True)
     groups = GroupDataset(str(data), rerank_data.train_rows[:8], abstain=True, bm25_prior=True)
     items = [groups[i] for i in range(len(groups))]
-    assert all(g["passages"][-1] == "" and g["bm25_prior"][-1] == 0.0 for g in items)
+    assert all(g.passages[-1] == "" and g.bm25_prior[-1] == 0.0 for g in items)
     collate = GroupCollator(load_tokenizer(str(tiny_encoder_dir)), max_length=40, max_prefix_tokens=12)
     batch = collate(items)
     with torch.no_grad():
         scores = module(batch)
-    assert torch.equal(scores, batch["bm25_prior"])
-    sums = selection_sums(scores, batch["lm_logprobs"], batch["mask"], batch["is_empty"])
+    assert torch.equal(scores, batch.bm25_prior)
+    sums = selection_sums(scores, batch.lm_logprobs, batch.mask, batch.is_empty)
     assert sums.pick_logprob == sums.bm25_logprob and sums.abstained == 0.0
     # The no-retrieval log-prob is summed from the groups' empty slots: the rows' own column.
-    assert sums.none_logprob == pytest.approx(sum(float(g["lm_logprobs"][-1]) for g in items))
+    assert sums.none_logprob == pytest.approx(sum(float(g.lm_logprobs[-1]) for g in items))
 
 
 def test_head_and_prior_weight_learn_at_their_own_rates(tiny_encoder_dir):

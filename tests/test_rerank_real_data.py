@@ -38,8 +38,8 @@ def test_trains_on_data_gen_output_of_the_tiny_lm(tmp_path, real_documents, tiny
     assert len(data.train_rows) + len(data.val_rows) + len(data.decision_rows) == len(rows) == 24
     group = GroupDataset(str(out), data.val_rows, abstain=True)[0]
     row = rows[data.val_rows[0]]
-    assert group["passages"] == row["candidate_texts"] + [""]
-    assert group["lm_logprobs"] == pytest.approx(row["lm_logprobs"] + [row["no_retrieval_logprob"]])
+    assert group.passages == row["candidate_texts"] + [""]
+    assert group.lm_logprobs == pytest.approx(row["lm_logprobs"] + [row["no_retrieval_logprob"]])
     summary = fit_reranker(
         str(out),
         str(tmp_path / "train_out"),

@@ -261,7 +261,8 @@ def test_parser_accepts_the_documented_options():
 
 def test_gradient_checkpointing_gives_the_same_gradients(data_dir, quiet_encoder_dir):
     """Recomputing activations in the backward pass trades time for memory, never the math."""
-    from ralm.rerank.dataset import GroupCollator, GroupDataset, load_rerank_data
+    from ralm.rerank.batch import GroupCollator
+    from ralm.rerank.dataset import GroupDataset, load_rerank_data
     from ralm.rerank.lit_module import RerankerModule
     from ralm.rerank.model import load_tokenizer
 

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ralm.rerank.dataset import GroupCollator, GroupDataset, RerankData
+from ralm.rerank.batch import GroupCollator
+from ralm.rerank.dataset import GroupDataset, RerankData
 from ralm.rerank.export import read_checkpoint
 from ralm.rerank.lit_module import RerankerModule
 from ralm.rerank.metrics import gain_recovered, per_prefix_logprobs
@@ -83,13 +84,13 @@ def score_decision_prefixes(
     for start in range(0, len(groups), batch_size):
         items = [groups[i] for i in range(start, min(start + batch_size, len(groups)))]
         for g in items:
-            lm = g["lm_logprobs"]
+            lm = g.lm_logprobs
             columns["bm25"].append(lm[0])  # candidate 0 is BM25's top-1 (the empty passage comes last)
             columns["no-retrieval"].append(lm[-1] if data.abstain else float("nan"))
             columns["oracle"].append(max(lm))
         if collate is not None:
-            batch = {k: v.to(device) for k, v in collate(items).items()}
-            rows = per_prefix_logprobs(module(batch), batch["lm_logprobs"], batch["mask"], batch["is_empty"])
+            batch = collate(items).to(device)
+            rows = per_prefix_logprobs(module(batch), batch.lm_logprobs, batch.mask, batch.is_empty)
             columns["trained"] += rows[:, 0].cpu().tolist()
     out = {name: np.asarray(v, dtype=np.float64) for name, v in columns.items()}
     if module is None:
