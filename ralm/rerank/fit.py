@@ -214,8 +214,10 @@ def fit_reranker(
               "trainer": _json_safe(settings), "abstain": abstain, "bm25_prior": bm25_prior, "seed": seed,
               "data": data}  # fmt: skip
     export = ExportDecided(
-        ExportSettings(output, data, rerank_data, dict(module.hparams), {"hardware": _json_safe(hardware), "settings": config},
-                       seed, abstain, bm25_prior, run.keep_checkpoints, loggers, loader.val_batch_size),
+        ExportSettings(out_dir=output, data=data, rerank_data=rerank_data, hparams=dict(module.hparams),
+                       hardware=_json_safe(hardware), config=config, seed=seed, abstain=abstain,
+                       bm25_prior=bm25_prior, keep_checkpoints=run.keep_checkpoints, loggers=loggers,
+                       val_batch_size=loader.val_batch_size),
         best, last, history,
     )  # fmt: skip
     fallback = (
