@@ -72,11 +72,11 @@ class RerankerModule(pl.LightningModule):
             self.prior_weight = torch.nn.Parameter(torch.ones(1))
             if abstain:
                 # The empty passage scores f(x, "") + b + c * t, t the prefix's best BM25 score standardised
-                # over the training prefixes (a strong lexical match is when retrieval helps: in the demo's
-                # training books the top tenth of BM25 scores gained 8.6 nats per 32-token target, the rest
-                # lost 1.6-4.3). At b = c = 0 the untrained model still ranks like BM25: BM25's top-1 has
-                # z > 0 whenever the scores differ (and wins ties, being first), so the empty passage (score 0)
-                # only wins once training moves f, b or c.
+                # over the training prefixes: how strongly the best passage matches is the feature that can
+                # say when a passage helps (data-gen's summary measures BM25's gain by band of that score:
+                # bench/RESULTS.md, "When BM25's passage helps"). At b = c = 0 the untrained model still
+                # ranks like BM25: BM25's top-1 has z > 0 whenever the scores differ (and wins ties, being
+                # first), so the empty passage (score 0) only wins once training moves f, b or c.
                 self.abstain_bias = torch.nn.Parameter(torch.zeros(1))
                 self.abstain_weight = torch.nn.Parameter(torch.zeros(1))
         self._val_sums = SelectionSums()
