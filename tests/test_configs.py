@@ -42,7 +42,7 @@ def test_config_parses_with_its_command(path):
 
 def test_train_configs_say_what_their_held_out_shares_count():
     """loader.val_fraction and loader.decision_fraction are shares of the prefixes, each taken as whole
-    documents (LoaderArgs): a comment that calls either a share of documents misstates what is held out."""
+    documents (LoaderOptions): a comment that calls either a share of documents misstates what is held out."""
     for path in sorted((CONFIGS / "train").glob("*.yaml")):
         text = path.read_text()
         assert not re.search(r"\d+% of (the )?(source )?documents", text), path.name
