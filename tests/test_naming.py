@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
-import typing
 from pathlib import Path
 
 from ralm.cli import COMMANDS
@@ -15,13 +14,9 @@ ROOT = Path(__file__).resolve().parents[1] / "ralm"
 
 
 def _group_types(function) -> list[type]:
-    hints = typing.get_type_hints(function)
-    found = []
-    for name, hint in hints.items():
-        for candidate in (hint, *typing.get_args(hint)):
-            if name != "return" and dataclasses.is_dataclass(candidate) and isinstance(candidate, type):
-                found.append(candidate)
-    return found
+    """The dataclass groups a command function takes (each has a default instance: the command's values)."""
+    parameters = inspect.signature(function).parameters.values()
+    return [type(p.default) for p in parameters if dataclasses.is_dataclass(p.default)]
 
 
 def test_every_command_option_group_is_named_options():
