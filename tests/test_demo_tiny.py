@@ -240,10 +240,10 @@ def test_bible_demo_keeps_dev_and_test_books_out_of_corpus_and_training(
     monkeypatch.setattr(corpora, "bible_books", lambda name, **_: [dict(b) for b in books])
     run_dir = tmp_path / "bible"
     scale = ScaleOptions(**{**TINY.__dict__, "eval_tokens": None})
-    books = BookOptions(dev_books=["Mark"], related_books=["Judg"], unrelated_books=["Jonah"])
+    split = BookOptions(dev_books=["Mark"], related_books=["Judg"], unrelated_books=["Jonah"])
     report = demo(
         quick=True, output=str(run_dir), lm=str(tiny_lm_dir), encoder=str(tiny_encoder_dir), scale=scale,
-        books=books,
+        books=split,
     )  # fmt: skip
 
     passages = next(run_dir.glob("index-*.passages.jsonl"))
