@@ -159,10 +159,12 @@ def main() -> None:
 
     from transformers.utils.logging import disable_progress_bar
 
-    from ralm.eval.ppl.ppl_command import Reranking, Runtime, Windowing, eval_ppl
+    from ralm.eval.ppl.ppl_command import BatchOptions, RerankingOptions, eval_ppl
     from ralm.lm.loading import resolve_device, resolve_dtype
+    from ralm.lm.options import LMOptions, WindowOptions
     from ralm.lm.scoring import default_batch_size
     from ralm.retrieval.index import build_index
+    from ralm.retrieval.options import RetrievalOptions
     from ralm.retrieval.passages import split_passages, write_passages
 
     disable_progress_bar()  # the weight-loading bar of every eval_ppl call
@@ -187,10 +189,10 @@ def main() -> None:
         rows = count_lm_rows()
 
         common = {
-            "text": str(text), "lm": str(lm_dir), "index": str(tmp / "index"), "max_tokens": args.max_tokens,
-            "retrieval_cache": str(cache), "progress": False,
-            "window": Windowing(stride=args.stride, max_length=args.max_length),
-            "runtime": Runtime(device=args.device, dtype=args.dtype, batch_size=args.batch_size),
+            "text": str(text), "max_tokens": args.max_tokens, "retrieval_cache": str(cache), "progress": False,
+            "lm": LMOptions(str(lm_dir), device=args.device, dtype=args.dtype, max_length=args.max_length),
+            "retrieval": RetrievalOptions(str(tmp / "index"), k=args.k),
+            "window": WindowOptions(stride=args.stride), "batching": BatchOptions(batch_size=args.batch_size),
         }  # fmt: skip
 
         def timed(out: Path, **kwargs) -> tuple[float, int, dict]:
@@ -207,9 +209,7 @@ def main() -> None:
         # ABBA order (compare, separate, separate, compare) so a change in machine load hits both paths alike.
         for step, path in enumerate(["compare", "separate"] + ["separate", "compare"] * (args.repeats - 1)):
             if path == "compare":
-                wall, n, results = timed(
-                    tmp / f"run{step}" / "compare", compare=compare_spec, reranking=Reranking(k=args.k)
-                )
+                wall, n, results = timed(tmp / f"run{step}" / "compare", compare=compare_spec)
                 summary = json.loads((tmp / f"run{step}" / "compare" / "compare.json").read_text())
                 assert summary["table"]["lm_requests"] == n, (summary["table"], n)  # its own count agrees
                 together = [together[0] + wall, together[1] + summary["timings"]["scoring_s"], n, results]
@@ -220,7 +220,7 @@ def main() -> None:
                 wall, n, results = timed(
                     tmp / f"run{step}" / name,
                     no_retrieval=no_retrieval,
-                    reranking=Reranking(k=args.k, **kwargs),
+                    reranking=RerankingOptions(**kwargs),
                 )
                 scoring = results["timings"]["scoring_s"]
                 separate[name] = [separate[name][0] + wall, separate[name][1] + scoring, n, results]

@@ -116,7 +116,7 @@ def check_training(args, tmp: Path) -> None:
 
 
 def check_eval_ppl(args, tmp: Path) -> None:
-    from ralm.eval.ppl.run import PplOptions, evaluate
+    from ralm.eval.ppl.run import PplSettings, evaluate
     from ralm.retrieval.index import build_index, open_index
     from ralm.retrieval.passages import split_passages, write_passages
 
@@ -129,7 +129,7 @@ def check_eval_ppl(args, tmp: Path) -> None:
     totals = {}
     for dtype in ("float32", "bfloat16"):
         lm = load_lm(args.lm_dir, device=args.device, dtype=dtype)
-        options = PplOptions(strides=(4,), query_lengths=(32,), max_length=args.max_length, k=1,
+        options = PplSettings(strides=(4,), query_lengths=(32,), max_length=args.max_length, k=1,
                              max_tokens=n_tokens)  # fmt: skip
         start = _synced(lm.device)
         ((_, _, results),) = evaluate(lm, raw, "held-out", options, tmp / f"ppl-{dtype}", retriever=retriever,

@@ -80,7 +80,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="runs of each path, in ABBA order")
     args = parser.parse_args()
 
-    from ralm.eval.ppl.run import PplOptions, build_candidates, evaluate, window_queries
+    from ralm.eval.ppl.run import PplSettings, build_candidates, evaluate, window_queries
     from ralm.eval.ppl.windows import strided_windows
     from ralm.lm.loading import load_lm, resolve_device, resolve_dtype
     from ralm.lm.scoring import default_batch_size
@@ -110,7 +110,7 @@ def main() -> None:
         hits = dict(zip(queries[1:], retriever.search(queries[1:], 1), strict=True))
         candidates = build_candidates(lm, windows, queries, hits, 1, 256)
         chosen = [0 if w.retrieves and candidates[w.index] else None for w in windows]  # BM25 top-1
-        options = PplOptions(
+        options = PplSettings(
             strides=(args.stride,), query_lengths=(32,), max_length=args.max_length, k=1,
             batch_size=args.batch_size, max_batch_tokens=args.max_batch_tokens, max_tokens=n_tokens,
         )  # fmt: skip

@@ -130,7 +130,7 @@ def run_plain(args, data, tokenizer, state) -> tuple[float, float]:
     for step, batch in enumerate(dm.train_dataloader()):
         if step == args.warmup:
             start = _now()
-        loss = rerank_loss("marginal", module(batch), batch["lm_logprobs"], batch["mask"])
+        loss = rerank_loss("marginal", module(batch), batch.lm_logprobs, batch.mask)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(module.parameters(), 1.0)

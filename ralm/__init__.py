@@ -9,7 +9,8 @@ Stages live in subpackages: ``ralm.retrieval``, ``ralm.lm``, ``ralm.data_gen``, 
 - ``generate_reranking_data``: ``ralm data-gen``; ``train_reranker``: ``ralm train``;
 - ``Reranker``: an exported reranker (``Reranker.from_pretrained(path).rank(prefix, passages)``);
 - ``evaluate_perplexity``, ``evaluate_flare``, ``evaluate_qa``: ``ralm eval ppl|flare|qa``;
-- ``run_pipeline``: ``ralm run`` (the whole pipeline on your own data); ``prepare_wikitext103``.
+- ``run_pipeline``: ``ralm run`` (the whole pipeline on your own data); ``prepare_wikitext103``;
+- ``LMOptions``, ``RetrievalOptions``, ``WindowOptions``: the option groups every LM and retrieval stage takes.
 """
 
 from __future__ import annotations
@@ -29,8 +30,11 @@ _API = {
     "evaluate_perplexity": ("ralm.eval.ppl.ppl_command", "eval_ppl"),
     "evaluate_flare": ("ralm.eval.qa.flare_command", "eval_flare"),
     "evaluate_qa": ("ralm.eval.qa.qa_command", "eval_qa"),
-    "run_pipeline": ("ralm.demo.run_command", "run"),
+    "run_pipeline": ("ralm.pipeline.run_command", "run"),
     "prepare_wikitext103": ("ralm.corpora.wikitext103_command", "prepare_wikitext103"),
+    "LMOptions": ("ralm.lm.options", "LMOptions"),
+    "RetrievalOptions": ("ralm.retrieval.options", "RetrievalOptions"),
+    "WindowOptions": ("ralm.lm.options", "WindowOptions"),
 }
 __all__ = ["__version__", *_API]
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 import re
 import sys
 import typing
@@ -219,7 +220,7 @@ def normalize_argv(parser: ArgumentParser, argv: list[str]) -> list[str]:
             if name == "config":
                 given = value if eq else (argv[i + 1] if i + 1 < len(argv) else "")
                 _refuse_renamed_keys(given, names)
-                expanded = _expand_shorthands(given, names)
+                expanded = _expand_config(given, names)
                 if eq:
                     value = expanded
                 elif i + 1 < len(argv):
@@ -253,10 +254,11 @@ def _refuse_renamed_keys(config_file: str, names: OptionNames) -> None:
             )
 
 
-def _expand_shorthands(config_file: str, names: OptionNames) -> str:
-    """`config_file`, or (when it gives a shorthand group a plain value, ``lm: gpt2``) the same values as a
-    YAML string with that value moved to its field (``lm: {model: gpt2}``), which ``--config`` also takes."""
-    if not names.shorthands or not Path(config_file).is_file():
+def _expand_config(config_file: str, names: OptionNames) -> str:
+    """`config_file`, or, when it writes a value as the command line may (a group's field by its leaf,
+    ``index: idx``; a shorthand group's value, ``lm: gpt2``), the same values nested as jsonargparse reads
+    them (``retrieval: {index: idx}``, ``lm: {model: gpt2}``) as a YAML string, which ``--config`` also takes."""
+    if not (names.shorthands or names.leaves) or not Path(config_file).is_file():
         return config_file
     try:
         values = yaml.safe_load(Path(config_file).read_text(encoding="utf-8"))
@@ -264,13 +266,24 @@ def _expand_shorthands(config_file: str, names: OptionNames) -> str:
         return config_file  # jsonargparse reports an unreadable or malformed file itself
     if not isinstance(values, dict):
         return config_file
-    short = {key: field for key, field in names.shorthands.items()
-             if key in values and not isinstance(values[key], dict | None)}  # fmt: skip
-    if not short:
-        return config_file
-    for key, field_name in short.items():
-        values[key] = {field_name: values[key]}
-    return yaml.safe_dump(values, sort_keys=False)
+    nested: dict[str, Any] = {}
+    changed = False
+    for key, value in values.items():
+        if key in names.shorthands and not isinstance(value, dict | None):
+            key, value, changed = f"{key}.{names.shorthands[key]}", value, True
+        elif key not in names.keys and key in names.leaves:
+            key, changed = names.leaves[key], True
+        group, dot, leaf = key.partition(".")
+        if dot:
+            nested.setdefault(group, {})
+            nested[group] = (
+                {**nested[group], leaf: value} if isinstance(nested[group], dict) else nested[group]
+            )
+        elif isinstance(value, dict) and isinstance(nested.get(key), dict):
+            nested[key] = {**value, **nested[key]}
+        else:
+            nested[key] = value
+    return yaml.safe_dump(nested, sort_keys=False) if changed else config_file
 
 
 def _dotted_keys(values: Any, prefix: str = "") -> list[str]:
@@ -289,6 +302,46 @@ def parse(parser: ArgumentParser, argv: list[str] | None) -> tuple[Namespace, Na
     argv = list(sys.argv[1:] if argv is None else argv)
     cfg = parser.parse_args(normalize_argv(parser, argv))
     return cfg, parser.instantiate_classes(cfg)
+
+
+def command_line(function: Callable[..., Any], arguments: Mapping[str, Any], names: OptionNames) -> list[str]:
+    """The options that make `function`'s parser give `arguments` back: a typed Python call (dataclass
+    groups, a `ClassGroup`'s dict) as the command line a user types to replay it. Values equal to the
+    parameter's (or the group's) default are left out; a group field by its leaf where unambiguous."""
+    parameters = inspect.signature(function).parameters
+    unknown = sorted(set(arguments) - set(parameters))
+    if unknown:
+        raise TypeError(f"{function.__name__}() has no parameter {', '.join(unknown)}")
+    argv: list[str] = []
+    for name, value in arguments.items():
+        default = parameters[name].default
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            base = default if type(default) is type(value) else type(value)()
+            for f in dataclasses.fields(value):
+                if getattr(value, f.name) != getattr(base, f.name):
+                    argv += [_spelled(names, f"{name}.{f.name}"), _as_text(getattr(value, f.name))]
+        elif isinstance(value, Mapping):  # a ClassGroup's keyword arguments
+            for key, item in value.items():
+                argv += [f"--{name}.{key}", _as_text(item)]
+        elif value != default:
+            argv += [_spelled(names, name), _as_text(value)]
+    return argv
+
+
+def _spelled(names: OptionNames, key: str) -> str:
+    group, _, leaf = key.partition(".")
+    return f"--{group}" if names.shorthands.get(group) == leaf else names.spelling(key)
+
+
+def _as_text(value: Any) -> str:
+    """A value as jsonargparse reads it back: booleans and None as YAML words, sequences as JSON."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if value is None:
+        return "null"
+    if isinstance(value, list | tuple):
+        return json.dumps([str(v) if isinstance(v, Path) else v for v in value])
+    return str(value)
 
 
 def call_with_args(function: Callable[..., Any], parser: ArgumentParser, argv: list[str] | None) -> Any:

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 
 from ralm.command_args import call_with_args, normalize_argv
-from ralm.data_gen.data_gen_command import Candidates, Sampling, Scoring, Sharding
-from ralm.demo.presets import Overrides
+from ralm.data_gen.options import SamplingOptions, ShardingOptions
 from ralm.errors import RalmInputError
-from ralm.eval.ppl.ppl_command import Reranking, Runtime, Windowing
+from ralm.eval.ppl.ppl_command import BatchOptions, RerankingOptions
 from ralm.eval.qa.flare_options import FlareOptions
-from ralm.lm.options import LMOptions
+from ralm.lm.options import LMOptions, WindowOptions
+from ralm.pipeline.scale import ScaleOptions
 from ralm.retrieval.options import RetrievalOptions
 
 
@@ -31,25 +31,29 @@ REQUIRED = {
 
 # (command, option, bad value, the Python group and field that refuse the same value)
 BAD = [
-    ("eval ppl", "--stride", "0", Windowing, "stride"),
-    ("eval ppl", "--max-length", "1", Windowing, "max_length"),
-    ("eval ppl", "--k", "0", Reranking, "k"),
-    ("eval ppl", "--rank-tokens", "-2", Reranking, "rank_tokens"),
-    ("eval ppl", "--batch-size", "0", Runtime, "batch_size"),
-    ("eval ppl", "--max-batch-tokens", "0", Runtime, "max_batch_tokens"),
-    ("data-gen", "--num-prefixes", "0", Sampling, "num_prefixes"),
-    ("data-gen", "--min-prefix-tokens", "-1", Sampling, "min_prefix_tokens"),
-    ("data-gen", "--k", "0", Candidates, "k"),
-    ("data-gen", "--max-passage-tokens", "-1", Scoring, "max_passage_tokens"),
-    ("data-gen", "--prefixes-per-shard", "0", Sharding, "prefixes_per_shard"),
-    ("data-gen", "--shard-id", "-1", Sharding, "shard_id"),
+    ("eval ppl", "--stride", "0", WindowOptions, "stride"),
+    ("eval ppl", "--max-length", "1", LMOptions, "max_length"),
+    ("eval ppl", "--k", "0", RetrievalOptions, "k"),
+    ("eval ppl", "--threads", "0", RetrievalOptions, "threads"),
+    ("eval ppl", "--rank-tokens", "-2", RerankingOptions, "rank_tokens"),
+    ("eval ppl", "--batch-size", "0", BatchOptions, "batch_size"),
+    ("eval ppl", "--max-batch-tokens", "0", BatchOptions, "max_batch_tokens"),
+    ("data-gen", "--num-prefixes", "0", SamplingOptions, "num_prefixes"),
+    ("data-gen", "--min-prefix-tokens", "-1", SamplingOptions, "min_prefix_tokens"),
+    ("data-gen", "--k", "0", RetrievalOptions, "k"),
+    ("data-gen", "--threads", "0", RetrievalOptions, "threads"),
+    ("data-gen", "--stride", "0", WindowOptions, "stride"),
+    ("data-gen", "--max-length", "1", LMOptions, "max_length"),
+    ("data-gen", "--max-passage-tokens", "-1", WindowOptions, "max_passage_tokens"),
+    ("data-gen", "--prefixes-per-shard", "0", ShardingOptions, "prefixes_per_shard"),
+    ("data-gen", "--shard-id", "-1", ShardingOptions, "shard_id"),
     ("eval flare", "--theta", "1.5", FlareOptions, "theta"),
     ("eval flare", "--lookahead-tokens", "0", FlareOptions, "lookahead_tokens"),
     ("eval flare", "--k", "0", RetrievalOptions, "k"),
     ("eval qa", "--max-length", "1", LMOptions, "max_length"),
     ("eval qa", "--threads", "0", RetrievalOptions, "threads"),
-    ("demo", "--scale.k", "0", Overrides, "k"),
-    ("demo", "--scale.val-fraction", "1.0", Overrides, "val_fraction"),
+    ("demo", "--scale.k", "0", ScaleOptions, "k"),
+    ("demo", "--scale.val-fraction", "1.0", ScaleOptions, "val_fraction"),
 ]
 
 
@@ -92,9 +96,9 @@ def test_the_command_prints_one_error_line_and_exits_2(capsys):
 
 def test_cross_field_rules_of_a_group():
     with pytest.raises(RalmInputError, match="--rerank-lm: only used with --reranker zero-shot"):
-        Reranking(reranker="oracle", rerank_lm="distilgpt2")
-    Reranking(reranker="zero-shot", rerank_lm="distilgpt2")
-    assert Runtime(batch_size=None).batch_size is None  # None: the default, not a value to check
+        RerankingOptions(reranker="oracle", rerank_lm="distilgpt2")
+    RerankingOptions(reranker="zero-shot", rerank_lm="distilgpt2")
+    assert BatchOptions(batch_size=None).batch_size is None  # None: the default, not a value to check
 
 
 def test_top_level_numbers_are_checked_for_python_callers_before_any_work(tmp_path):
@@ -103,12 +107,11 @@ def test_top_level_numbers_are_checked_for_python_callers_before_any_work(tmp_pa
     from ralm.eval.qa.qa_command import eval_qa
 
     out = tmp_path / "out"
-    common = {"lm": "/no/such/lm", "output": str(out)}
-    with pytest.raises(RalmInputError, match=r"^--bootstrap-resamples: must be > 0, got 0$"):
-        eval_ppl(text="t.txt", bootstrap_resamples=0, **common)
-    with pytest.raises(RalmInputError, match=r"^--max-tokens: must be >= 2, got 1$"):
-        eval_ppl(text="t.txt", max_tokens=1, **common)
     groups = {"lm": LMOptions("/no/such/lm"), "output": str(out)}
+    with pytest.raises(RalmInputError, match=r"^--bootstrap-resamples: must be > 0, got 0$"):
+        eval_ppl(text="t.txt", bootstrap_resamples=0, **groups)
+    with pytest.raises(RalmInputError, match=r"^--max-tokens: must be >= 2, got 1$"):
+        eval_ppl(text="t.txt", max_tokens=1, **groups)
     with pytest.raises(RalmInputError, match=r"^--docs: must be >= 0, got -1$"):
         eval_qa(data="q.jsonl", docs=-1, **groups)
     with pytest.raises(RalmInputError, match=r"^--batch-size: must be > 0, got 0$"):
@@ -134,10 +137,8 @@ def test_help_shows_the_constrained_types(command, shown):
 
 
 @pytest.mark.parametrize("command", ["eval flare", "eval qa"])
-@pytest.mark.parametrize(("old", "new"), [("--rerank", "--reranker"), ("--candidates", "--retrieval.k")])
+@pytest.mark.parametrize(("old", "new"), [("--rerank", "--reranker"), ("--candidates", "--k")])
 def test_renamed_options_answer_with_their_new_name(command, old, new, capsys):
-    """--candidates names the retrieval group's k by its full name, which is also what a YAML file writes
-    (retrieval: {k: 4}); the command line takes --k too."""
     from ralm.cli import main
 
     with pytest.raises(SystemExit) as exit_info:
@@ -146,7 +147,8 @@ def test_renamed_options_answer_with_their_new_name(command, old, new, capsys):
     assert capsys.readouterr().err.strip().splitlines() == [f"error: {old}: renamed {new} (README, Usage)"]
     parser = _parser(command)
     cfg = parser.parse_args(normalize_argv(parser, [*REQUIRED[command], new, "4"]))
-    assert cfg[new.lstrip("-")] in ("4", 4)
+    name = new.lstrip("-")
+    assert cfg[parser.ralm_option_names.leaves.get(name, name)] in ("4", 4)  # --k: the retrieval group's k
 
 
 def test_data_gen_records_each_setting_once_under_its_documented_name():

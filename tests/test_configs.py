@@ -31,14 +31,16 @@ def test_config_parses_with_its_command(path):
     parser = load_command(_command_for(path.parent.name)).build_parser()
     cfg = parser.parse_args(normalize_argv(parser, ["--config", str(path)]))
     # Every key in the file must be a known option (jsonargparse rejects unknown keys), and the parsed
-    # namespace must carry the file's values: a group's fields under their dotted keys, a shorthand's
-    # value (`lm: gpt2`) in the field it stands for (`lm.model`).
+    # namespace must carry the file's values: a group's fields under their dotted keys (or written by their
+    # leaf, `index: idx`), a shorthand's value (`lm: gpt2`) in the field it stands for (`lm.model`).
     import yaml
 
-    shorthands = parser.ralm_option_names.shorthands
+    names = parser.ralm_option_names
     for key, value in _leaf_values(yaml.safe_load(path.read_text())):
-        if key in shorthands:
-            key = f"{key}.{shorthands[key]}"
+        if key in names.shorthands:
+            key = f"{key}.{names.shorthands[key]}"
+        elif key not in names.keys:
+            key = names.leaves.get(key, key)
         assert cfg[key] == value or str(cfg[key]) == str(value), f"{path}: {key}"
 
 
@@ -55,7 +57,7 @@ def _leaf_values(values: dict, prefix: str = "") -> list[tuple[str, object]]:
 
 def test_train_configs_say_what_their_held_out_shares_count():
     """loader.val_fraction and loader.decision_fraction are shares of the prefixes, each taken as whole
-    documents (LoaderArgs): a comment that calls either a share of documents misstates what is held out."""
+    documents (LoaderOptions): a comment that calls either a share of documents misstates what is held out."""
     for path in sorted((CONFIGS / "train").glob("*.yaml")):
         text = path.read_text()
         assert not re.search(r"\d+% of (the )?(source )?documents", text), path.name

@@ -6,6 +6,7 @@ resumed or two-process run must reproduce it row for row, floats included.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -88,6 +89,24 @@ def test_dataset_schema_rows_and_metadata(reference, corpus, tiny_lm_dir, real_d
     assert summary["examples_with_fewer_than_k"] < 10
 
 
+def test_the_recorded_config_is_the_one_written_before_the_option_groups(reference, corpus, tiny_lm_dir):
+    """`config` for this command line as ralm wrote it before the shared option groups (commit ec25360, run
+    on this fixture: the same values, the same hashes), so a dataset folder made then is accepted and resumes."""
+    from ralm.retrieval.index_meta import index_fingerprint, read_meta
+
+    docs, _, index = corpus
+    digest = hashlib.sha256()  # the documents as read (id and text), as tokenize_documents hashes them
+    for doc in map(json.loads, docs.read_text().splitlines()):
+        digest.update(doc["id"].encode() + b"\0" + doc["text"].encode() + b"\0")
+    config = json.loads((reference / "ralm_data_gen.json").read_text())["config"]
+    assert config == {
+        "lm": str(tiny_lm_dir), "tokenizer": str(tiny_lm_dir), "dtype": "float32",
+        "documents_sha256": digest.hexdigest(), "index_hash": index_fingerprint(read_meta(index)),
+        "s": 4, "l": 16, "k": 4, "min_prefix_tokens": 16, "max_length": 96, "max_passage_tokens": 40, "seed": 1,
+        "num_prefixes": 40, "num_examples": 40, "num_shards": 8, "exclude_same_doc": True,
+    }  # fmt: skip
+
+
 def test_a_row_matches_an_independent_forward(reference, tiny_lm_dir):
     """Re-tokenize a stored row's texts and score candidate 0 with one plain forward and all logits."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -116,6 +135,31 @@ def test_rerun_of_a_complete_output_does_nothing_and_another_config_is_refused(
     assert (reference / "ralm_data_gen.json").read_text() == before
     with pytest.raises(SystemExit):
         run_in_process(cli_args(docs, index, tiny_lm_dir, reference, num_shards=8, **{**OPTIONS, "k": 3}))
+
+
+def test_a_python_caller_passes_the_option_groups(tmp_path, reference, corpus, tiny_lm_dir):
+    """`ralm.generate_reranking_data` (the README's API) with the groups built in Python: the same rows as
+    the command line's run."""
+    from ralm.data_gen.data_gen_command import data_gen
+    from ralm.data_gen.options import SamplingOptions
+    from ralm.lm.options import LMOptions, WindowOptions
+    from ralm.retrieval.options import RetrievalOptions
+
+    docs, _, index = corpus
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        meta = data_gen(
+            str(docs), str(tmp_path / "data"), lm=LMOptions(model=str(tiny_lm_dir), max_length=96),
+            retrieval=RetrievalOptions(index=str(index), k=4),
+            sampling=SamplingOptions(num_prefixes=40, min_prefix_tokens=16, seed=1, limit=6),
+            window=WindowOptions(stride=4, query_tokens=16, max_passage_tokens=40), progress=False,
+        )  # fmt: skip
+    finally:
+        torch.set_num_threads(threads)
+    assert meta["complete"] and meta["limit"] == 6
+    rows = load_from_disk(str(tmp_path / "data")).to_list()
+    assert rows == load_from_disk(str(reference)).select(range(6)).to_list()
 
 
 def _wait_for_shards(shards_dir, count: int, proc, timeout: float = 240) -> None:

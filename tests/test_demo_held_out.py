@@ -1,4 +1,4 @@
-"""`ralm run`'s leak rule (ralm.demo.held_out): which documents of the corpus and the training text are
+"""`ralm run`'s leak rule (ralm.pipeline.held_out): which documents of the corpus and the training text are
 copies of the eval documents, for each form of eval text, on hand-made files."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ralm.demo.assets import user_texts
-from ralm.demo.held_out import eval_documents, leave_out_eval_documents
+from ralm.pipeline.held_out import eval_documents, leave_out_eval_documents
+from ralm.pipeline.texts import user_texts
 
 GENESIS = "In the beginning God created the heaven and the earth. And the earth was without form, and void."
 EXODUS = (

@@ -7,11 +7,12 @@ from dataclasses import replace
 
 import pytest
 
-from ralm.demo.dtype_check import dtype_change
-from ralm.demo.presets import FULL, QUICK
-from ralm.demo.verdicts import verdicts
+from ralm.demo.presets import FULL_BOOKS, QUICK_BOOKS
 from ralm.devices import cpu_has_native_bf16
 from ralm.errors import RalmInputError
+from ralm.pipeline.dtype_check import dtype_change
+from ralm.pipeline.scale import FULL, QUICK
+from ralm.pipeline.verdicts import verdicts
 
 
 @pytest.mark.parametrize("preset", [QUICK, FULL])
@@ -21,7 +22,12 @@ def test_presets_keep_the_papers_proportions(preset):
     assert preset.passage_words == preset.passage_stride == 100
     # Most scored tokens are in retrieving windows (the first max_length tokens never retrieve).
     assert preset.eval_tokens - preset.max_length > preset.max_length
-    assert not set(preset.dev_books) & set(preset.test_books)
+
+
+@pytest.mark.parametrize("books", [QUICK_BOOKS, FULL_BOOKS])
+def test_dev_and_test_books_are_disjoint(books):
+    assert not set(books.dev_books) & set(books.test_books)
+    assert books.related_books and books.unrelated_books
 
 
 def test_a_passage_over_a_quarter_of_the_window_is_refused():

@@ -15,14 +15,15 @@ import torch
 import yaml
 
 from ralm.demo.demo_command import build_parser, demo
-from ralm.demo.presets import FULL, QUICK, Overrides, resolve_scale
-from ralm.demo.report import BASELINES, orderings, relative_change
+from ralm.demo.presets import FULL_BOOKS, QUICK_BOOKS, BookOptions, resolve_books
 from ralm.errors import RalmInputError
+from ralm.pipeline.report import BASELINES, orderings, relative_change
+from ralm.pipeline.scale import FULL, QUICK, ScaleOptions, resolve_scale
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "demo"
 
 # Small enough for two tiny models to run every stage in seconds.
-TINY = Overrides(
+TINY = ScaleOptions(
     eval_tokens=224, dtype="fp32", train_seeds=[0], stride=16, query_tokens=16, max_length=128, max_passage_tokens=32, passage_words=30,
     passage_stride=15, k=2, num_prefixes=8, prefixes_per_shard=4, train_steps=2, batch_size=2, warmup_steps=0,
     encoder_max_length=96, max_prefix_tokens=24, val_fraction=0.25, val_every=1,
@@ -172,16 +173,16 @@ def test_own_corpus_needs_eval_text(texts):
 
 
 def test_missing_offline_lm_is_an_error_not_a_fallback(monkeypatch, tmp_path):
-    import ralm.demo.assets as assets
+    import ralm.pipeline.models as models
 
-    monkeypatch.setattr(assets, "SMOLLM2_PACKAGE", "ralm_no_such_package")
+    monkeypatch.setattr(models, "SMOLLM2_PACKAGE", "ralm_no_such_package")
     with pytest.raises(RalmInputError, match="--lm: the offline SmolLM2"):
         demo(quick=True, output=str(tmp_path))
 
 
 def test_unknown_heldout_book_is_refused_before_fetching(tmp_path):
     with pytest.raises(RalmInputError, match="--related-books"):
-        demo(quick=True, output=str(tmp_path / "run"), scale=Overrides(related_books=["Hezekiah"]))
+        demo(quick=True, output=str(tmp_path / "run"), books=BookOptions(related_books=["Hezekiah"]))
     assert not (tmp_path / "run").exists()
 
 
@@ -192,11 +193,13 @@ def test_bare_quick_switch_parses():
     assert init.quick is True and init.scale.k == 3
 
 
-@pytest.mark.parametrize(("name", "preset"), [("quick.yaml", QUICK), ("full.yaml", FULL)])
-def test_shipped_yaml_spells_out_the_preset(name, preset):
+@pytest.mark.parametrize(
+    ("name", "preset", "books"), [("quick.yaml", QUICK, QUICK_BOOKS), ("full.yaml", FULL, FULL_BOOKS)]
+)
+def test_shipped_yaml_spells_out_the_preset(name, preset, books):
     values = yaml.safe_load((CONFIGS / name).read_text())
-    scale = resolve_scale(values["quick"], Overrides(**values["scale"]))
-    assert scale == preset
+    assert resolve_scale(values["quick"], ScaleOptions(**values["scale"])) == preset
+    assert resolve_books(values["quick"], BookOptions(**values["books"])) == books
 
 
 def _condition(high_vs_bm25: float, high_vs_none: float) -> dict:
@@ -236,13 +239,12 @@ def test_bible_demo_keeps_dev_and_test_books_out_of_corpus_and_training(
     ]
     monkeypatch.setattr(corpora, "bible_books", lambda name, **_: [dict(b) for b in books])
     run_dir = tmp_path / "bible"
-    scale = Overrides(
-        **{**TINY.__dict__, "dev_books": ["Mark"], "related_books": ["Judg"], "unrelated_books": ["Jonah"],
-           "eval_tokens": None}
-    )  # fmt: skip
+    scale = ScaleOptions(**{**TINY.__dict__, "eval_tokens": None})
+    split = BookOptions(dev_books=["Mark"], related_books=["Judg"], unrelated_books=["Jonah"])
     report = demo(
-        quick=True, output=str(run_dir), lm=str(tiny_lm_dir), encoder=str(tiny_encoder_dir), scale=scale
-    )
+        quick=True, output=str(run_dir), lm=str(tiny_lm_dir), encoder=str(tiny_encoder_dir), scale=scale,
+        books=split,
+    )  # fmt: skip
 
     passages = next(run_dir.glob("index-*.passages.jsonl"))
     doc_ids = {json.loads(line)["doc_id"] for line in passages.read_text().splitlines()}

@@ -17,19 +17,21 @@ from ppl_fixtures import (  # noqa: F401
     train_other_tokenizer,
 )
 
-from ralm.eval.ppl.ppl_command import Reranking, Runtime, Windowing, eval_ppl
+from ralm.eval.ppl.ppl_command import RerankingOptions, eval_ppl
 from ralm.lm.loading import load_lm
+from ralm.lm.options import LMOptions, WindowOptions
 from ralm.retrieval.index import open_index
+from ralm.retrieval.options import RetrievalOptions
 
 MAX_LENGTH, MPT, N = 128, 64, 260
 
 
-def _run(ppl_setup, out, reranking: Reranking):
+def _run(ppl_setup, out, reranking: RerankingOptions):
     return eval_ppl(
-        text=str(ppl_setup["text"]), lm=str(ppl_setup["lm_dir"]), output=str(out), index=str(ppl_setup["index"]),
+        text=str(ppl_setup["text"]), output=str(out), retrieval=RetrievalOptions(str(ppl_setup["index"]), k=4),
+        lm=LMOptions(str(ppl_setup["lm_dir"]), device="cpu", dtype="float32", max_length=MAX_LENGTH),
         max_tokens=N, retrieval_cache=str(out.parent / "cache.jsonl"), progress=False,
-        window=Windowing(stride=4, max_length=MAX_LENGTH, max_passage_tokens=MPT), reranking=reranking,
-        runtime=Runtime(device="cpu", dtype="float32"),
+        window=WindowOptions(stride=4, max_passage_tokens=MPT), reranking=reranking,
     )  # fmt: skip
 
 
@@ -47,7 +49,7 @@ def test_trained_reranker_with_abstention(ppl_setup, tiny_encoder_dir, tmp_path)
 
     # Seed 8: a fresh head under which the empty passage wins some windows but not all.
     folder = export_untrained_reranker(tiny_encoder_dir, tmp_path / "reranker", abstain=True, seed=8)
-    results = _run(ppl_setup, tmp_path / "out", Reranking(reranker=str(folder), k=4))
+    results = _run(ppl_setup, tmp_path / "out", RerankingOptions(reranker=str(folder)))
 
     reranker = PredictiveReranker.from_pretrained(folder, device="cpu")
     lm = ppl_setup["lm"]
@@ -76,7 +78,9 @@ def test_zero_shot_with_another_lm_and_tokenizer(ppl_setup, real_documents, tmp_
     lm = ppl_setup["lm"]
     assert phi.encode("The module provides") != lm.encode("The module provides")  # really another tokenizer
 
-    results = _run(ppl_setup, tmp_path / "out", Reranking(reranker="zero-shot", k=4, rerank_lm=str(phi_dir)))
+    results = _run(
+        ppl_setup, tmp_path / "out", RerankingOptions(reranker="zero-shot", rerank_lm=str(phi_dir))
+    )
     tokens = lm.encode(ppl_setup["text"].read_text())[:N]
     ce = torch.nn.CrossEntropyLoss(reduction="none")
 
@@ -108,7 +112,7 @@ def test_trained_reranker_with_a_bm25_prior_reads_each_windows_bm25_scores(
     info = json.loads((folder / "ralm_reranker.json").read_text())
     info["bm25_prior"] = {"rule": "bm25-zscore", "weight": 1e-5}
     (folder / "ralm_reranker.json").write_text(json.dumps(info))
-    _run(ppl_setup, tmp_path / "out", Reranking(reranker=str(folder), k=4))
+    _run(ppl_setup, tmp_path / "out", RerankingOptions(reranker=str(folder)))
 
     reranker = PredictiveReranker.from_pretrained(folder, device="cpu")
     lm = ppl_setup["lm"]
@@ -166,7 +170,7 @@ def test_a_prior_reranker_that_abstains_declines_where_its_bias_wins(ppl_setup, 
         "bm25_top_std": sigma,
     }  # fmt: skip
     (folder / "ralm_reranker.json").write_text(json.dumps(info))
-    _run(ppl_setup, tmp_path / "out", Reranking(reranker=str(folder), k=4))
+    _run(ppl_setup, tmp_path / "out", RerankingOptions(reranker=str(folder)))
 
     want = []
     for with_prior, empty in groups:
@@ -184,14 +188,14 @@ def test_a_killed_trained_reranker_run_resumes_with_the_same_picks(ppl_setup, ti
 
     folder = export_untrained_reranker(tiny_encoder_dir, tmp_path / "reranker", abstain=True, seed=8)
     out = tmp_path / "out"
-    full = _run(ppl_setup, out, Reranking(reranker=str(folder), k=4))
+    full = _run(ppl_setup, out, RerankingOptions(reranker=str(folder)))
     rows = (out / "windows.jsonl").read_text().splitlines()
     header = json.dumps({"config_key": config_key(full["config"])})
     half = len(rows) // 2
     (out / "windows.jsonl.partial").write_text("\n".join([header, *rows[:half], rows[half][:10]]))
     (out / "windows.jsonl").unlink()
     (out / "results.json").unlink()
-    resumed = _run(ppl_setup, out, Reranking(reranker=str(folder), k=4))
+    resumed = _run(ppl_setup, out, RerankingOptions(reranker=str(folder)))
     assert resumed["counts"]["resumed_windows"] == half
     assert (out / "windows.jsonl").read_text().splitlines() == rows
     assert resumed["metrics"]["total_nll"] == pytest.approx(full["metrics"]["total_nll"], rel=1e-9)

@@ -10,8 +10,10 @@ import pytest
 from ppl_fixtures import build_bm25_index, ppl_setup  # noqa: F401
 
 from ralm.cli import main as ralm_main
-from ralm.eval.ppl.ppl_command import Reranking, Runtime, Windowing, eval_ppl
+from ralm.eval.ppl.ppl_command import RerankingOptions, eval_ppl
 from ralm.eval.ppl.windows import strided_windows
+from ralm.lm.options import LMOptions, WindowOptions
+from ralm.retrieval.options import RetrievalOptions
 
 
 def cli(args: list[str], capsys) -> str:
@@ -69,11 +71,11 @@ def test_bad_input_needing_the_tokenizer_fails_before_scoring(ppl_setup, tmp_pat
 
 
 def _run(ppl_setup, out, cache, **kwargs):
-    window = kwargs.pop("window", Windowing(stride=4, max_length=128, max_passage_tokens=64))
+    window = kwargs.pop("window", WindowOptions(stride=4, max_passage_tokens=64))
     return eval_ppl(
-        text=str(ppl_setup["text"]), lm=str(ppl_setup["lm_dir"]), output=str(out), index=str(ppl_setup["index"]),
-        max_tokens=240, retrieval_cache=str(cache), progress=False, window=window,
-        reranking=kwargs.pop("reranking", Reranking(k=4)), runtime=Runtime(device="cpu"), **kwargs,
+        text=str(ppl_setup["text"]), lm=LMOptions(str(ppl_setup["lm_dir"]), device="cpu", max_length=128),
+        output=str(out), retrieval=RetrievalOptions(str(ppl_setup["index"]), k=4),
+        max_tokens=240, retrieval_cache=str(cache), progress=False, window=window, **kwargs,
     )  # fmt: skip
 
 
@@ -88,7 +90,7 @@ def test_retrieval_cache_is_keyed_by_query_text_and_reused(ppl_setup, tmp_path):
     assert queries == window_queries - {None}
     assert first["timings"]["queries_searched"] == len(queries)
     # A second run (another reranker) finds every query in the cache: no search at all.
-    second = _run(ppl_setup, tmp_path / "b", cache, reranking=Reranking(reranker="oracle", k=4))
+    second = _run(ppl_setup, tmp_path / "b", cache, reranking=RerankingOptions(reranker="oracle"))
     assert second["timings"]["queries_searched"] == 0
     assert second["metrics"]["total_nll"] <= first["metrics"]["total_nll"] + 1e-6  # oracle >= top-1
 
@@ -135,7 +137,7 @@ def test_sweep_shares_one_retrieval_pass_and_plots(ppl_setup, tmp_path):
     assert results4["timings"]["queries_searched"] == n4
     # Each point equals a separate run with that stride.
     single = _run(ppl_setup, tmp_path / "s8", tmp_path / "other_cache.jsonl",
-                  window=Windowing(stride=8, max_length=128, max_passage_tokens=64))  # fmt: skip
+                  window=WindowOptions(stride=8, max_passage_tokens=64))  # fmt: skip
     assert sweep["points"][1]["total_nll"] == pytest.approx(single["metrics"]["total_nll"], rel=1e-9)
     assert single["counts"]["windows"] == len(strided_windows(240, 128, 8))
 

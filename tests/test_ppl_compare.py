@@ -14,15 +14,17 @@ from ppl_fixtures import export_untrained_reranker, ppl_setup  # noqa: F401
 
 import ralm.eval.ppl.perplexity
 from ralm.errors import RalmInputError
-from ralm.eval.ppl.ppl_command import Reranking, Runtime, Windowing, eval_ppl
+from ralm.eval.ppl.ppl_command import RerankingOptions, eval_ppl
 from ralm.eval.ppl.windows import strided_windows
+from ralm.lm.options import LMOptions, WindowOptions
+from ralm.retrieval.options import RetrievalOptions
 
 MAX_LENGTH, MPT, N, K = 128, 64, 260, 4
 SINGLE = {  # condition -> the single run's options
     "no-retrieval": {"no_retrieval": True},
-    "bm25": {"reranking": Reranking(k=K)},
-    "zero-shot": {"reranking": Reranking(reranker="zero-shot", k=K)},
-    "oracle": {"reranking": Reranking(reranker="oracle", k=K)},
+    "bm25": {"reranking": RerankingOptions()},
+    "zero-shot": {"reranking": RerankingOptions(reranker="zero-shot")},
+    "oracle": {"reranking": RerankingOptions(reranker="oracle")},
 }
 WINDOW_KEYS = [
     "window",
@@ -40,10 +42,12 @@ WINDOW_KEYS = [
 
 def _run(ppl_setup, out, cache, **kwargs):
     return eval_ppl(
-        text=str(kwargs.pop("text", ppl_setup["text"])), lm=str(ppl_setup["lm_dir"]), output=str(out), index=str(ppl_setup["index"]),
+        text=str(kwargs.pop("text", ppl_setup["text"])), output=str(out),
+        lm=LMOptions(str(ppl_setup["lm_dir"]), device="cpu", dtype="float32", max_length=MAX_LENGTH),
+        retrieval=RetrievalOptions(str(ppl_setup["index"]), k=K),
         max_tokens=N, retrieval_cache=str(cache), progress=False,
-        window=kwargs.pop("window", Windowing(stride=4, max_length=MAX_LENGTH, max_passage_tokens=MPT)),
-        reranking=kwargs.pop("reranking", Reranking(k=K)), runtime=Runtime(device="cpu", dtype="float32"),
+        window=kwargs.pop("window", WindowOptions(stride=4, max_passage_tokens=MPT)),
+        reranking=kwargs.pop("reranking", RerankingOptions()),
         **kwargs,
     )  # fmt: skip
 
@@ -92,7 +96,7 @@ def runs(ppl_setup, tiny_encoder_dir, tmp_path_factory):
         counter = RequestCounter(mp, ralm.eval.ppl.perplexity)
         compared = _run(ppl_setup, root / "compare", cache, compare=spec)
         compare_rows = counter.rows
-    options = {**SINGLE, "trained": {"reranking": Reranking(reranker=str(folder), k=K)}}
+    options = {**SINGLE, "trained": {"reranking": RerankingOptions(reranker=str(folder))}}
     for name, kwargs in options.items():
         with pytest.MonkeyPatch.context() as mp:
             counter = RequestCounter(mp, ralm.eval.ppl.perplexity)
@@ -265,8 +269,9 @@ def test_bad_compare_options_fail_naming_the_option(ppl_setup, tmp_path):
 
     def fails(match, **kwargs):
         args = {
-            "text": str(ppl_setup["text"]), "lm": str(missing_lm), "output": str(tmp_path / "out"),
-            "index": str(ppl_setup["index"]), "progress": False, "runtime": Runtime(device="cpu"), **kwargs,
+            "text": str(ppl_setup["text"]), "lm": LMOptions(str(missing_lm), device="cpu"),
+            "output": str(tmp_path / "out"), "retrieval": RetrievalOptions(str(ppl_setup["index"])),
+            "progress": False, **kwargs,
         }  # fmt: skip
         with pytest.raises(RalmInputError, match=match):
             eval_ppl(**args)
@@ -275,10 +280,12 @@ def test_bad_compare_options_fail_naming_the_option(ppl_setup, tmp_path):
     fails(
         "--compare: cannot be combined with --rerank-lm",
         compare="zero-shot",
-        reranking=Reranking(reranker="zero-shot", rerank_lm=str(missing_lm)),
+        reranking=RerankingOptions(reranker="zero-shot", rerank_lm=str(missing_lm)),
     )
     fails(
-        "--compare: cannot be combined with --reranker oracle", compare="bm25", reranking=Reranking("oracle")
+        "--compare: cannot be combined with --reranker oracle",
+        compare="bm25",
+        reranking=RerankingOptions("oracle"),
     )
     fails("--compare: unknown condition 'bm-25'", compare="bm25,bm-25")
     fails("--compare: unknown condition ''", compare="")
@@ -287,13 +294,13 @@ def test_bad_compare_options_fail_naming_the_option(ppl_setup, tmp_path):
     fails("--compare: 'oracle=.*' is not NAME=PATH", compare=f"oracle={tmp_path}")
     fails("--compare: 'my reranker=.*' is not NAME=PATH", compare=f"my reranker={tmp_path}")
     fails("--compare trained=.*: no such reranker folder", compare=f"trained={tmp_path / 'nothing'}")
-    fails("--index: required with --compare", compare="no-retrieval", index=None)
+    fails("--index: required with --compare", compare="no-retrieval", retrieval=RetrievalOptions())
     assert not (tmp_path / "out").exists()
 
 
 def test_zero_shot_in_the_list_needs_room_for_the_ranking_tokens(ppl_setup, tmp_path):
     # 110 + 4 targets fit in 128, but not with the 16 ranking tokens zero-shot scores too.
-    window = Windowing(stride=4, max_length=MAX_LENGTH, max_passage_tokens=110)
+    window = WindowOptions(stride=4, max_passage_tokens=110)
     with pytest.raises(RalmInputError, match="--max-length 128: too small .* and 16 ranking tokens"):
         _run(ppl_setup, tmp_path / "out", tmp_path / "cache.jsonl", compare="bm25,zero-shot", window=window)
 

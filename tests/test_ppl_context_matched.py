@@ -15,7 +15,9 @@ import json
 import pytest
 from ppl_fixtures import ppl_setup  # noqa: F401
 
-from ralm.eval.ppl.ppl_command import Reranking, Runtime, Windowing, eval_ppl
+from ralm.eval.ppl.ppl_command import eval_ppl
+from ralm.lm.options import LMOptions, WindowOptions
+from ralm.retrieval.options import RetrievalOptions
 
 STRIDE, LENGTH, PASSAGE = 4, 128, 64
 
@@ -26,10 +28,10 @@ def _rows(folder) -> list[dict]:
 
 def _eval(ppl_setup, out, *, max_length=LENGTH, index="long_index", **kwargs):
     return eval_ppl(
-        text=str(ppl_setup["text"]), lm=str(ppl_setup["lm_dir"]), output=str(out), index=str(ppl_setup[index]),
+        text=str(ppl_setup["text"]), lm=LMOptions(str(ppl_setup["lm_dir"]), device="cpu", max_length=max_length),
+        output=str(out), retrieval=RetrievalOptions(str(ppl_setup[index]), k=2),
         max_tokens=400, retrieval_cache=str(out.parent / f"cache-{index}.jsonl"), progress=False,
-        window=Windowing(stride=STRIDE, max_length=max_length, max_passage_tokens=PASSAGE),
-        reranking=Reranking(k=2), runtime=Runtime(device="cpu"), **kwargs,
+        window=WindowOptions(stride=STRIDE, max_passage_tokens=PASSAGE), **kwargs,
     )  # fmt: skip
 
 

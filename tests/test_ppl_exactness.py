@@ -11,26 +11,26 @@ import pytest
 import torch
 from ppl_fixtures import ppl_setup, reference_total_nll  # noqa: F401
 
-from ralm.eval.ppl.ppl_command import Reranking, Windowing, eval_ppl
+from ralm.eval.ppl.ppl_command import BatchOptions, RerankingOptions, eval_ppl
+from ralm.lm.options import LMOptions, WindowOptions
 from ralm.retrieval.index import open_index
+from ralm.retrieval.options import RetrievalOptions
 
 
 def run(ppl_setup, tmp_path, *, max_tokens, stride=4, max_length=128, query_tokens=32, reranker="none", k=4,
         no_retrieval=False, max_passage_tokens=64, long=False):  # fmt: skip
     return eval_ppl(
-        text=str(ppl_setup["text"]), lm=str(ppl_setup["lm_dir"]), output=str(tmp_path / "out"),
-        index=None if no_retrieval else str(ppl_setup["long_index" if long else "index"]), no_retrieval=no_retrieval,
-        max_tokens=max_tokens, retrieval_cache=str(tmp_path / "cache.jsonl"), progress=False,
-        window=Windowing(stride=stride, query_tokens=query_tokens, max_length=max_length,
-                         max_passage_tokens=max_passage_tokens),
-        reranking=Reranking(reranker=reranker, k=k), runtime=_cpu(),
+        text=str(ppl_setup["text"]), lm=_cpu(ppl_setup["lm_dir"], max_length), output=str(tmp_path / "out"),
+        retrieval=RetrievalOptions(None if no_retrieval else str(ppl_setup["long_index" if long else "index"]), k=k),
+        no_retrieval=no_retrieval, max_tokens=max_tokens, retrieval_cache=str(tmp_path / "cache.jsonl"),
+        progress=False, window=WindowOptions(stride=stride, query_tokens=query_tokens,
+                                             max_passage_tokens=max_passage_tokens),
+        reranking=RerankingOptions(reranker=reranker), batching=BatchOptions(batch_size=6),
     )  # fmt: skip
 
 
-def _cpu():
-    from ralm.eval.ppl.ppl_command import Runtime
-
-    return Runtime(device="cpu", dtype="float32", batch_size=6)
+def _cpu(lm_dir, max_length: int) -> LMOptions:
+    return LMOptions(str(lm_dir), device="cpu", dtype="float32", max_length=max_length)
 
 
 def reference(ppl_setup, *, max_tokens, stride=4, max_length=128, query_tokens=32, strategy="first", k=4,
@@ -136,9 +136,10 @@ def test_a_bos_adding_tokenizer_is_scored_as_eval_lm_scores_it(ppl_setup, tmp_pa
     assert lm.bos_id is not None and lm.tokenizer("x")["input_ids"][0] == lm.bos_id
     n = 300
     got = eval_ppl(
-        text=str(ppl_setup["text"]), lm=str(lm_dir), output=str(tmp_path / "out"), index=str(ppl_setup["index"]),
-        max_tokens=n, retrieval_cache=str(tmp_path / "cache.jsonl"), progress=False, runtime=_cpu(),
-        window=Windowing(stride=4, query_tokens=32, max_length=128, max_passage_tokens=64),
+        text=str(ppl_setup["text"]), lm=_cpu(lm_dir, 128), output=str(tmp_path / "out"),
+        retrieval=RetrievalOptions(str(ppl_setup["index"])), batching=BatchOptions(batch_size=6),
+        max_tokens=n, retrieval_cache=str(tmp_path / "cache.jsonl"), progress=False,
+        window=WindowOptions(stride=4, query_tokens=32, max_passage_tokens=64),
     )["metrics"]  # fmt: skip
     tokens = lm.tokenizer(ppl_setup["text"].read_text(), add_special_tokens=False)["input_ids"][:n]
     want, scored = reference_total_nll(

@@ -16,7 +16,9 @@ import math
 import pytest
 from ppl_fixtures import build_bm25_index
 
-from ralm.eval.ppl.ppl_command import Reranking, Runtime, Windowing, eval_ppl
+from ralm.eval.ppl.ppl_command import BatchOptions, eval_ppl
+from ralm.lm.options import LMOptions, WindowOptions
+from ralm.retrieval.options import RetrievalOptions
 
 MAX_LENGTH, STRIDE, PASSAGE = 256, 32, 96
 
@@ -41,11 +43,12 @@ def test_a_translation_in_the_corpus_is_a_leak_and_an_unrelated_text_gains_nothi
 
     def run(text: str, out: str, windows: int, index=None) -> float:
         eval_ppl(
-            text=str(tmp_path / text), lm=str(smollm2_gguf), output=str(tmp_path / out),
-            index=None if index is None else str(index), no_retrieval=index is None,
+            text=str(tmp_path / text), lm=LMOptions(str(smollm2_gguf), max_length=MAX_LENGTH),
+            output=str(tmp_path / out), no_retrieval=index is None,
+            retrieval=RetrievalOptions(None if index is None else str(index), k=1),
             max_tokens=MAX_LENGTH + STRIDE * windows, retrieval_cache=str(tmp_path / f"cache-{out}.jsonl"),
-            progress=False, window=Windowing(stride=STRIDE, max_length=MAX_LENGTH, max_passage_tokens=PASSAGE),
-            reranking=Reranking(k=1), runtime=Runtime(batch_size=4),
+            progress=False, window=WindowOptions(stride=STRIDE, max_passage_tokens=PASSAGE),
+            batching=BatchOptions(batch_size=4),
         )  # fmt: skip
         return retrieving_ppl(tmp_path / out)
 

@@ -35,6 +35,8 @@ YAML = {
     "nested": "lm: {model: gpt2, gguf_file: m.gguf, device: cpu, dtype: fp32, max_length: 512}\n"
     "retrieval: {index: idx, passages: p.jsonl, k: 4, threads: 2}\n",
     "shorthand": "lm: gpt2\nretrieval: {index: idx, passages: p.jsonl, k: 4, threads: 2}\n",
+    "flat, as before the groups": "lm: gpt2\ngguf_file: m.gguf\ndevice: cpu\ndtype: fp32\nmax_length: 512\n"
+    "index: idx\npassages: p.jsonl\nk: 4\nthreads: 2\n",
 }
 SHORTHAND_REST = ["--gguf-file", "m.gguf", "--device", "cpu", "--dtype", "fp32", "--max-length", "512"]
 
@@ -71,11 +73,13 @@ def test_defaults_are_the_former_ones(command):
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_a_former_yaml_key_names_its_new_place(command, tmp_path):
+def test_a_former_yaml_key_names_its_new_one_which_a_yaml_file_takes_too(command, tmp_path):
     config = tmp_path / "old.yaml"
     config.write_text("candidates: 4\n")
-    with pytest.raises(RalmInputError, match="key 'candidates' was renamed 'retrieval.k'"):
+    with pytest.raises(RalmInputError, match="key 'candidates' was renamed 'k'"):
         groups(command, ["--lm", "gpt2", "--config", str(config)])
+    config.write_text("k: 4\n")
+    assert groups(command, ["--lm", "gpt2", "--config", str(config)])[1] == RetrievalOptions(k=4)
 
 
 def test_a_command_without_an_lm_fails_naming_the_option(tmp_path):

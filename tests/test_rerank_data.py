@@ -7,7 +7,8 @@ import json
 import pytest
 
 from ralm.errors import RalmInputError
-from ralm.rerank.dataset import GroupCollator, GroupDataset, load_rerank_data
+from ralm.rerank.batch import GroupCollator
+from ralm.rerank.dataset import GroupDataset, load_rerank_data
 from ralm.rerank.inputs import encode_groups, prefix_tails
 from ralm.rerank.losses import MASKED
 from ralm.rerank.model import load_tokenizer
@@ -70,16 +71,16 @@ def test_groups_and_collation(tmp_path, rows, tiny_encoder_dir):
     path = save_rows(rows, tmp_path / "d")
     ds = GroupDataset(str(path), [0, 1, 2], abstain=True)
     group = ds[1]
-    assert group["passages"] == rows[1]["candidate_texts"] + [""]
-    assert group["lm_logprobs"] == pytest.approx(rows[1]["lm_logprobs"] + [NO_RETRIEVAL_LOGPROB])
-    assert group["is_empty"] == [False, False, True]
+    assert group.passages == rows[1]["candidate_texts"] + [""]
+    assert group.lm_logprobs == pytest.approx(rows[1]["lm_logprobs"] + [NO_RETRIEVAL_LOGPROB])
+    assert group.is_empty == [False, False, True]
     tokenizer = load_tokenizer(str(tiny_encoder_dir))
     batch = GroupCollator(tokenizer, max_length=48, max_prefix_tokens=16)([ds[0], ds[1], ds[2]])
-    assert batch["mask"].tolist() == [[True] * 5, [True] * 3 + [False] * 2, [True] * 5]
-    assert batch["input_ids"].shape[0] == 5 + 3 + 5  # only real pairs are encoded
-    assert batch["input_ids"].shape[1] <= 48
-    assert (batch["lm_logprobs"][1, 3:] == MASKED).all()
-    assert batch["is_empty"][1].tolist() == [False, False, True, False, False]
+    assert batch.mask.tolist() == [[True] * 5, [True] * 3 + [False] * 2, [True] * 5]
+    assert batch.input_ids.shape[0] == 5 + 3 + 5  # only real pairs are encoded
+    assert batch.input_ids.shape[1] <= 48
+    assert (batch.lm_logprobs[1, 3:] == MASKED).all()
+    assert batch.is_empty[1].tolist() == [False, False, True, False, False]
 
 
 def test_input_rule_keeps_the_prefix_tail_and_cuts_the_passage_end(tiny_encoder_dir):

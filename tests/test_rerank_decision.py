@@ -13,7 +13,7 @@ import yaml
 from ralm.errors import RalmInputError
 from ralm.rerank.dataset import load_rerank_data
 from ralm.rerank.selection import export_decision
-from ralm.rerank.settings import LoaderArgs
+from ralm.rerank.settings import LoaderOptions
 from tests.rerank_fixtures import keyword_rows, save_rows
 
 REPO = Path(__file__).resolve().parents[1]
@@ -108,7 +108,7 @@ def test_selection_and_decision_prefixes_come_from_disjoint_documents(tmp_path, 
 
 def test_the_two_held_out_shares_must_leave_prefixes_to_train_on():
     with pytest.raises(RalmInputError, match="decision_fraction=0.5: with val_fraction=0.5"):
-        LoaderArgs(val_fraction=0.5, decision_fraction=0.5)
+        LoaderOptions(val_fraction=0.5, decision_fraction=0.5)
 
 
 def _run_paper_config(tmp_path, data: Path, tiny_encoder_dir, *extra: str) -> dict:

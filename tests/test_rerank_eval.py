@@ -13,7 +13,7 @@ from ralm.eval.ppl.ppl_command import main as eval_ppl_main
 from ralm.rerank.export import export_reranker
 from ralm.rerank.fit import fit_reranker
 from ralm.rerank.inference import PredictiveReranker
-from ralm.rerank.settings import EncoderArgs, LoaderArgs, OptimArgs, RunArgs
+from ralm.rerank.settings import EncoderOptions, LoaderOptions, OptimOptions, RunOptions
 from ralm.retrieval.index import build_index, open_index
 from tests.rerank_fixtures import keyword_rows, save_rows
 
@@ -39,10 +39,10 @@ def setup(tmp_path_factory, real_documents, tiny_encoder_dir):
     summary = fit_reranker(
         str(save_rows(rows, root / "data")),
         str(root / "train"),
-        encoder=EncoderArgs(name=str(tiny_encoder_dir), max_length=96, max_prefix_tokens=48),
-        loader=LoaderArgs(batch_size=4, val_fraction=0.25),
-        optim=OptimArgs(lr=2e-3, warmup_steps=2, max_steps=8),
-        run=RunArgs(val_every=8, save_every=8, wandb="off"),
+        encoder=EncoderOptions(name=str(tiny_encoder_dir), max_length=96, max_prefix_tokens=48),
+        loader=LoaderOptions(batch_size=4, val_fraction=0.25),
+        optim=OptimOptions(lr=2e-3, warmup_steps=2, max_steps=8),
+        run=RunOptions(val_every=8, save_every=8, wandb="off"),
         trainer={"accelerator": "cpu", "devices": 1, "enable_progress_bar": False},
         abstain=True,
     )

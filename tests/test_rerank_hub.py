@@ -144,10 +144,10 @@ def test_a_card_without_a_hub_base_model_names_the_missing_field(tmp_path, tiny_
 
 
 def test_push_to_hub_with_a_local_encoder_without_origin_stops_before_training(tmp_path, tiny_encoder_dir):
-    from ralm.rerank.settings import EncoderArgs
+    from ralm.rerank.settings import EncoderOptions
     from ralm.rerank.train_command import train
 
     with pytest.raises(RalmInputError, match="has no hub id for the model card's base_model"):
-        train(str(tmp_path / "no-data"), str(tmp_path / "out"), encoder=EncoderArgs(name=str(tiny_encoder_dir)),
+        train(str(tmp_path / "no-data"), str(tmp_path / "out"), encoder=EncoderOptions(name=str(tiny_encoder_dir)),
               push_to_hub="owner/reranker")  # fmt: skip
     assert not (tmp_path / "out").exists()

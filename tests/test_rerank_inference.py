@@ -13,7 +13,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 from ralm.errors import RalmInputError
 from ralm.rerank.fit import fit_reranker
 from ralm.rerank.inference import PredictiveReranker
-from ralm.rerank.settings import EncoderArgs, LoaderArgs, OptimArgs, RunArgs
+from ralm.rerank.settings import EncoderOptions, LoaderOptions, OptimOptions, RunOptions
 from tests.rerank_fixtures import keyword_dataset
 
 
@@ -24,10 +24,10 @@ def exported(tmp_path_factory, real_documents, tiny_encoder_dir) -> Path:
     summary = fit_reranker(
         str(data),
         str(root / "out"),
-        encoder=EncoderArgs(name=str(tiny_encoder_dir), max_length=40, max_prefix_tokens=12),
-        loader=LoaderArgs(batch_size=4, val_fraction=0.25),
-        optim=OptimArgs(lr=1e-3, warmup_steps=1, max_steps=3),
-        run=RunArgs(val_every=3, save_every=3, wandb="off"),
+        encoder=EncoderOptions(name=str(tiny_encoder_dir), max_length=40, max_prefix_tokens=12),
+        loader=LoaderOptions(batch_size=4, val_fraction=0.25),
+        optim=OptimOptions(lr=1e-3, warmup_steps=1, max_steps=3),
+        run=RunOptions(val_every=3, save_every=3, wandb="off"),
         trainer={"accelerator": "cpu", "devices": 1, "enable_progress_bar": False},
     )
     return Path(summary["reranker"])

@@ -9,7 +9,7 @@ import torch
 
 from ralm.rerank.inference import PredictiveReranker
 from ralm.rerank.model import load_cross_encoder, load_tokenizer
-from ralm.rerank.settings import EncoderArgs, LoaderArgs, OptimArgs, RunArgs
+from ralm.rerank.settings import EncoderOptions, LoaderOptions, OptimOptions, RunOptions
 from ralm.rerank.train_command import train
 from tests.rerank_fixtures import keyword_dataset, keyword_rows
 
@@ -32,10 +32,10 @@ def trained(tmp_path_factory, real_documents, tiny_encoder_dir):
     summary = train(
         str(data),
         str(root / "out"),
-        encoder=EncoderArgs(name=str(tiny_encoder_dir), max_length=64, max_prefix_tokens=32),
-        loader=LoaderArgs(batch_size=8, val_batch_size=64, val_fraction=0.2),
-        optim=OptimArgs(lr=3e-3, warmup_steps=15, max_steps=150, weight_decay=0.0),
-        run=RunArgs(val_every=50, save_every=50, wandb="off"),
+        encoder=EncoderOptions(name=str(tiny_encoder_dir), max_length=64, max_prefix_tokens=32),
+        loader=LoaderOptions(batch_size=8, val_batch_size=64, val_fraction=0.2),
+        optim=OptimOptions(lr=3e-3, warmup_steps=15, max_steps=150, weight_decay=0.0),
+        run=RunOptions(val_every=50, save_every=50, wandb="off"),
         trainer={"accelerator": "cpu", "devices": 1, "log_every_n_steps": 20, "enable_progress_bar": False},
     )
     return root, summary

@@ -10,7 +10,7 @@ import pytest
 from ralm.errors import RalmInputError
 from ralm.rerank.fit import fit_reranker
 from ralm.rerank.loggers import wandb_api_key_configured, wandb_mode
-from ralm.rerank.settings import EncoderArgs, LoaderArgs, OptimArgs, RunArgs
+from ralm.rerank.settings import EncoderOptions, LoaderOptions, OptimOptions, RunOptions
 from tests.rerank_fixtures import keyword_dataset
 
 
@@ -79,10 +79,10 @@ def test_an_offline_wandb_run_gets_the_config_the_validation_metrics_and_the_dec
     summary = fit_reranker(
         str(data),
         str(tmp_path / "out"),
-        encoder=EncoderArgs(name=str(tiny_encoder_dir), max_length=40, max_prefix_tokens=12),
-        loader=LoaderArgs(batch_size=4, val_batch_size=16, val_fraction=0.25),
-        optim=OptimArgs(lr=1e-3, warmup_steps=1, max_steps=2),
-        run=RunArgs(val_every=2, save_every=2, wandb="on"),
+        encoder=EncoderOptions(name=str(tiny_encoder_dir), max_length=40, max_prefix_tokens=12),
+        loader=LoaderOptions(batch_size=4, val_batch_size=16, val_fraction=0.25),
+        optim=OptimOptions(lr=1e-3, warmup_steps=1, max_steps=2),
+        run=RunOptions(val_every=2, save_every=2, wandb="on"),
         trainer={"accelerator": "cpu", "devices": 1, "enable_progress_bar": False},
         bm25_prior=True,
     )

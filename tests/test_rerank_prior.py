@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from ralm.rerank.dataset import GroupCollator, GroupDataset, load_rerank_data
+from ralm.rerank.batch import GroupCollator
+from ralm.rerank.dataset import GroupDataset, load_rerank_data
 from ralm.rerank.export import export_reranker
 from ralm.rerank.fit import STEP0_FILE, fit_reranker
 from ralm.rerank.inference import PredictiveReranker
@@ -18,7 +19,7 @@ from ralm.rerank.inputs import bm25_prior
 from ralm.rerank.lit_module import RerankerModule
 from ralm.rerank.metrics import selection_sums
 from ralm.rerank.model import load_tokenizer
-from ralm.rerank.settings import EncoderArgs, LoaderArgs, OptimArgs, RunArgs
+from ralm.rerank.settings import EncoderOptions, LoaderOptions, OptimOptions, RunOptions
 from ralm.rerank.train_command import _print_summary
 from tests.rerank_fixtures import keyword_dataset
 
@@ -30,10 +31,10 @@ def prior_run(tmp_path_factory, real_documents, tiny_encoder_dir) -> tuple[Path,
     summary = fit_reranker(
         str(data),
         str(root / "out"),
-        encoder=EncoderArgs(name=str(tiny_encoder_dir), max_length=40, max_prefix_tokens=12),
-        loader=LoaderArgs(batch_size=4, val_batch_size=16, val_fraction=0.25),
-        optim=OptimArgs(lr=1e-3, warmup_steps=1, max_steps=4),
-        run=RunArgs(val_every=2, save_every=2, wandb="off"),
+        encoder=EncoderOptions(name=str(tiny_encoder_dir), max_length=40, max_prefix_tokens=12),
+        loader=LoaderOptions(batch_size=4, val_batch_size=16, val_fraction=0.25),
+        optim=OptimOptions(lr=1e-3, warmup_steps=1, max_steps=4),
+        run=RunOptions(val_every=2, save_every=2, wandb="off"),
         trainer={"accelerator": "cpu", "devices": 1, "enable_progress_bar": False},
         bm25_prior=True,
     )
@@ -60,8 +61,8 @@ def test_an_untrained_prior_module_scores_exactly_the_prior(prior_run, tiny_enco
     batch = collate([groups[i] for i in range(len(groups))])
     with torch.no_grad():
         scores = module(batch)
-    assert torch.equal(scores, batch["bm25_prior"])  # f is 0 everywhere and w is 1
-    sums = selection_sums(scores, batch["lm_logprobs"], batch["mask"])
+    assert torch.equal(scores, batch.bm25_prior)  # f is 0 everywhere and w is 1
+    sums = selection_sums(scores, batch.lm_logprobs, batch.mask)
     assert sums.pick_logprob == sums.bm25_logprob  # it picks BM25's top-1: gain recovered is exactly 0
 
 
@@ -116,16 +117,16 @@ def test_an_untrained_prior_module_with_abstention_still_ranks_like_bm25(prior_r
     rerank_data = load_rerank_data(str(data), abstain=True, val_fraction=0.25, seed=0, bm25_prior=True)
     groups = GroupDataset(str(data), rerank_data.train_rows[:8], abstain=True, bm25_prior=True)
     items = [groups[i] for i in range(len(groups))]
-    assert all(g["passages"][-1] == "" and g["bm25_prior"][-1] == 0.0 for g in items)
+    assert all(g.passages[-1] == "" and g.bm25_prior[-1] == 0.0 for g in items)
     collate = GroupCollator(load_tokenizer(str(tiny_encoder_dir)), max_length=40, max_prefix_tokens=12)
     batch = collate(items)
     with torch.no_grad():
         scores = module(batch)
-    assert torch.equal(scores, batch["bm25_prior"])
-    sums = selection_sums(scores, batch["lm_logprobs"], batch["mask"], batch["is_empty"])
+    assert torch.equal(scores, batch.bm25_prior)
+    sums = selection_sums(scores, batch.lm_logprobs, batch.mask, batch.is_empty)
     assert sums.pick_logprob == sums.bm25_logprob and sums.abstained == 0.0
     # The no-retrieval log-prob is summed from the groups' empty slots: the rows' own column.
-    assert sums.none_logprob == pytest.approx(sum(float(g["lm_logprobs"][-1]) for g in items))
+    assert sums.none_logprob == pytest.approx(sum(float(g.lm_logprobs[-1]) for g in items))
 
 
 def test_head_and_prior_weight_learn_at_their_own_rates(tiny_encoder_dir):
@@ -162,10 +163,10 @@ def test_without_a_validation_win_the_export_is_bm25_itself(tmp_path, real_docum
     summary = fit_reranker(
         str(data),
         str(tmp_path / "out"),
-        encoder=EncoderArgs(name=str(tiny_encoder_dir), max_length=40, max_prefix_tokens=12),
-        loader=LoaderArgs(batch_size=4, val_batch_size=16, val_fraction=0.25),
-        optim=OptimArgs(lr=1e-3, head_lr=1e-2, warmup_steps=1, max_steps=3),
-        run=RunArgs(val_every=1, save_every=1, wandb="off"),
+        encoder=EncoderOptions(name=str(tiny_encoder_dir), max_length=40, max_prefix_tokens=12),
+        loader=LoaderOptions(batch_size=4, val_batch_size=16, val_fraction=0.25),
+        optim=OptimOptions(lr=1e-3, head_lr=1e-2, warmup_steps=1, max_steps=3),
+        run=RunOptions(val_every=1, save_every=1, wandb="off"),
         trainer={"accelerator": "cpu", "devices": 1, "enable_progress_bar": False},
         bm25_prior=True,
     )
@@ -210,10 +211,10 @@ def test_when_no_passage_beats_every_candidate_the_export_never_retrieves(
     summary = fit_reranker(
         str(data),
         str(tmp_path / "out"),
-        encoder=EncoderArgs(name=str(tiny_encoder_dir), max_length=40, max_prefix_tokens=12),
-        loader=LoaderArgs(batch_size=4, val_batch_size=16, val_fraction=0.25),
-        optim=OptimArgs(lr=1e-3, head_lr=1e-2, warmup_steps=1, max_steps=3),
-        run=RunArgs(val_every=1, save_every=1, wandb="off", keep_checkpoints=False),
+        encoder=EncoderOptions(name=str(tiny_encoder_dir), max_length=40, max_prefix_tokens=12),
+        loader=LoaderOptions(batch_size=4, val_batch_size=16, val_fraction=0.25),
+        optim=OptimOptions(lr=1e-3, head_lr=1e-2, warmup_steps=1, max_steps=3),
+        run=RunOptions(val_every=1, save_every=1, wandb="off", keep_checkpoints=False),
         # a bar, piped here (pytest captures stderr): plain lines instead
         trainer={"accelerator": "cpu", "devices": 1, "enable_progress_bar": True},
         bm25_prior=True,

@@ -7,7 +7,7 @@ import pytest
 from ralm.data_gen.data_gen_command import main as data_gen_main
 from ralm.rerank.dataset import GroupDataset, load_rerank_data
 from ralm.rerank.fit import fit_reranker
-from ralm.rerank.settings import EncoderArgs, LoaderArgs, OptimArgs, RunArgs
+from ralm.rerank.settings import EncoderOptions, LoaderOptions, OptimOptions, RunOptions
 from tests.data_gen_fixtures import cli_args, write_corpus
 
 
@@ -38,15 +38,15 @@ def test_trains_on_data_gen_output_of_the_tiny_lm(tmp_path, real_documents, tiny
     assert len(data.train_rows) + len(data.val_rows) + len(data.decision_rows) == len(rows) == 24
     group = GroupDataset(str(out), data.val_rows, abstain=True)[0]
     row = rows[data.val_rows[0]]
-    assert group["passages"] == row["candidate_texts"] + [""]
-    assert group["lm_logprobs"] == pytest.approx(row["lm_logprobs"] + [row["no_retrieval_logprob"]])
+    assert group.passages == row["candidate_texts"] + [""]
+    assert group.lm_logprobs == pytest.approx(row["lm_logprobs"] + [row["no_retrieval_logprob"]])
     summary = fit_reranker(
         str(out),
         str(tmp_path / "train_out"),
-        encoder=EncoderArgs(name=str(tiny_encoder_dir), max_length=128, max_prefix_tokens=48),
-        loader=LoaderArgs(batch_size=4, val_fraction=0.25),
-        optim=OptimArgs(lr=1e-3, warmup_steps=1, max_steps=2),
-        run=RunArgs(val_every=2, save_every=2, wandb="off"),
+        encoder=EncoderOptions(name=str(tiny_encoder_dir), max_length=128, max_prefix_tokens=48),
+        loader=LoaderOptions(batch_size=4, val_fraction=0.25),
+        optim=OptimOptions(lr=1e-3, warmup_steps=1, max_steps=2),
+        run=RunOptions(val_every=2, save_every=2, wandb="off"),
         trainer={"accelerator": "cpu", "devices": 1, "enable_progress_bar": False},
         abstain=True,
     )
@@ -109,10 +109,10 @@ def test_minilm_reranker_recovers_gain_on_smollm2_data(tmp_path, smollm2_gguf, m
     summary = fit_reranker(
         str(out),
         str(tmp_path / "train"),
-        encoder=EncoderArgs(name=str(minilm_dir), max_length=128, max_prefix_tokens=32),
-        loader=LoaderArgs(batch_size=8, val_batch_size=16, val_fraction=0.3),
-        optim=OptimArgs(lr=3e-4, head_lr=3e-3, warmup_steps=5, max_steps=40),
-        run=RunArgs(val_every=10, save_every=50, wandb="off"),
+        encoder=EncoderOptions(name=str(minilm_dir), max_length=128, max_prefix_tokens=32),
+        loader=LoaderOptions(batch_size=8, val_batch_size=16, val_fraction=0.3),
+        optim=OptimOptions(lr=3e-4, head_lr=3e-3, warmup_steps=5, max_steps=40),
+        run=RunOptions(val_every=10, save_every=50, wandb="off"),
         trainer={"accelerator": "cpu", "devices": 1, "enable_progress_bar": False},
         bm25_prior=True,
     )

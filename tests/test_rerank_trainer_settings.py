@@ -3,6 +3,7 @@ ralm uses, a setting given on the command line reaches the Trainer, ralm's own o
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 
 import lightning.pytorch as pl
@@ -11,14 +12,14 @@ import yaml
 
 from ralm.command_args import parse
 from ralm.errors import RalmInputError
-from ralm.rerank.fit import build_trainer, module_hparams, resolve_hardware
+from ralm.rerank.fit import NOT_MODULE_ARGUMENTS, build_trainer, module_hparams, resolve_hardware
 from ralm.rerank.lit_module import RerankerModule
 from ralm.rerank.settings import (
     TRAINER_LINKS,
     TRAINER_SKIPPED,
-    EncoderArgs,
-    LoaderArgs,
-    OptimArgs,
+    EncoderOptions,
+    LoaderOptions,
+    OptimOptions,
     trainer_settings,
 )
 from ralm.rerank.train_command import build_parser, main
@@ -88,7 +89,7 @@ def test_a_former_option_name_is_refused_naming_the_new_one(old, new, capsys):
 
 
 def test_trainer_settings_from_python_keep_ralms_own():
-    optim = OptimArgs(max_steps=8, warmup_steps=2)
+    optim = OptimOptions(max_steps=8, warmup_steps=2)
     settings = trainer_settings({"devices": 2, "deterministic": True}, optim)
     assert settings["devices"] == 2 and settings["max_steps"] == 8 and settings["max_epochs"] == 1
     assert trainer_settings({"precision": "auto"}, optim)["precision"] is None  # ralm's rule
@@ -101,22 +102,45 @@ def test_trainer_settings_from_python_keep_ralms_own():
 
 
 def test_constraints_live_in_the_types():
-    with pytest.raises(RalmInputError, match=r"--batch-size \(LoaderArgs.batch_size\): must be > 0, got 0"):
-        LoaderArgs(batch_size=0)
+    with pytest.raises(
+        RalmInputError, match=r"--batch-size \(LoaderOptions.batch_size\): must be > 0, got 0"
+    ):
+        LoaderOptions(batch_size=0)
     with pytest.raises(RalmInputError, match="val_fraction.*got 1.5"):
-        LoaderArgs(val_fraction=1.5)
+        LoaderOptions(val_fraction=1.5)
     with pytest.raises(RalmInputError, match="optim.warmup_steps=5: must be between 0 and max_steps"):
-        OptimArgs(warmup_steps=5, max_steps=2)
+        OptimOptions(warmup_steps=5, max_steps=2)
     with pytest.raises(RalmInputError, match="encoder.max_prefix_tokens=600"):
-        EncoderArgs(max_prefix_tokens=600)
+        EncoderOptions(max_prefix_tokens=600)
 
 
 def test_the_modules_keyword_arguments_are_the_settings_fields_of_their_names():
-    hparams = module_hparams(EncoderArgs(name="enc"), OptimArgs(lr=3e-4), abstain=True, bm25_prior=False)
+    hparams = module_hparams(
+        EncoderOptions(name="enc"), OptimOptions(lr=3e-4), abstain=True, bm25_prior=False
+    )
     accepted = set(inspect.signature(RerankerModule.__init__).parameters) - {"self"}
     # the BM25 standardisation comes from the data, not the options
     assert set(hparams) == accepted - {"bm25_top_mean", "bm25_top_std"}
     assert hparams["encoder_name"] == "enc" and hparams["lr"] == 3e-4 and hparams["abstain"] is True
+
+
+def test_a_field_the_module_cannot_place_is_an_error_not_dropped():
+    """A new option the module has no argument for would change nothing in the run and be missing from every
+    checkpoint: module_hparams names it instead of dropping it."""
+
+    @dataclasses.dataclass
+    class WiderOptimOptions(OptimOptions):
+        label_smoothing: float = 0.1
+
+    with pytest.raises(
+        TypeError, match=r"WiderOptimOptions\.label_smoothing is not a keyword argument of RerankerModule"
+    ):
+        module_hparams(EncoderOptions(name="enc"), WiderOptimOptions())
+    with pytest.raises(TypeError, match=r"flag\.lr is given twice"):
+        module_hparams(EncoderOptions(name="enc"), OptimOptions(), lr=1.0)
+    # the one listed field reaches the module under its other name
+    assert "EncoderOptions.name" in NOT_MODULE_ARGUMENTS
+    assert module_hparams(EncoderOptions(name="enc"), OptimOptions())["encoder_name"] == "enc"
 
 
 def test_precision_auto_is_ralms_rule_and_accumulation_must_be_a_positive_count(capsys):
@@ -125,7 +149,7 @@ def test_precision_auto_is_ralms_rule_and_accumulation_must_be_a_positive_count(
     parser = build_parser()
     argv = ["--data", "d", "--output", "o", "--precision", "auto", "--max-steps", "10", "--warmup-steps", "1"]
     cfg = parser.parse_args(normalize_argv(parser, argv))
-    optim = OptimArgs(max_steps=10, warmup_steps=1)
+    optim = OptimOptions(max_steps=10, warmup_steps=1)
     assert trainer_settings(cfg.trainer.as_dict(), optim)["precision"] is None  # resolved at run time
     with pytest.raises(RalmInputError, match=r"^--accumulate-grad-batches: must be > 0, got 0$"):
         trainer_settings({"accumulate_grad_batches": 0}, optim)

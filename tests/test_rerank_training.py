@@ -15,7 +15,7 @@ import torch
 from ralm.errors import RalmInputError
 from ralm.rerank.fit import fit_reranker
 from ralm.rerank.inference import PredictiveReranker
-from ralm.rerank.settings import EncoderArgs, LoaderArgs, OptimArgs, RunArgs
+from ralm.rerank.settings import EncoderOptions, LoaderOptions, OptimOptions, RunOptions
 from ralm.rerank.train_command import build_parser, main
 from tests.rerank_fixtures import keyword_dataset
 
@@ -46,10 +46,10 @@ _CPU = {"accelerator": "cpu", "devices": 1, "log_every_n_steps": 1, "enable_prog
 
 def _settings(encoder_dir, accumulate=1, **optim):
     return dict(
-        encoder=EncoderArgs(name=str(encoder_dir), max_length=48, max_prefix_tokens=24),
-        loader=LoaderArgs(batch_size=4, val_batch_size=16, val_fraction=0.25),
-        optim=OptimArgs(**{"lr": 1e-3, "warmup_steps": 2, "max_steps": 10, **optim}),
-        run=RunArgs(val_every=4, save_every=2, wandb="off"),
+        encoder=EncoderOptions(name=str(encoder_dir), max_length=48, max_prefix_tokens=24),
+        loader=LoaderOptions(batch_size=4, val_batch_size=16, val_fraction=0.25),
+        optim=OptimOptions(**{"lr": 1e-3, "warmup_steps": 2, "max_steps": 10, **optim}),
+        run=RunOptions(val_every=4, save_every=2, wandb="off"),
         trainer={**_CPU, "accumulate_grad_batches": accumulate},
     )
 
@@ -261,7 +261,8 @@ def test_parser_accepts_the_documented_options():
 
 def test_gradient_checkpointing_gives_the_same_gradients(data_dir, quiet_encoder_dir):
     """Recomputing activations in the backward pass trades time for memory, never the math."""
-    from ralm.rerank.dataset import GroupCollator, GroupDataset, load_rerank_data
+    from ralm.rerank.batch import GroupCollator
+    from ralm.rerank.dataset import GroupDataset, load_rerank_data
     from ralm.rerank.lit_module import RerankerModule
     from ralm.rerank.model import load_tokenizer
 

@@ -1,4 +1,5 @@
-"""Make one shard's rows: retrieve candidates for its prefixes, score them, and build the rows.
+"""Make one shard's rows (retrieve candidates for its prefixes, score them, build the rows) and write every
+shard a process runs (`score_shards`), from the run's settings resolved once (`GenerationSettings`).
 
 Also the corpus/index agreement check: when own-document passages are excluded by ``doc_id``, the
 training documents and the indexed passages must name documents the same way, or the exclusion silently
@@ -12,12 +13,20 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from ralm.data_gen.candidates import retrieve_candidates
+from ralm.data_gen.options import SamplingOptions, prefix_floor
 from ralm.data_gen.prefixes import PrefixSample, TokenizedCorpus, prefix_tokens
 from ralm.data_gen.scoring import PassageTokens, make_row, score_prefix
-from ralm.data_gen.shards import Shard
+from ralm.data_gen.shards import Shard, ShardStore
 from ralm.errors import RalmInputError
+from ralm.lm.loading import FrozenLM
+from ralm.lm.options import WindowOptions
+from ralm.progress import progress as progress_bar
+from ralm.retrieval.options import RetrievalOptions
 from ralm.retrieval.overlap import COPY_TOKENS, copies_span
 from ralm.retrieval.types import Hit, Retriever
+
+# Prefixes whose candidates are checked against their own document's text before the first shard.
+_AGREEMENT_SAMPLE = 64
 
 
 @dataclass(frozen=True)
@@ -47,6 +56,20 @@ class GenerationSettings:
         fields = asdict(self)
         del fields["num_passages"], fields["retrieval_threads"]
         return fields
+
+
+def resolve_settings(sampling: SamplingOptions, window: WindowOptions, retrieval: RetrievalOptions, *,
+                     allow_same_doc: bool, max_length: int, num_passages: int, num_examples: int,
+                     num_shards: int) -> GenerationSettings:  # fmt: skip
+    """The run's settings from its options, the capped LM input (`max_length`), the index's size and the
+    sample (``exclude_same_doc`` is the negation of --allow-same-doc)."""
+    return GenerationSettings(
+        stride=window.stride, query_tokens=window.query_tokens, k=retrieval.k,
+        min_prefix_tokens=prefix_floor(sampling, window), max_length=max_length,
+        max_passage_tokens=window.max_passage_tokens, seed=sampling.seed, num_prefixes=sampling.num_prefixes,
+        num_examples=num_examples, num_shards=num_shards, exclude_same_doc=not allow_same_doc,
+        num_passages=num_passages, retrieval_threads=retrieval.threads,
+    )  # fmt: skip
 
 
 def _normalized(text: str) -> str:
@@ -96,7 +119,7 @@ def shard_rows(
     sample: PrefixSample,
     corpus: TokenizedCorpus,
     retriever: Retriever,
-    lm,
+    lm: FrozenLM,
     passages: PassageTokens,
     settings: GenerationSettings,
     on_prefix: Callable[[int], None] | None = None,
@@ -105,54 +128,26 @@ def shard_rows(
     """Rows of prefixes ``shard.start..shard.stop`` in prefix order, and counts (pairs, seconds, short)."""
     started = time.perf_counter()
     indices = list(range(shard.start, shard.stop))
-    tokens = [
-        prefix_tokens(
-            corpus,
-            int(sample.doc[i]),
-            int(sample.position[i]),
-            settings.stride,
-            settings.query_tokens,
-            settings.max_length,
-        )
-        for i in indices
-    ]
-    doc_ids = [corpus.doc_ids[int(sample.doc[i])] for i in indices]
-    queries = [lm.decode(t.query) for t in tokens]
+    docs, positions = [int(sample.doc[i]) for i in indices], [int(sample.position[i]) for i in indices]
+    tokens = [prefix_tokens(corpus, doc, position, settings.stride, settings.query_tokens, settings.max_length)
+              for doc, position in zip(docs, positions, strict=True)]  # fmt: skip
+    doc_ids = [corpus.doc_ids[doc] for doc in docs]
     candidates = retrieve_candidates(
-        retriever,
-        queries,
-        doc_ids,
-        settings.k,
-        settings.exclude_same_doc,
-        settings.num_passages,
-        settings.retrieval_threads,
-    )
+        retriever, [lm.decode(t.query) for t in tokens], doc_ids, settings.k, settings.exclude_same_doc,
+        settings.num_passages, settings.retrieval_threads,
+    )  # fmt: skip
     if check_documents is not None:
-        check_documents([int(sample.doc[i]) for i in indices], candidates)
+        check_documents(docs, candidates)
     rows, pairs, copies = [], 0, 0
-    for i, toks, doc_id, hits in zip(indices, tokens, doc_ids, candidates, strict=True):
+    for i, doc, position, toks, hits in zip(indices, docs, positions, tokens, candidates, strict=True):
         passage_tokens = passages(hits)
-        cand, none = score_prefix(
-            lm,
-            toks,
-            passage_tokens,
-            max_length=settings.max_length,
-            max_passage_tokens=settings.max_passage_tokens,
-        )
-        copies += count_copies(
-            corpus, int(sample.doc[i]), int(sample.position[i]), settings.stride, passage_tokens
-        )
-        row = make_row(
-            prefix_index=i,
-            doc_id=doc_id,
-            position=int(sample.position[i]),
-            tokens=toks,
-            hits=hits,
-            candidate_token_logprobs=cand,
-            no_retrieval_token_logprobs=none,
-            decode=lm.decode,
-        )
-        rows.append(row)
+        cand, none = score_prefix(lm, toks, passage_tokens, max_length=settings.max_length,
+                                  max_passage_tokens=settings.max_passage_tokens)  # fmt: skip
+        copies += count_copies(corpus, doc, position, settings.stride, passage_tokens)
+        rows.append(make_row(
+            prefix_index=i, doc_id=corpus.doc_ids[doc], position=position, tokens=toks, hits=hits,
+            candidate_token_logprobs=cand, no_retrieval_token_logprobs=none, decode=lm.decode,
+        ))  # fmt: skip
         pairs += len(hits)
         if on_prefix is not None:
             on_prefix(len(hits))
@@ -163,3 +158,44 @@ def shard_rows(
         "candidates_copying_target": copies,
     }
     return rows, counts
+
+
+@dataclass(frozen=True)
+class ShardContext:
+    """What every shard of one run is scored with, and where it is written."""
+
+    documents: str
+    """The training documents' path (named in the corpus/index agreement error)."""
+    corpus: TokenizedCorpus
+    sample: PrefixSample
+    retriever: Retriever
+    model: FrozenLM
+    settings: GenerationSettings
+    store: ShardStore
+    config: dict
+    """The run's recorded config (`ralm.data_gen.metadata.run_config`), written into every shard."""
+
+
+def score_shards(ctx: ShardContext, todo: list[Shard], progress: bool) -> float:
+    """Score and write each shard of `todo` (the first one checks the corpus against the index); pairs/s."""
+
+    def check_documents(docs: list[int], hits: list[list[Hit]]) -> None:
+        docs, hits = docs[:_AGREEMENT_SAMPLE], hits[:_AGREEMENT_SAMPLE]
+        texts = [ctx.model.decode(ctx.corpus.tokens(d).tolist()) for d in docs]
+        check_corpus_matches_index(ctx.documents, texts, [ctx.corpus.doc_ids[d] for d in docs], hits)
+
+    token_cache = PassageTokens(ctx.model, ctx.settings.max_passage_tokens)
+    total_pairs = sum(s.stop - s.start for s in todo) * ctx.settings.k
+    bar = progress_bar(
+        total_pairs, unit="pair", desc="score candidates", disable=not progress, smoothing=0.05
+    )
+    pairs, seconds = 0, 0.0
+    for n, shard in enumerate(todo):
+        first_check = check_documents if n == 0 and ctx.settings.exclude_same_doc else None
+        rows, counts = shard_rows(shard, ctx.sample, ctx.corpus, ctx.retriever, ctx.model, token_cache,
+                                  ctx.settings, on_prefix=bar.update, check_documents=first_check)  # fmt: skip
+        ctx.store.write(shard, rows, {"config": ctx.config, **counts})
+        pairs, seconds = pairs + counts["pairs"], seconds + counts["seconds"]
+    bar.total = bar.n  # short candidate lists make fewer pairs than planned
+    bar.close()
+    return pairs / seconds if seconds else float("nan")

@@ -1,4 +1,5 @@
-"""The run's configuration as recorded in ``ralm_data_gen.json`` and every shard, and mismatch checks.
+"""The run's configuration as recorded in ``ralm_data_gen.json`` and every shard, the metadata file around it
+(`describe_run`), and mismatch checks.
 
 ``config`` holds exactly the values that decide which rows exist and what they contain (plus the shard
 plan); two runs with equal ``config`` produce identical rows, so their shards may be mixed. Everything
@@ -9,10 +10,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import ralm
+from ralm.data_gen.schema import FORMAT
 from ralm.errors import RalmInputError
 from ralm.retrieval.index_meta import index_fingerprint
+
+if TYPE_CHECKING:
+    from ralm.data_gen.generate import GenerationSettings
+    from ralm.data_gen.inputs import SampledPrefixes
+    from ralm.lm.loading import FrozenLM
 
 
 def run_config(
@@ -53,6 +61,35 @@ def run_config(
         "num_shards": num_shards,
         "exclude_same_doc": exclude_same_doc,
     }
+
+
+# The metadata repeats these values of ``config`` at its top level, under their documented names
+# (docs/formats.md §4).
+_META_FROM_CONFIG = ("tokenizer", "s", "l", "k", "seed", "max_length", "max_passage_tokens", "num_prefixes",
+                     "num_examples", "exclude_same_doc", "index_hash")  # fmt: skip
+
+
+def describe_run(documents: str, model: FrozenLM, index_meta: dict, sampled: SampledPrefixes,
+                 settings: GenerationSettings, *, limit: int | None, excluded: dict) -> tuple[dict, dict]:  # fmt: skip
+    """(config, meta): what the rows depend on (a resume must match it) and the dataset's metadata file."""
+    config = run_config(
+        lm=model.name, tokenizer=str(getattr(model.tokenizer, "name_or_path", "")),
+        dtype=str(model.dtype).removeprefix("torch."), documents_sha256=sampled.corpus.texts_sha256,
+        index_meta=index_meta, **settings.recorded(),
+    )  # fmt: skip
+    if model.bos_id is not None:  # passages start with the tokenizer's BOS (eval_lm.py): part of the rows
+        config["passage_bos"] = model.bos_id
+    meta = {
+        "format": FORMAT, "config": config, "lm": model.name, **{key: config[key] for key in _META_FROM_CONFIG},
+        "limit": limit, "index": index_meta, "documents": str(documents),
+        "documents_available_prefixes": sampled.sample.available,
+        "documents_skipped_too_short": sampled.sample.skipped_docs,
+        "documents_total": len(sampled.corpus.doc_ids), "ralm_version": ralm.__version__, "complete": False,
+        # What --exclude left out before sampling, as <passages>.excluded.json records it for the index
+        # (documents_total counts the documents kept).
+        "excluded": excluded,
+    }  # fmt: skip
+    return config, meta
 
 
 def config_diff(this_run: dict, found: dict) -> list[str]:

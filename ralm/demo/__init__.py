@@ -1,5 +1,5 @@
-"""`ralm run` (``run_command``: the whole pipeline on your own corpus and eval text) and `ralm demo`
-(``demo_command``: the same on real offline assets, its presets in ``presets``).
+"""`ralm demo` (``demo_command``): the pipeline (``ralm.pipeline``) on offline presets, its dev and test books
+(``presets``) and texts (``assets``).
 
 Kept free of imports so ``import ralm.demo`` stays cheap; import the submodules by full path.
 """

@@ -1,69 +1,24 @@
-"""The demo's two scales (`--quick` and full) and the per-option overrides on top of them.
+"""The Bible demo's dev and test books (`BookSplit`, one per scale) and their options (``--books.*``).
 
-The paper's proportions, at CPU scale: a passage takes at most a quarter of the LM's input (the paper: 256
-of 1,024 tokens), passages are 100-word chunks (the paper's DPR split), BM25's top k are reranked. The
-paper's s=4, k=16, 300k prefixes and 10k steps need a GPU; the CPU scales shrink the number of windows,
-prefixes and candidates instead of the proportions. What the demo shows is measured, not promised: see the
-README for the tables it reaches.
+Test text by a rule fixed before any test number was looked at: *related* books are those whose events other
+books of the canon narrate in parallel from their first chapter on (2 Chronicles retells 1-2 Kings),
+*unrelated* books those whose events no other book narrates (Ruth, Jonah, Philippians). The dev book, Mark,
+is retold by Matthew and Luke. Every dev and test book is out of the corpus (every translation) and the
+training text. The pipeline's scales themselves are in ``ralm.pipeline.scale``.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
-from typing import Literal
-
-from ralm.config_types import (
-    AtLeastTwoInt,
-    NonNegativeInt,
-    OpenUnitInterval,
-    PositiveFloat,
-    PositiveInt,
-    check_fields,
-)
-from ralm.errors import RalmInputError
+from dataclasses import dataclass, fields, replace
 
 
 @dataclass(frozen=True)
-class DemoScale:
+class BookSplit:
+    """The Bible demo's books by role, as OSIS ids."""
+
     dev_books: tuple[str, ...]
     related_books: tuple[str, ...]
     unrelated_books: tuple[str, ...]
-    eval_tokens: int | None
-    stride: int
-    query_tokens: int
-    max_length: int
-    max_passage_tokens: int
-    passage_words: int
-    passage_stride: int
-    k: int
-    num_prefixes: int
-    prefixes_per_shard: int
-    train_steps: int
-    batch_size: int
-    lr: float
-    head_lr: float
-    warmup_steps: int
-    loss: str
-    encoder_max_length: int
-    max_prefix_tokens: int
-    val_fraction: float
-    decision_fraction: float
-    val_every: int
-    train_seeds: tuple[int, ...]
-    abstain: bool
-    dtype: str = "fastest"
-
-    def __post_init__(self) -> None:
-        if self.val_fraction + self.decision_fraction >= 1:
-            raise RalmInputError(
-                f"--scale.val_fraction {self.val_fraction} + --scale.decision_fraction {self.decision_fraction}: "
-                "must leave training prefixes (sum below 1)"
-            )
-        if self.max_passage_tokens * 4 > self.max_length:
-            raise RalmInputError(
-                f"--scale.max_passage_tokens {self.max_passage_tokens}: more than a quarter of --scale.max_length "
-                f"{self.max_length}; the passage would displace the context it should inform (the paper: 256 of 1,024)"
-            )
 
     @property
     def test_books(self) -> tuple[str, ...]:
@@ -75,155 +30,28 @@ class DemoScale:
         return tuple(dict.fromkeys(self.dev_books + self.test_books))
 
 
-# Cost model (2-core CPU): SmolLM2-135M reads about 1,000-2,000 tokens/s in bf16 on a CPU that computes it
-# natively, 2-3x fewer in fp32. data-gen reads num_prefixes x (k + 1) inputs of max_length tokens; each eval set
-# (one --compare table) about (eval_tokens - max_length) / stride x (k + 2) inputs; training reads
-# train_steps x batch_size x (k + 1) pairs of encoder_max_length tokens, once per seed.
-#
-# The window: a passage of at most 128 tokens in a 512-token input (a quarter: the paper's proportion, and the
-# bound DemoScale enforces), 100-word passages without overlap (the paper's split) and k = 4, as chosen on the
-# dev book Mark (README, "How the settings were chosen"): on the same targets (Mark's tokens 1,024-2,047),
-# `ralm eval ppl --sweep max_length=512,1024` gave BM25 top-1 12.50 against no retrieval 14.71 at 512 tokens
-# and 12.38 against 14.23 at 1,024 (the best of 4: 11.61 and 11.58), so the paper's 1,024 buys nothing here
-# at twice the cost; a 96-token passage in 192 tokens (the former preset) gained only 2.9%. The first max_length tokens of an
-# eval set are scored without a passage in every condition; eval_tokens is sized so most scored tokens are in
-# retrieving windows, and the report gives both.
-#
-# Test text by a rule fixed before any test number was looked at: *related* books are those whose events
-# other books of the canon narrate in parallel from their first chapter on (2 Chronicles retells 1-2 Kings),
-# *unrelated* books those whose events no other book narrates (Ruth, Jonah, Philippians). The dev book, Mark,
-# is retold by Matthew and Luke. Every dev and test book is out of the corpus and the training text.
-QUICK = DemoScale(
-    dev_books=("Mark",),
-    related_books=("2Chr",),
-    unrelated_books=("Ruth",),
-    eval_tokens=2560,
-    stride=32,
-    query_tokens=32,
-    max_length=512,
-    max_passage_tokens=128,
-    passage_words=100,
-    passage_stride=100,
-    k=4,
-    num_prefixes=80,
-    prefixes_per_shard=16,
-    train_steps=50,
-    batch_size=8,
-    lr=3e-4,
-    head_lr=3e-3,
-    warmup_steps=5,
-    loss="marginal",
-    encoder_max_length=192,
-    max_prefix_tokens=32,
-    val_fraction=0.2,
-    decision_fraction=0.3,
-    val_every=10,
-    train_seeds=(0,),
-    abstain=True,
-)
-
-FULL = replace(
-    QUICK,
-    unrelated_books=("Ruth", "Jonah", "Phil"),
-    eval_tokens=4096,
-    num_prefixes=320,
-    prefixes_per_shard=32,
-    train_steps=150,
-    lr=2e-4,
-    warmup_steps=15,
-    val_every=25,
-    train_seeds=(0, 1, 2),
-)
+QUICK_BOOKS = BookSplit(dev_books=("Mark",), related_books=("2Chr",), unrelated_books=("Ruth",))
+FULL_BOOKS = replace(QUICK_BOOKS, unrelated_books=("Ruth", "Jonah", "Phil"))
 
 
 @dataclass
-class Overrides:
-    """Change one setting of the chosen scale (`--quick` or full); unset options keep the scale's value."""
+class BookOptions:
+    """Change the Bible demo's books; unset options keep the scale's."""
 
     dev_books: list[str] | None = None
-    """Bible demo: World English Bible books for choosing settings (`--split dev`); never reported, never retrieved."""
+    """World English Bible books for choosing settings (`--split dev`); never reported, never retrieved."""
     related_books: list[str] | None = None
-    """Bible demo: test books whose events other books retell (retrieval should help); never retrieved or trained on."""
+    """Test books whose events other books retell (retrieval should help); never retrieved or trained on."""
     unrelated_books: list[str] | None = None
-    """Bible demo: test books whose events no other book tells (retrieval should not help; the reranker must abstain)."""
-    eval_tokens: AtLeastTwoInt | None = None
-    """Score only the first this-many LM tokens of each eval set (the first max_length of them have no passage)."""
-    stride: PositiveInt | None = None
-    """s: retrieve every s tokens (eval) and predict s tokens (data-gen)."""
-    query_tokens: PositiveInt | None = None
-    """ℓ: BM25 query length in LM tokens."""
-    max_length: AtLeastTwoInt | None = None
-    """LM input length (passage + prefix + targets); at least 4x max_passage_tokens (the paper: 1,024)."""
-    max_passage_tokens: PositiveInt | None = None
-    """Passages are cut to this many LM tokens: at most a quarter of max_length (the paper: 256)."""
-    passage_words: PositiveInt | None = None
-    """Words per retrieval passage (the paper's split: 100)."""
-    passage_stride: PositiveInt | None = None
-    """Words between passage starts (passage_words: no overlap, the paper's split)."""
-    k: PositiveInt | None = None
-    """BM25 candidates per query (reranked by zero-shot, trained reranker, oracle)."""
-    num_prefixes: PositiveInt | None = None
-    """Training prefixes scored by data-gen."""
-    prefixes_per_shard: PositiveInt | None = None
-    """Data-gen shard size (a killed run loses at most one shard)."""
-    train_steps: PositiveInt | None = None
-    """Reranker optimizer steps."""
-    batch_size: PositiveInt | None = None
-    """Prefixes (each with its k candidates) per training step."""
-    lr: PositiveFloat | None = None
-    """Reranker peak learning rate."""
-    head_lr: PositiveFloat | None = None
-    """Peak learning rate of the reranker's new one-logit head."""
-    warmup_steps: NonNegativeInt | None = None
-    """Linear warmup steps of the reranker."""
-    loss: Literal["marginal", "kl", "listwise_ce"] | None = None
-    """Reranker loss: marginal (the paper), kl or listwise_ce."""
-    encoder_max_length: PositiveInt | None = None
-    """Reranker tokens per (prefix, passage) pair."""
-    max_prefix_tokens: PositiveInt | None = None
-    """The reranker reads the last this-many tokens of the prefix."""
-    val_fraction: OpenUnitInterval | None = None
-    """Share of training prefixes (whole documents) held out to select the reranker's checkpoint."""
-    decision_fraction: OpenUnitInterval | None = None
-    """Share of training prefixes (other whole documents) held out to decide the export: the selected
-    checkpoint, BM25 or no retrieval (val_fraction + decision_fraction < 1)."""
-    val_every: PositiveInt | None = None
-    """Validate (and keep the best checkpoint) every this many steps."""
-    train_seeds: list[int] | None = None
-    """One reranker per seed, all in the same eval table (their spread is the training noise)."""
-    abstain: bool | None = None
-    """Train with the empty passage as a candidate, so the reranker (and validation) can decline to retrieve."""
-    dtype: Literal["fastest", "auto", "fp32", "bf16"] | None = None
-    """The frozen LM's dtype in data-gen and eval: fastest (bf16 where the device computes it natively and a
-    measurement here finds it faster, else fp32; the report states bf16's change in NLL against fp32), auto
-    (ralm's rule: fp32 on CPU), fp32 or bf16."""
-
-    def __post_init__(self) -> None:
-        check_fields(self)  # before the first stage, not minutes later in the stage that reads the value
+    """Test books whose events no other book tells (retrieval should not help; the reranker must abstain)."""
 
 
-def resolve_scale(quick: bool, overrides: Overrides) -> DemoScale:
-    """The preset with every set override applied."""
-    scale = QUICK if quick else FULL
-    changes = {
-        f.name: getattr(overrides, f.name)
-        for f in fields(overrides)
-        if getattr(overrides, f.name) is not None
-    }
-    for name in ("dev_books", "related_books", "unrelated_books", "train_seeds"):
-        if name in changes:
-            changes[name] = tuple(changes[name])
-    return replace(scale, **changes)
+def resolve_books(quick: bool, options: BookOptions) -> BookSplit:
+    """The scale's books with every set option applied."""
+    books = QUICK_BOOKS if quick else FULL_BOOKS
+    changes = {f.name: tuple(v) for f in fields(options) if (v := getattr(options, f.name)) is not None}
+    return replace(books, **changes)
 
 
-def describe(scale: DemoScale, bible: bool = True) -> str:
-    """The settings as printed at the start of a run (the book splits only for the Bible)."""
-    values = asdict(scale)
-    if not bible:
-        for name in ("dev_books", "related_books", "unrelated_books"):
-            values.pop(name)
-    for name in ("dev_books", "related_books", "unrelated_books", "train_seeds"):
-        if name in values:
-            values[name] = ",".join(map(str, values[name]))
-    values["eval_tokens"] = values["eval_tokens"] or "all"
-    return "  ".join(f"{k}={v}" for k, v in values.items())
+def describe_books(books: BookSplit) -> str:
+    return "  ".join(f"{f.name}={','.join(getattr(books, f.name))}" for f in fields(books))

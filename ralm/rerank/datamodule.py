@@ -6,7 +6,8 @@ import lightning.pytorch as pl
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from ralm.rerank.dataset import GroupCollator, GroupDataset, RerankData
+from ralm.rerank.batch import GroupCollator
+from ralm.rerank.dataset import GroupDataset, RerankData
 from ralm.rerank.sampling import ShardBatchSampler, StreamBatchSampler
 
 
@@ -26,7 +27,8 @@ class _StepLoader(torch.utils.data.DataLoader):
 
 
 class RerankDataModule(pl.LightningDataModule):
-    """Batches of ``batch_size`` whole candidate groups per process; padding to the batch's longest pair."""
+    """Batches (``RankBatch``) of ``batch_size`` whole candidate groups per process; padding to the batch's
+    longest pair."""
 
     def __init__(
         self,

@@ -1,9 +1,10 @@
 """Reading ``ralm-rerank-data/1`` (docs/formats.md §4) into candidate groups for the reranker.
 
 One row is one prefix with its BM25 top-k and the frozen LM's log-prob of the target given each
-candidate. A group is everything the loss needs for that prefix: the prefix text, the candidate
-passages (BM25 order, so candidate 0 is BM25's top-1) and their LM log-probs. With ``abstain`` the
-empty passage joins every group, with the no-retrieval log-prob as its LM log-prob.
+candidate. A group (``ralm.rerank.batch.Group``, batched there too) is everything the loss needs for that
+prefix: the prefix text, the candidate passages (BM25 order, so candidate 0 is BM25's top-1) and their LM
+log-probs. With ``abstain`` the empty passage joins every group, with the no-retrieval log-prob as its LM
+log-prob.
 
 The rows stay in the Arrow files (memory-mapped by ``datasets``); only the columns we use are read.
 """
@@ -18,15 +19,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow.compute as pc
 import torch
-from transformers import PreTrainedTokenizerBase
 
 from ralm.errors import RalmInputError
-from ralm.rerank.inputs import bm25_prior, encode_groups
-from ralm.rerank.losses import MASKED
+from ralm.rerank.batch import Group
+from ralm.rerank.inputs import bm25_prior
 
 DATA_FORMAT = "ralm-rerank-data/1"
 DECISION_FRACTION = 0.1
-"""``LoaderArgs.decision_fraction``'s default (the schema's value, here for Python callers of the loader)."""
+"""``LoaderOptions.decision_fraction``'s default (the schema's value, here for Python callers of the loader)."""
 META_FILE = "ralm_data_gen.json"
 _COLUMNS = ["prefix", "doc_id", "candidate_texts", "lm_logprobs"]
 
@@ -136,7 +136,7 @@ def load_rerank_data(
 ) -> RerankData:
     """Check every row, drop groups of fewer than 2 candidates, split training / selection / decision by
     ``doc_id`` (the fractions are shares of the usable rows, each in (0, 1), summing below 1:
-    ``LoaderArgs`` checks them)."""
+    ``LoaderOptions`` checks them)."""
     meta = read_meta(path)
     ds = open_dataset(path, abstain=abstain, bm25_prior=bm25_prior)
     table = ds.data.table if hasattr(ds.data, "table") else ds.data
@@ -242,7 +242,7 @@ def held_out_documents(
 
 
 class GroupDataset(torch.utils.data.Dataset):
-    """Candidate groups for the given row numbers; an item is a dict of plain Python values."""
+    """Candidate groups (``Group``) for the given row numbers."""
 
     def __init__(self, path: str, rows: list[int], *, abstain: bool, bm25_prior: bool = False):
         self.path, self.rows, self.abstain, self.bm25_prior = path, rows, abstain, bm25_prior
@@ -251,7 +251,7 @@ class GroupDataset(torch.utils.data.Dataset):
     def __len__(self) -> int:
         return len(self.rows)
 
-    def __getitem__(self, i: int) -> dict:
+    def __getitem__(self, i: int) -> Group:
         if self._ds is None:
             self._ds = open_dataset(self.path, abstain=self.abstain, bm25_prior=self.bm25_prior)
         row = self._ds[self.rows[i]]
@@ -262,57 +262,17 @@ class GroupDataset(torch.utils.data.Dataset):
             passages.append("")
             logprobs.append(float(row["no_retrieval_logprob"]))
             is_empty.append(True)
-        group = {"prefix": row["prefix"], "passages": passages, "lm_logprobs": logprobs, "is_empty": is_empty}
+        prior, top = [], None
         if self.bm25_prior:
             # The empty passage has no BM25 score: its prior slot is 0 and the model scores it with its own
             # learned abstention terms instead (RerankerModule: bias + weight * standardised bm25_top).
             scores = [float(x) for x in row["bm25_scores"]]
-            group["bm25_prior"] = bm25_prior(scores) + ([0.0] if self.abstain else [])
-            if self.abstain:
-                group["bm25_top"] = max(scores, default=0.0)  # how strongly the best passage matched
-        return group
+            prior = bm25_prior(scores) + ([0.0] if self.abstain else [])
+            top = max(scores, default=0.0)
+        return Group(row["prefix"], passages, logprobs, is_empty, bm25_prior=prior, bm25_top=top)
 
     def __getstate__(self):
         return {**self.__dict__, "_ds": None}
-
-
-class GroupCollator:
-    """Tokenizes a batch of groups (in the dataloader worker) and pads the candidate axis.
-
-    Only real (prefix, passage) pairs are encoded; ``mask`` says where they go in the (prefixes, k)
-    grid, and padded slots carry ``MASKED`` log-probs so no loss or metric ever selects them.
-    """
-
-    def __init__(self, tokenizer: PreTrainedTokenizerBase, *, max_length: int, max_prefix_tokens: int):
-        self.tokenizer, self.max_length, self.max_prefix_tokens = tokenizer, max_length, max_prefix_tokens
-
-    def __call__(self, groups: list[dict]) -> dict[str, torch.Tensor]:
-        k = max(len(g["passages"]) for g in groups)
-        mask = torch.zeros(len(groups), k, dtype=torch.bool)
-        lm = torch.full((len(groups), k), MASKED, dtype=torch.float32)
-        is_empty = torch.zeros(len(groups), k, dtype=torch.bool)
-        with_prior = "bm25_prior" in groups[0]
-        prior = torch.zeros(len(groups), k, dtype=torch.float32)  # padding is masked in the scores anyway
-        for i, g in enumerate(groups):
-            n = len(g["passages"])
-            mask[i, :n] = True
-            lm[i, :n] = torch.tensor(g["lm_logprobs"], dtype=torch.float32)
-            is_empty[i, :n] = torch.tensor(g["is_empty"])
-            if with_prior:
-                prior[i, :n] = torch.tensor(g["bm25_prior"], dtype=torch.float32)
-        encoded = encode_groups(
-            self.tokenizer,
-            [g["prefix"] for g in groups],
-            [g["passages"] for g in groups],
-            max_length=self.max_length,
-            max_prefix_tokens=self.max_prefix_tokens,
-        )
-        batch = {**dict(encoded), "mask": mask, "lm_logprobs": lm, "is_empty": is_empty}
-        if with_prior:
-            batch["bm25_prior"] = prior
-        if "bm25_top" in groups[0]:
-            batch["bm25_top"] = torch.tensor([g["bm25_top"] for g in groups], dtype=torch.float32)
-        return batch
 
 
 def bm25_top_stats(path: str, rows: list[int]) -> tuple[float, float]:
@@ -327,12 +287,6 @@ def bm25_top_stats(path: str, rows: list[int]) -> tuple[float, float]:
         return 0.0, 1.0
     std = float(tops.std())
     return float(tops.mean()), std if std > 1e-6 else 1.0
-
-
-def scatter_scores(flat_scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Place per-pair scores (real pairs, prefix-major) into the (prefixes, k) grid; padding gets MASKED."""
-    grid = torch.full(mask.shape, MASKED, dtype=flat_scores.dtype, device=flat_scores.device)
-    return grid.masked_scatter(mask, flat_scores)
 
 
 def describe(data: RerankData) -> str:

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ralm.rerank.dataset import GroupCollator, GroupDataset, RerankData
+from ralm.rerank.batch import GroupCollator
+from ralm.rerank.dataset import GroupDataset, RerankData
 from ralm.rerank.export import read_checkpoint
 from ralm.rerank.lit_module import RerankerModule
 from ralm.rerank.metrics import gain_recovered, per_prefix_logprobs
@@ -67,34 +68,57 @@ def load_selected(
     return module.to(device).eval(), int(step) if step is not None else None
 
 
+@dataclass(frozen=True)
+class DecisionLogprobs:
+    """Per decision prefix (``RerankData.decision_rows`` order), the LM log-prob of the target given each
+    rule's choice."""
+
+    trained: np.ndarray | None
+    """The module's pick; None without a module (nothing validated)."""
+    bm25: np.ndarray
+    """BM25's top-1 (candidate 0)."""
+    no_retrieval: np.ndarray
+    """No passage; NaN without ``--abstain`` (the rows then hold no such log-prob)."""
+    oracle: np.ndarray
+    """The best candidate (of k, or none with ``--abstain``)."""
+
+    def rules(self, abstain: bool) -> dict[str, np.ndarray | None]:
+        """``export_decision``'s values: each of ``CHOICES`` and its log-probs, None where unavailable."""
+        return {
+            "trained": self.trained,
+            "bm25": self.bm25,
+            "no-retrieval": self.no_retrieval if abstain else None,
+        }
+
+
 @torch.inference_mode()
 def score_decision_prefixes(
     data: RerankData, module: RerankerModule | None, *, batch_size: int, device: torch.device | str = "cpu"
-) -> dict[str, np.ndarray]:
-    """Per decision prefix (``data.decision_rows`` order), the LM log-prob of the target given the module's
-    pick (``trained``: absent without a module), BM25's top-1, no passage (with abstain) and the oracle."""
+) -> DecisionLogprobs:
+    """What each rule's choice gives on the decision prefixes (``trained`` None without a module)."""
     groups = GroupDataset(data.path, data.decision_rows, abstain=data.abstain, bm25_prior=data.bm25_prior)
     collate = None
     if module is not None:
         hp = module.hparams
         collate = GroupCollator(load_tokenizer(hp.encoder_name), max_length=hp.max_length,
                                 max_prefix_tokens=hp.max_prefix_tokens)  # fmt: skip
-    columns: dict[str, list[float]] = {"trained": [], "bm25": [], "no-retrieval": [], "oracle": []}
+    trained, bm25, none, oracle = [], [], [], []
     for start in range(0, len(groups), batch_size):
         items = [groups[i] for i in range(start, min(start + batch_size, len(groups)))]
         for g in items:
-            lm = g["lm_logprobs"]
-            columns["bm25"].append(lm[0])  # candidate 0 is BM25's top-1 (the empty passage comes last)
-            columns["no-retrieval"].append(lm[-1] if data.abstain else float("nan"))
-            columns["oracle"].append(max(lm))
+            bm25.append(g.lm_logprobs[0])  # candidate 0 is BM25's top-1 (the empty passage comes last)
+            none.append(g.lm_logprobs[-1] if data.abstain else float("nan"))
+            oracle.append(max(g.lm_logprobs))
         if collate is not None:
-            batch = {k: v.to(device) for k, v in collate(items).items()}
-            rows = per_prefix_logprobs(module(batch), batch["lm_logprobs"], batch["mask"], batch["is_empty"])
-            columns["trained"] += rows[:, 0].cpu().tolist()
-    out = {name: np.asarray(v, dtype=np.float64) for name, v in columns.items()}
-    if module is None:
-        out.pop("trained")
-    return out
+            batch = collate(items).to(device)
+            rows = per_prefix_logprobs(module(batch), batch.lm_logprobs, batch.mask, batch.is_empty)
+            trained += rows[:, 0].cpu().tolist()
+    return DecisionLogprobs(trained=_float64(trained) if module is not None else None, bm25=_float64(bm25),
+                            no_retrieval=_float64(none), oracle=_float64(oracle))  # fmt: skip
+
+
+def _float64(values: list[float]) -> np.ndarray:
+    return np.asarray(values, dtype=np.float64)
 
 
 def decide_export(
@@ -117,17 +141,13 @@ def decide_export(
         module, saved_step = load_selected(selected.checkpoint, hparams, device)
         step = saved_step if saved_step is not None else step
     values = score_decision_prefixes(data, module, batch_size=batch_size, device=device)
-    candidates = {
-        "trained": values.get("trained"),
-        "bm25": values["bm25"],
-        "no-retrieval": values["no-retrieval"] if data.abstain else None,
-    }
+    candidates = values.rules(data.abstain)
     choice, comparisons = export_decision(candidates, documents=data.decision_documents, seed=seed)
     exported = {"trained": selected.checkpoint, "bm25": step0 or selected.checkpoint, "no-retrieval": step0}
     recovered = {"trained": selected.gain_recovered, "bm25": 0.0, "no-retrieval": None}
     trained_gain = (
-        gain_recovered(*(float(values[c].mean()) for c in ("trained", "bm25", "oracle")))
-        if "trained" in values and n
+        gain_recovered(*(float(v.mean()) for v in (values.trained, values.bm25, values.oracle)))
+        if values.trained is not None and n
         else float("nan")
     )
     evidence = {

@@ -31,7 +31,7 @@ from ralm.rerank.log_lines import TrainLogLines
 from ralm.rerank.loggers import build_loggers
 from ralm.rerank.model import load_tokenizer
 from ralm.rerank.selection import ValidationHistory
-from ralm.rerank.settings import EncoderArgs, LoaderArgs, OptimArgs, RunArgs, trainer_settings
+from ralm.rerank.settings import EncoderOptions, LoaderOptions, OptimOptions, RunOptions, trainer_settings
 from ralm.rerank.training_callbacks import (
     BEST_METRIC,
     STEP0_FILE,
@@ -83,15 +83,36 @@ def resolve_ckpt_path(ckpt_path: str | None, output: str) -> str | None:
     return ckpt_path
 
 
-def module_hparams(encoder: EncoderArgs, optim: OptimArgs, **flags) -> dict:
-    """``RerankerModule``'s keyword arguments: the settings fields of the same names, read off its signature
-    (its ``save_hyperparameters()`` records them in every checkpoint)."""
+NOT_MODULE_ARGUMENTS = {
+    "EncoderOptions.name": "it reaches the module as encoder_name (the checkpoint's name for the model)",
+}
+"""Option fields that are deliberately not ``RerankerModule`` keyword arguments under their own name, and
+why. Any other field that is not one is an error in ``module_hparams``: dropped, it would change nothing in
+the run and be missing from every checkpoint, which records the module's arguments."""
+
+
+def module_hparams(encoder: EncoderOptions, optim: OptimOptions, **flags) -> dict:
+    """``RerankerModule``'s keyword arguments: the option fields and flags of the same names, read off its
+    signature (its ``save_hyperparameters()`` records them in every checkpoint). A field it has no argument
+    for, or one given twice, is a TypeError naming it, unless ``NOT_MODULE_ARGUMENTS`` lists it."""
     accepted = inspect.signature(RerankerModule.__init__).parameters
-    values = {"encoder_name": encoder.name, **asdict(encoder), **asdict(optim), **flags}
-    return {name: value for name, value in values.items() if name in accepted}
+    values = {"encoder_name": encoder.name}
+    sources = [(type(group).__name__, asdict(group)) for group in (encoder, optim)] + [("flag", flags)]
+    for source, fields in sources:
+        for name, value in fields.items():
+            if f"{source}.{name}" in NOT_MODULE_ARGUMENTS:
+                continue
+            if name not in accepted or name in values:
+                why = "is given twice" if name in values else "is not a keyword argument of RerankerModule"
+                raise TypeError(
+                    f"{source}.{name} {why}: make it one, or list it in "
+                    "ralm.rerank.fit.NOT_MODULE_ARGUMENTS with the reason it is not"
+                )
+            values[name] = value
+    return values
 
 
-def build_trainer(run: RunArgs, settings: dict, hardware: dict, output: str, loggers: list,
+def build_trainer(run: RunOptions, settings: dict, hardware: dict, output: str, loggers: list,
                   callbacks: list[Callback]) -> pl.Trainer:  # fmt: skip
     """The Trainer: the trainer group's settings (`trainer_settings`), the hardware resolved at run time,
     and what ralm owns (loggers, callbacks, the folder, validation every run.val_every optimizer steps)."""
@@ -143,10 +164,10 @@ def fit_reranker(
     data: str,
     output: str,
     *,
-    encoder: EncoderArgs,
-    loader: LoaderArgs,
-    optim: OptimArgs,
-    run: RunArgs,
+    encoder: EncoderOptions,
+    loader: LoaderOptions,
+    optim: OptimOptions,
+    run: RunOptions,
     trainer: dict | None = None,
     abstain: bool = False,
     bm25_prior: bool = False,
@@ -193,8 +214,10 @@ def fit_reranker(
               "trainer": _json_safe(settings), "abstain": abstain, "bm25_prior": bm25_prior, "seed": seed,
               "data": data}  # fmt: skip
     export = ExportDecided(
-        ExportSettings(output, data, rerank_data, dict(module.hparams), {"hardware": _json_safe(hardware), "settings": config},
-                       seed, abstain, bm25_prior, run.keep_checkpoints, loggers, loader.val_batch_size),
+        ExportSettings(out_dir=output, data=data, rerank_data=rerank_data, hparams=dict(module.hparams),
+                       hardware=_json_safe(hardware), config=config, seed=seed, abstain=abstain,
+                       bm25_prior=bm25_prior, keep_checkpoints=run.keep_checkpoints, loggers=loggers,
+                       val_batch_size=loader.val_batch_size),
         best, last, history,
     )  # fmt: skip
     fallback = (

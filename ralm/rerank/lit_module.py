@@ -13,12 +13,11 @@ import lightning.pytorch as pl
 import torch
 from transformers import get_linear_schedule_with_warmup
 
-from ralm.rerank.dataset import scatter_scores
+from ralm.rerank.batch import RankBatch, scatter_scores
 from ralm.rerank.losses import rerank_loss
 from ralm.rerank.metrics import SelectionSums, per_prefix_logprobs, selection_sums
 from ralm.rerank.model import load_cross_encoder, output_head, zero_output_head
 
-_PAIR_KEYS = ("input_ids", "attention_mask", "token_type_ids")
 SCALAR_PARAMETERS = ("prior_weight", "abstain_bias", "abstain_weight")
 
 
@@ -73,11 +72,11 @@ class RerankerModule(pl.LightningModule):
             self.prior_weight = torch.nn.Parameter(torch.ones(1))
             if abstain:
                 # The empty passage scores f(x, "") + b + c * t, t the prefix's best BM25 score standardised
-                # over the training prefixes (a strong lexical match is when retrieval helps: in the demo's
-                # training books the top tenth of BM25 scores gained 8.6 nats per 32-token target, the rest
-                # lost 1.6-4.3). At b = c = 0 the untrained model still ranks like BM25: BM25's top-1 has
-                # z > 0 whenever the scores differ (and wins ties, being first), so the empty passage (score 0)
-                # only wins once training moves f, b or c.
+                # over the training prefixes: how strongly the best passage matches is the feature that can
+                # say when a passage helps (data-gen's summary measures BM25's gain by band of that score:
+                # bench/RESULTS.md, "When BM25's passage helps"). At b = c = 0 the untrained model still
+                # ranks like BM25: BM25's top-1 has z > 0 whenever the scores differ (and wins ties, being
+                # first), so the empty passage (score 0) only wins once training moves f, b or c.
                 self.abstain_bias = torch.nn.Parameter(torch.zeros(1))
                 self.abstain_weight = torch.nn.Parameter(torch.zeros(1))
         self._val_sums = SelectionSums()
@@ -87,27 +86,30 @@ class RerankerModule(pl.LightningModule):
         """(prefixes, 3) after each validation: log-prob given the pick, BM25 top-1, no passage."""
         self._pending_rng: dict | None = None
 
-    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def forward(self, batch: RankBatch) -> torch.Tensor:
         """Scores on the (prefixes, k) grid; padded slots hold MASKED."""
-        inputs = {k: batch[k] for k in _PAIR_KEYS if k in batch}
-        flat = self.encoder(**inputs).logits.squeeze(-1).float()  # one score per real pair, prefix-major
-        scores = scatter_scores(flat, batch["mask"])
+        # one score per real pair, prefix-major
+        flat = self.encoder(**batch.encoder_inputs()).logits.squeeze(-1).float()
+        scores = scatter_scores(flat, batch.mask)
         if self.prior_weight is not None:
+            if not batch.has_bm25:
+                raise ValueError("a module trained with the BM25 prior needs batches with BM25 scores "
+                                 "(GroupDataset(..., bm25_prior=True))")  # fmt: skip
             # Padding stays far below every real score: its prior is 0 and MASKED is -1e9.
-            scores = scores + self.prior_weight * batch["bm25_prior"]
+            scores = scores + self.prior_weight * batch.bm25_prior
         if self.abstain_bias is not None:
-            strength = (batch["bm25_top"] - self.hparams.bm25_top_mean) / self.hparams.bm25_top_std
+            strength = (batch.bm25_top - self.hparams.bm25_top_mean) / self.hparams.bm25_top_std
             empty = self.abstain_bias + self.abstain_weight * strength[:, None]
-            scores = scores + empty * batch["is_empty"].to(scores.dtype)
+            scores = scores + empty * batch.is_empty.to(scores.dtype)
         return scores
 
-    def _loss(self, scores: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def _loss(self, scores: torch.Tensor, batch: RankBatch) -> torch.Tensor:
         hp = self.hparams
-        return rerank_loss(hp.loss, scores, batch["lm_logprobs"], batch["mask"], hp.temperature)
+        return rerank_loss(hp.loss, scores, batch.lm_logprobs, batch.mask, hp.temperature)
 
-    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+    def training_step(self, batch: RankBatch, batch_idx: int) -> torch.Tensor:
         loss = self._loss(self(batch), batch)
-        n = batch["mask"].shape[0]
+        n = batch.prefixes
         self.log("train/loss", loss, prog_bar=True, batch_size=n)
         self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"], batch_size=n)
         return loss
@@ -115,16 +117,13 @@ class RerankerModule(pl.LightningModule):
     def on_validation_epoch_start(self) -> None:
         self._val_sums, self._val_loss_sum, self._val_rows = SelectionSums(), 0.0, []
 
-    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+    def validation_step(self, batch: RankBatch, batch_idx: int) -> None:
         scores = self(batch)
-        n = batch["mask"].shape[0]
-        self._val_loss_sum += float(self._loss(scores, batch)) * n
+        self._val_loss_sum += float(self._loss(scores, batch)) * batch.prefixes
         self._val_sums = self._val_sums + selection_sums(
-            scores, batch["lm_logprobs"], batch["mask"], batch["is_empty"]
+            scores, batch.lm_logprobs, batch.mask, batch.is_empty
         )
-        self._val_rows.append(
-            per_prefix_logprobs(scores, batch["lm_logprobs"], batch["mask"], batch["is_empty"])
-        )
+        self._val_rows.append(per_prefix_logprobs(scores, batch.lm_logprobs, batch.mask, batch.is_empty))
 
     def on_validation_epoch_end(self) -> None:
         # Sum over processes before taking ratios: a mean of per-process ratios would be biased.

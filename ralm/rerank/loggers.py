@@ -21,7 +21,7 @@ from urllib.parse import urlparse
 from lightning.pytorch.loggers import CSVLogger, Logger
 
 from ralm.errors import RalmInputError
-from ralm.rerank.settings import RunArgs
+from ralm.rerank.settings import RunOptions
 
 WANDB_PROJECT = "ralm-rerank"
 
@@ -62,7 +62,7 @@ def wandb_mode(setting: str, env: dict[str, str] | None = None) -> str | None:
     return "offline"
 
 
-def build_loggers(out_dir: str, run: RunArgs) -> list[Logger]:
+def build_loggers(out_dir: str, run: RunOptions) -> list[Logger]:
     """CSV always; wandb per ``wandb_mode``; TensorBoard when asked for. Raises before any model loads."""
     loggers: list[Logger] = [CSVLogger(os.path.join(out_dir, "logs"), name="csv")]
     mode = wandb_mode(run.wandb)

@@ -28,7 +28,7 @@ from ralm.rerank.inputs import check_lengths
 
 
 @dataclass
-class EncoderArgs:
+class EncoderOptions:
     """The cross-encoder and its input rule."""
 
     name: str = "roberta-base"
@@ -49,7 +49,7 @@ class EncoderArgs:
 
 
 @dataclass
-class LoaderArgs:
+class LoaderOptions:
     """Batches of whole candidate groups, split by source document."""
 
     batch_size: PositiveInt = 32
@@ -85,7 +85,7 @@ class LoaderArgs:
 
 
 @dataclass
-class OptimArgs:
+class OptimOptions:
     """Loss, AdamW and the linear warmup/decay schedule (accumulation and clipping: the trainer group)."""
 
     loss: Literal["marginal", "kl", "listwise_ce"] = "marginal"
@@ -114,7 +114,7 @@ class OptimArgs:
 
 
 @dataclass
-class RunArgs:
+class RunOptions:
     """ralm's own run settings: validation and checkpoint cadence, loggers, what is kept."""
 
     val_every: PositiveInt = 500
@@ -163,7 +163,7 @@ TRAINER_DEFAULTS = {
 """ralm's values for the Trainer's settings where they differ from Lightning's defaults."""
 
 
-def trainer_settings(trainer: dict | None, optim: OptimArgs) -> dict:
+def trainer_settings(trainer: dict | None, optim: OptimOptions) -> dict:
     """pl.Trainer keyword arguments: ralm's defaults, then `trainer`; ralm's own ones refused."""
     given = dict(trainer or {})
     for name in given.keys() & TRAINER_SKIPPED.keys():

@@ -24,10 +24,10 @@ from ralm.rerank.settings import (
     TRAINER_DEFAULTS,
     TRAINER_LINKS,
     TRAINER_SKIPPED,
-    EncoderArgs,
-    LoaderArgs,
-    OptimArgs,
-    RunArgs,
+    EncoderOptions,
+    LoaderOptions,
+    OptimOptions,
+    RunOptions,
 )
 
 # Former option names (README, "Usage"): the output folder is --output in every command, and the Trainer's
@@ -49,10 +49,10 @@ RENAMED = {
 def train(
     data: str,
     output: str,
-    encoder: EncoderArgs = EncoderArgs(),  # noqa: B008 - frozen-by-convention defaults are the schema
-    loader: LoaderArgs = LoaderArgs(),  # noqa: B008
-    optim: OptimArgs = OptimArgs(),  # noqa: B008
-    run: RunArgs = RunArgs(),  # noqa: B008
+    encoder: EncoderOptions = EncoderOptions(),  # noqa: B008 - frozen-by-convention defaults are the schema
+    loader: LoaderOptions = LoaderOptions(),  # noqa: B008
+    optim: OptimOptions = OptimOptions(),  # noqa: B008
+    run: RunOptions = RunOptions(),  # noqa: B008
     trainer: dict[str, Any] | None = None,
     abstain: bool = False,
     bm25_prior: bool = False,

@@ -64,7 +64,10 @@ class ExportSettings:
     data: str
     rerank_data: RerankData
     hparams: dict
+    hardware: dict
+    """The accelerator, precision and strategy resolved at run time (JSON-safe)."""
     config: dict
+    """The run's options as given (encoder, loader, optim, run, trainer, flags, seed, data), for summary.json."""
     seed: int
     abstain: bool
     bm25_prior: bool
@@ -131,10 +134,10 @@ class ExportDecided(Callback):
         }
         summary = {
             "data": describe(data), "steps": trainer.global_step, "seconds": round(seconds, 2),
-            **s.config["hardware"], "world_size": trainer.world_size, "best_checkpoint": selected.checkpoint,
+            **s.hardware, "world_size": trainer.world_size, "best_checkpoint": selected.checkpoint,
             "exported_checkpoint": decision.exported, "best_gain_recovered": decision.gain_recovered,
             "decision": decision.choice, "decision_evidence": decision.evidence, "validation_at_best": at_best,
-            "last_validation": metrics, "reranker": export_dir, "config": s.config["settings"],
+            "last_validation": metrics, "reranker": export_dir, "config": s.config,
         }  # fmt: skip
         write_text_atomic(os.path.join(s.out_dir, "summary.json"), json.dumps(summary, indent=2))
         log_final_summary(s.loggers, summary)

@@ -22,7 +22,7 @@ from ralm.retrieval.passages_command import make_passages, read_exclude_file
 
 
 @dataclass
-class Bm25Settings:
+class Bm25Options:
     k1: float = 0.9
     """BM25 k1 (the paper's Pyserini setting)."""
     b: float = 0.4
@@ -30,15 +30,15 @@ class Bm25Settings:
 
 
 @dataclass
-class DenseSettings:
+class DenseOptions:
     encoder: str | None = None
     """Hugging Face encoder id or local folder (faiss backend)."""
     pooling: Literal["mean", "cls"] = "mean"
     """Mean over tokens (RETRO's BERT retriever) or the first token's vector (DPR-style CLS)."""
     normalize: bool = False
     """L2-normalise embeddings, so inner product is cosine (sentence-transformers models expect it)."""
-    max_length: int = 256
-    """Encoder tokens per passage or query."""
+    encoder_max_length: int = 256
+    """Dense encoder tokens per passage or query (the LM's input length is `--max-length` elsewhere)."""
     batch_size: int = 32
     """Passages per encoder forward pass."""
     shard_size: int = 4096
@@ -50,9 +50,12 @@ class DenseSettings:
 
 
 # Former option names (one name, one meaning across commands: --stride is the retrieval stride s).
-RENAMED = {"index_dir": "output", "words": "passage_words", "stride": "passage_stride"}
+RENAMED = {
+    "index_dir": "output", "words": "passage_words", "stride": "passage_stride",
+    "dense.max_length": "dense.encoder_max_length",
+}  # fmt: skip
 
-_DEFAULT_BM25, _DEFAULT_DENSE = Bm25Settings(), DenseSettings()  # never mutated
+_DEFAULT_BM25, _DEFAULT_DENSE = Bm25Options(), DenseOptions()  # never mutated
 
 
 def make_index(
@@ -66,8 +69,8 @@ def make_index(
     exclude_file: Path | None = None,
     threads: PositiveInt = 1,
     overwrite: bool = False,
-    bm25: Bm25Settings = _DEFAULT_BM25,
-    dense: DenseSettings = _DEFAULT_DENSE,
+    bm25: Bm25Options = _DEFAULT_BM25,
+    dense: DenseOptions = _DEFAULT_DENSE,
     prebuilt: str | None = None,
 ) -> dict:
     """Build a retrieval index folder (engine files + ralm_index.json).
@@ -104,6 +107,7 @@ def make_index(
         options = {**asdict(bm25), "threads": threads}
     else:
         options = asdict(dense)
+        options["max_length"] = options.pop("encoder_max_length")  # the faiss backend's name (ralm_index.json)
     meta = build_index(passages, output, backend=backend, overwrite=overwrite, **options)
     print(
         f"index: {meta['backend']} index of {meta['num_passages']} passages from {passages} in {output} "

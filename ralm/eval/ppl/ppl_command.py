@@ -30,36 +30,19 @@ from ralm.eval.ppl.conditions import (
 )
 from ralm.eval.ppl.eval_text import read_eval_documents
 from ralm.eval.ppl.sweep import Sweep, parse_sweep, report_sweep
+from ralm.lm.options import LMOptions, WindowOptions
+from ralm.retrieval.options import RetrievalOptions
 
 if TYPE_CHECKING:
     from ralm.eval.ppl.choosers import RerankLM
-    from ralm.eval.ppl.run import PplOptions
+    from ralm.eval.ppl.run import PplSettings
     from ralm.retrieval.types import Retriever
 
-PAPER_MAX_LENGTH = 1024
-
 
 @dataclass
-class Windowing:
-    stride: PositiveInt = 4
-    """s: retrieve every s tokens; each window scores its last s tokens (the paper's s=4)."""
-    query_tokens: PositiveInt = 32
-    """ℓ: the query is the decoded last ℓ tokens before the window's targets (32 for BM25)."""
-    max_length: AtLeastTwoInt | None = None
-    """LM input length (passage + prefix + targets); default: the LM's context capped at 1024."""
-    max_passage_tokens: PositiveInt = 256
-    """Retrieved passages are cut to this many tokens."""
-
-    def __post_init__(self) -> None:
-        check_fields(self)
-
-
-@dataclass
-class Reranking:
+class RerankingOptions:
     reranker: str = "none"
     """none (BM25 top-1), zero-shot (§6.1), oracle (best candidate on the true targets), or a trained reranker folder."""
-    k: PositiveInt = 16
-    """Candidates retrieved per window (and reranked by zero-shot, oracle or a trained reranker)."""
     rerank_lm: str | None = None
     """Zero-shot reranking LM (id, folder or .gguf), may use another tokenizer; default: the evaluated LM."""
     rank_tokens: PositiveInt = 16
@@ -72,28 +55,35 @@ class Reranking:
 
 
 @dataclass
-class Runtime:
-    device: str = "auto"
-    """auto: cuda when available, else cpu."""
-    dtype: str = "auto"
-    """auto: bf16 on a GPU that computes it natively, else fp32; config: the model config's dtype, as the
-    authors' eval_lm.py loads it (fp16 for OPT); or fp32, bf16, fp16."""
+class BatchOptions:
     batch_size: PositiveInt | None = None
     """Most scoring inputs per LM forward (default: 2 on CPU, 32 on GPU)."""
     max_batch_tokens: PositiveInt | None = None
     """Most padded tokens per LM forward (default: batch size x max length)."""
-    retrieval_threads: PositiveInt = 1
-    """Threads for the batched BM25 search."""
 
     def __post_init__(self) -> None:
         check_fields(self)
 
 
-_WINDOWING, _RERANKING, _RUNTIME = Windowing(), Reranking(), Runtime()
+RENAMED = {
+    "window.max_length": "lm.max_length", "reranking.k": "retrieval.k", "runtime.device": "lm.device",
+    "runtime.dtype": "lm.dtype", "runtime.batch_size": "batching.batch_size",
+    "runtime.max_batch_tokens": "batching.max_batch_tokens", "runtime.retrieval_threads": "retrieval.threads",
+    "retrieval_threads": "retrieval.threads",
+}  # fmt: skip
+"""Former option names (groups before the shared LM and retrieval groups) -> their new names."""
+
+_LM, _RETRIEVAL, _WINDOW, _RERANKING, _BATCHING = (
+    LMOptions(),
+    RetrievalOptions(),
+    WindowOptions(),
+    RerankingOptions(),
+    BatchOptions(),
+)
 
 
 def _check_options(
-    reranking: Reranking, no_retrieval: bool, index: str | None, compare: str | None, sweep: str | None
+    reranking: RerankingOptions, no_retrieval: bool, index: str | None, compare: str | None
 ) -> None:
     """The rules between option groups and top-level options (each group checks its own fields)."""
     if compare is not None:
@@ -134,12 +124,10 @@ def _check_lengths(
 
 def eval_ppl(
     text: str,
-    lm: str,
     output: str,
-    index: str | None = None,
-    passages: str | None = None,
+    lm: LMOptions = _LM,
+    retrieval: RetrievalOptions = _RETRIEVAL,
     no_retrieval: bool = False,
-    gguf_file: str | None = None,
     text_field: str = "text",
     max_tokens: AtLeastTwoInt | None = None,
     retrieval_cache: str | None = None,
@@ -149,21 +137,20 @@ def eval_ppl(
     seed: NonNegativeInt = 0,
     bootstrap_resamples: PositiveInt = 2000,
     bootstrap: Literal["blocks", "windows"] = "blocks",
-    window: Windowing = _WINDOWING,
-    reranking: Reranking = _RERANKING,
-    runtime: Runtime = _RUNTIME,
+    window: WindowOptions = _WINDOW,
+    reranking: RerankingOptions = _RERANKING,
+    batching: BatchOptions = _BATCHING,
     progress: bool = True,
 ) -> dict:
     """Strided In-Context RALM perplexity (Ram et al. 2023) of a text under a frozen LM.
 
     Args:
         text: Evaluation text: a text file, JSONL documents, or a `datasets` folder.
-        lm: Hugging Face id, model folder, or .gguf file of the frozen LM.
         output: Folder for results.json and windows.jsonl (per point of a sweep: OUTPUT/stride=8/...).
-        index: Index folder built by `ralm index` (not needed with --no-retrieval).
-        passages: The index's passages file, checked against the index (a stale or foreign index is an error).
+        lm: The frozen LM (``--lm`` is short for ``--lm.model``) and its input length.
+        retrieval: The index (not needed with --no-retrieval) and the candidates per window (``--k``; reranked
+            by zero-shot, oracle or a trained reranker).
         no_retrieval: The baseline: the LM alone, same windows.
-        gguf_file: GGUF file name inside the LM folder, if any.
         text_field: Text column of a JSONL or datasets input.
         max_tokens: Evaluate only the first MAX_TOKENS tokens of the text (quick runs).
         retrieval_cache: Retrieval cache file (default: under $RALM_CACHE, keyed by the index).
@@ -187,10 +174,9 @@ def eval_ppl(
     """
     check_arguments(eval_ppl, locals())  # the CLI checked them already; a Python caller has not
     from ralm.eval.ppl.run import evaluate
-    from ralm.lm.loading import load_lm
 
     started = time.perf_counter()
-    _check_options(reranking, no_retrieval, index, compare, sweep)
+    _check_options(reranking, no_retrieval, retrieval.index, compare)
     conditions = [single_condition(no_retrieval, reranking.reranker, reranking.rerank_lm)]
     if compare is not None:
         conditions = parse_conditions(compare)
@@ -198,16 +184,16 @@ def eval_ppl(
     out = Path(output)
     ensure_writable_dir(out)
     raw, document_chars = read_eval_documents(text, text_field)
-    retriever, cache_path = (None, None) if no_retrieval else _open_index(index, passages, retrieval_cache)
-    models = _load_rerankers(conditions, runtime)
-    model = load_lm(lm, device=runtime.device, dtype=runtime.dtype, gguf_file=gguf_file)
-    options = _resolve(
-        model.max_length, plan, window, reranking, runtime, conditions, compare is not None,
-        max_tokens=max_tokens, text_field=text_field,
+    retriever, cache_path = (None, None) if no_retrieval else _open_index(retrieval, retrieval_cache)
+    models = _load_rerankers(conditions, lm.device)
+    model = lm.load()
+    settings = _resolve(
+        lm.input_length(model.max_length), model.max_length, plan, window, retrieval, reranking, batching,
+        conditions, compare is not None, max_tokens=max_tokens, text_field=text_field,
     )  # fmt: skip
-    models.update(_load_rerank_lms(conditions, window, reranking, runtime))
+    models.update(_load_rerank_lms(conditions, lm, window, reranking))
     summaries = evaluate(
-        model, raw, str(text), options, out, retriever=retriever, index_dir=index, models=models,
+        model, raw, str(text), settings, out, retriever=retriever, index_dir=retrieval.index, models=models,
         cache_path=cache_path, sweep=plan, progress=progress, started=started, seed=seed,
         resamples=bootstrap_resamples, bootstrap=bootstrap, document_chars=document_chars,
     )  # fmt: skip
@@ -225,31 +211,32 @@ def eval_ppl(
     )
 
 
-def _open_index(index: str, passages: str | None, retrieval_cache: str | None) -> tuple[Retriever, Path]:
-    """The index (checked against `passages` when given) and its retrieval cache file."""
+def _open_index(retrieval: RetrievalOptions, retrieval_cache: str | None) -> tuple[Retriever, Path]:
+    """The index (checked against its passages file) and its retrieval cache file."""
     from ralm.eval.ppl.retrieval_cache import default_cache_path
-    from ralm.retrieval.index import open_index
 
-    retriever = open_index(index, passages) if passages else open_index(index)
+    retriever = retrieval.open()
     return retriever, Path(retrieval_cache) if retrieval_cache else default_cache_path(retriever.meta)
 
 
 def _resolve(
+    max_length: int,
     lm_max_length: int,
     plan: Sweep | None,
-    window: Windowing,
-    reranking: Reranking,
-    runtime: Runtime,
+    window: WindowOptions,
+    retrieval: RetrievalOptions,
+    reranking: RerankingOptions,
+    batching: BatchOptions,
     conditions: list[Condition],
     compare: bool,
     **recorded: str | int | None,
-) -> PplOptions:
-    """The run's resolved options, once the LM's context is known (every input must fit in it).
+) -> PplSettings:
+    """The run's resolved settings, once the LM's context is known (every input must fit in it):
+    `max_length` is the input length (``LMOptions.input_length``), `lm_max_length` the LM's context.
 
     `recorded`: the options passed on as they are (``max_tokens``, ``text_field``)."""
-    from ralm.eval.ppl.run import PplOptions
+    from ralm.eval.ppl.run import PplSettings
 
-    max_length = min(window.max_length or PAPER_MAX_LENGTH, lm_max_length)
     swept = {plan.field: plan.values} if plan else {}
     strides = swept.get("stride", (window.stride,))
     query_lengths = swept.get("query_tokens", (window.query_tokens,))
@@ -259,34 +246,34 @@ def _resolve(
             f"--sweep max_length={max(max_lengths)}: longer than the LM's {lm_max_length} tokens"
         )
     rank_tokens = reranking.rank_tokens if any(c.ranks for c in conditions) else 0
-    retrieval = conditions[0].kind != NO_RETRIEVAL or compare
+    retrieves = conditions[0].kind != NO_RETRIEVAL or compare
     for stride in strides:
         for length in max_lengths or (max_length,):
-            _check_lengths(length, stride, window.max_passage_tokens, retrieval, rank_tokens)
-    return PplOptions(
+            _check_lengths(length, stride, window.max_passage_tokens, retrieves, rank_tokens)
+    return PplSettings(
         strides=tuple(strides), query_lengths=tuple(query_lengths), max_length=(max_lengths or (max_length,))[0],
         max_lengths=tuple(max_lengths),
-        max_passage_tokens=window.max_passage_tokens, k=reranking.k, rank_tokens=reranking.rank_tokens,
-        batch_size=runtime.batch_size, max_batch_tokens=runtime.max_batch_tokens,
-        retrieval_threads=runtime.retrieval_threads, conditions=tuple(conditions), compare=compare, **recorded,
+        max_passage_tokens=window.max_passage_tokens, k=retrieval.k, rank_tokens=reranking.rank_tokens,
+        batch_size=batching.batch_size, max_batch_tokens=batching.max_batch_tokens,
+        retrieval_threads=retrieval.threads, conditions=tuple(conditions), compare=compare, **recorded,
     )  # fmt: skip
 
 
-def _load_rerankers(conditions: list[Condition], runtime: Runtime) -> dict:
+def _load_rerankers(conditions: list[Condition], device: str) -> dict:
     """The trained rerankers of `conditions` by condition name (a folder that is not one fails here)."""
     if not any(c.kind == TRAINED for c in conditions):
         return {}
     from ralm.rerank.inference import PredictiveReranker
 
     return {
-        c.name: PredictiveReranker.from_pretrained(c.model, device=runtime.device)
+        c.name: PredictiveReranker.from_pretrained(c.model, device=device)
         for c in conditions
         if c.kind == TRAINED
     }
 
 
 def _load_rerank_lms(
-    conditions: list[Condition], window: Windowing, reranking: Reranking, runtime: Runtime
+    conditions: list[Condition], lm: LMOptions, window: WindowOptions, reranking: RerankingOptions
 ) -> dict[str, RerankLM]:
     """The zero-shot reranking LMs (``--rerank-lm``) of `conditions` by condition name."""
     from ralm.eval.ppl.choosers import RerankLM
@@ -296,8 +283,8 @@ def _load_rerank_lms(
     for c in conditions:
         if not (c.kind == ZERO_SHOT and c.chooses_first):
             continue
-        rerank_lm = load_lm(c.model, device=runtime.device, dtype=runtime.dtype)
-        max_length = min(window.max_length or PAPER_MAX_LENGTH, rerank_lm.max_length)
+        rerank_lm = load_lm(c.model, device=lm.device, dtype=lm.dtype)
+        max_length = lm.input_length(rerank_lm.max_length)
         if max_length < window.max_passage_tokens + reranking.rank_tokens:
             raise RalmInputError(
                 f"--rerank-lm {c.model}: its {max_length} tokens cannot hold a"
@@ -352,7 +339,7 @@ def _print_summary(results: dict, out_dir: Path) -> None:
 
 
 def build_parser():
-    return parser_for(eval_ppl, prog="ralm eval ppl")
+    return parser_for(eval_ppl, prog="ralm eval ppl", renamed=RENAMED)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -34,7 +34,7 @@ __all__ = [
     "EvalText",
     "PointKey",
     "PointResult",
-    "PplOptions",
+    "PplSettings",
     "build_candidates",
     "evaluate",
     "window_queries",
@@ -94,7 +94,7 @@ class PointResult:
 
 
 @dataclass(frozen=True)
-class PplOptions:
+class PplSettings:
     """Resolved options of one ``ralm eval ppl`` invocation (a sweep has several strides, query lengths or
     input lengths)."""
 
@@ -135,7 +135,7 @@ def eval_text(
     model: FrozenLM,
     raw_text: str,
     text_path: str,
-    options: PplOptions,
+    options: PplSettings,
     document_chars: Sequence[int] = (0,),
 ) -> EvalText:
     """The text tokenized as eval_lm.py encodes it (no special tokens), cut to ``--max-tokens``;
@@ -182,7 +182,7 @@ def document_token_starts(
 def _point_config(
     model: FrozenLM,
     text: EvalText,
-    options: PplOptions,
+    options: PplSettings,
     point: PointKey,
     index: dict | None,
     cache: str | None,
@@ -205,7 +205,7 @@ def _point_config(
 def _retrieve(
     model: FrozenLM,
     text: EvalText,
-    options: PplOptions,
+    options: PplSettings,
     windows: dict[PointKey, list[Window]],
     retriever: Retriever | None,
     cache_path: Path | None,
@@ -229,7 +229,7 @@ def evaluate(
     model: FrozenLM,
     raw_text: str,
     text_path: str,
-    options: PplOptions,
+    options: PplSettings,
     out: Path,
     *,
     retriever: Retriever | None = None,

@@ -122,9 +122,8 @@ class PassageSource:
 
 
 # Former option names of `ralm eval qa|flare`: the same option is --reranker and --k in every `ralm eval`
-# command (README, Usage). --k is now the retrieval group's field: its full name is what a YAML file writes
-# (``retrieval: {k: 16}``), and the command line takes it as --k or --retrieval.k.
-RENAMED_OPTIONS = {"rerank": "reranker", "candidates": "retrieval.k"}
+# command (README, Usage). --k is the retrieval group's k by its leaf, on the command line and in YAML.
+RENAMED_OPTIONS = {"rerank": "reranker", "candidates": "k"}
 
 
 def open_source(

@@ -7,12 +7,13 @@ fp32 (no retrieval and BM25 top-1, the same windows) and the report states the c
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
-from ralm.demo.presets import DemoScale
-from ralm.demo.stages import Stage, StageRunner
 from ralm.eval.ppl.compare import COMPARE_FILE
 from ralm.eval.ppl.outputs import read_windows
+from ralm.pipeline.scale import ScaleSettings
+from ralm.pipeline.stages import StagePlan, StageRunner
 
 
 def resolved_dtype(dtype: str) -> str:
@@ -29,26 +30,20 @@ DTYPE_CHECK_WINDOWS = 8
 
 
 def check_dtype(
-    runner: StageRunner, evaluate: Stage, settings: DemoScale, times: dict[str, float]
+    runner: StageRunner, evaluate: StagePlan, settings: ScaleSettings, times: dict[str, float]
 ) -> dict | None:
     """With bf16 eval: the first eval set's first windows again in fp32 (no retrieval and BM25, the same
-    windows: ``--max-tokens`` ends the text where the bf16 run's window DTYPE_CHECK_WINDOWS ends), and the
+    windows: ``max_tokens`` ends the text where the bf16 run's window DTYPE_CHECK_WINDOWS ends), and the
     change in their total NLL."""
-    command = evaluate.command
-    if command[command.index("--dtype") + 1] != "bf16":
+    lm = evaluate.arguments["lm"]
+    if lm.dtype != "bf16":
         return None
-    tokens = settings.max_length + DTYPE_CHECK_WINDOWS * settings.stride
-    check = [*command[: command.index("--dtype")], "--dtype", "fp32"]
-    rest = command[command.index("--dtype") + 2 :]
-    rest = (
-        rest[: rest.index("--max-tokens")] + rest[rest.index("--max-tokens") + 2 :]
-        if "--max-tokens" in rest
-        else rest
-    )
-    rest = rest[: rest.index("--compare")] + ["--compare", "no-retrieval,bm25"]
     folder = evaluate.output.parent.with_name(evaluate.output.parent.name + "-fp32-check")
-    stage = Stage("bf16 check", [*check, *rest, "--max-tokens", str(tokens), "--output", str(folder)],
-                  folder / COMPARE_FILE)  # fmt: skip
+    arguments = {
+        **evaluate.arguments, "lm": replace(lm, dtype="fp32"), "compare": "no-retrieval,bm25",
+        "max_tokens": settings.max_length + DTYPE_CHECK_WINDOWS * settings.stride, "output": str(folder),
+    }  # fmt: skip
+    stage = StagePlan("bf16 check", evaluate.words, arguments, folder / COMPARE_FILE)
     times[stage.key] = runner.run(stage)
     return dtype_change(evaluate.output.parent, folder)
 

@@ -16,10 +16,10 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ralm.atomic_files import write_text_atomic
-from ralm.demo.presets import DemoScale
-from ralm.demo.verdicts import TRAINED_PREFIX, retrieving_comparisons, verdicts
 from ralm.eval.ppl.compare_stats import format_compare_table
 from ralm.eval.ppl.outputs import read_windows
+from ralm.pipeline.scale import ScaleSettings
+from ralm.pipeline.verdicts import TRAINED_PREFIX, retrieving_comparisons, verdicts
 from ralm.plots import pyplot, save_figure
 from ralm.statistics import format_change
 
@@ -265,7 +265,7 @@ def build_report(
     results: dict[str, dict[str, Path]],
     train_dirs: dict[str, Path],
     times: dict[str, float],
-    scale: DemoScale,
+    scale: ScaleSettings,
     texts: dict,
     total_seconds: float,
     dtype_check: dict | None = None,

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ralm.demo.assets import DemoTexts
+from ralm.pipeline.texts import PipelineTexts
 from ralm.records import looks_like_jsonl, read_jsonl
 
 
@@ -88,13 +88,13 @@ def copies_of(documents: Iterable[dict], held_out: EvalDocuments) -> list[str]:
 class LeftOut:
     """The user's texts with what the index and data-gen must leave out, and what was found where."""
 
-    texts: DemoTexts
+    texts: PipelineTexts
     corpus_copies: list[str]
     train_copies: list[str]
     eval_documents: int
 
 
-def leave_out_eval_documents(texts: DemoTexts) -> LeftOut:
+def leave_out_eval_documents(texts: PipelineTexts) -> LeftOut:
     """Read the corpus and the training text once (a bad line fails here, naming file and line) and add
     each one's copies of the eval documents to what its stage leaves out, after the user's --exclude."""
     from ralm.retrieval.passages import read_documents

@@ -1,0 +1,90 @@
+"""Run a pipeline: every stage of the plan (or reuse it), the fitted `bm25-above` rule, the bf16 check, and
+the report. `ralm run` calls it with the user's texts, `ralm demo` with the offline presets."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from ralm.eval.ppl.compare import COMPARE_FILE
+from ralm.eval.ppl.conditions import BM25_ABOVE
+from ralm.pipeline.dtype_check import check_dtype, resolved_dtype
+from ralm.pipeline.plan import plan_pipeline
+from ralm.pipeline.report import build_report
+from ralm.pipeline.scale import ScaleSettings
+from ralm.pipeline.stages import StageRunner
+from ralm.pipeline.texts import PipelineTexts
+
+
+def run_pipeline(
+    out: Path,
+    texts: PipelineTexts,
+    lm: str,
+    encoder: str,
+    settings: ScaleSettings,
+    times: dict[str, float],
+    description: dict,
+    started: float,
+) -> dict:
+    """Every stage, then the report (tables, verdicts, plot) in `out`; `times` already holds the assets'
+    seconds, `description` what the report says of the texts besides theirs (split, books)."""
+    results, train_dirs, exclusions, dtype_check = _run_stages(out, texts, lm, encoder, settings, times)
+    report = build_report(
+        out,
+        results,
+        train_dirs,
+        times,
+        settings,
+        {**texts.description, **description, "excluded": exclusions},
+        total_seconds=time.perf_counter() - started,
+        dtype_check=dtype_check,
+    )
+    print(report["table"], flush=True)
+    return report
+
+
+def _run_stages(
+    out: Path, texts: PipelineTexts, lm: str, encoder: str, settings: ScaleSettings, times: dict[str, float]
+) -> tuple[dict[str, dict[str, Path]], dict[str, Path], str, dict | None]:
+    """Run (or reuse) every stage, recording seconds in `times`; returns each eval set's conditions' results
+    files, the rerankers' training folders by seed, the exclusions line, and the bf16 check (or None)."""
+    from ralm.rerank.selection import fit_bm25_threshold  # imports Lightning: not for `--help`
+
+    runner = StageRunner(out)
+    dtype = resolved_dtype(settings.dtype)
+    plan = plan_pipeline(out, texts, lm, encoder, settings, dtype)
+    for stage in (plan.index, plan.data_gen, *plan.trains):
+        times[stage.key] = runner.run(stage)
+    # The trivial abstention rule, fitted on the training prefixes, joins the eval as a baseline.
+    threshold = fit_bm25_threshold(str(plan.data_gen.output))
+    print(f"[demo] {BM25_ABOVE} rule fitted on the training prefixes: retrieve when BM25 >= {threshold:.3f}")
+    plan = plan_pipeline(out, texts, lm, encoder, settings, dtype, threshold)
+    results = {}
+    for name, stage in zip(texts.evals, plan.evals, strict=True):
+        times[stage.key] = runner.run(stage)
+        eval_dir = stage.output.parent
+        summary = json.loads((eval_dir / COMPARE_FILE).read_text())
+        results[name] = {c: eval_dir / c / "results.json" for c in summary["results"]}
+    dtype_check = check_dtype(runner, plan.evals[0], settings, times)
+    train_dirs = {f"seed {seed}": stage.output.parent
+                  for seed, stage in zip(settings.train_seeds, plan.trains, strict=True)}  # fmt: skip
+    exclusions = _exclusions(Path(f"{plan.passages}.excluded.json"), plan.data_gen.output)
+    print(f"[demo] exclusions: {exclusions}", flush=True)
+    return results, train_dirs, exclusions, dtype_check
+
+
+def _exclusions(index_record: Path, data_dir: Path) -> str:
+    """One line on what the index stage left out of the corpus (``ralm passages``' record) and, where it
+    left anything out, data-gen of the training text (its metadata's ``excluded``)."""
+    from ralm.data_gen.schema import METADATA_FILE
+    from ralm.retrieval.passages import describe_exclusion
+
+    if not index_record.is_file():
+        return "not recorded (the index was built by an older ralm)"
+    line = describe_exclusion(json.loads(index_record.read_text()), "corpus documents")
+    meta = data_dir / METADATA_FILE
+    training = json.loads(meta.read_text()).get("excluded", {}) if meta.is_file() else {}
+    if training.get("rules"):
+        line += f"; training text: {describe_exclusion(training, 'documents')}"
+    return line
