@@ -43,8 +43,13 @@ SEPARATE = [  # (condition name in --compare, eval_ppl keyword arguments of the 
     ("oracle", {"reranker": "oracle"}),
     ("trained", {"reranker": None}),  # the reranker folder, filled in main()
 ]
-FLAGS = {"no-retrieval": "--no-retrieval", "bm25": "--reranker none", "zero-shot": "--reranker zero-shot",
-         "oracle": "--reranker oracle", "trained": "--reranker PATH"}  # fmt: skip
+FLAGS = {
+    "no-retrieval": "--no-retrieval",
+    "bm25": "--reranker none",
+    "zero-shot": "--reranker zero-shot",
+    "oracle": "--reranker oracle",
+    "trained": "--reranker PATH",
+}
 
 
 def gpt2_model(folder: Path, layers: int) -> Path:
@@ -79,20 +84,37 @@ def tiny_reranker(folder: Path, texts: list[str]) -> Path:
         special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
     )
     tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=raw, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]",
-        mask_token="[MASK]", model_max_length=512,
-    )  # fmt: skip
+        tokenizer_object=raw,
+        pad_token="[PAD]",
+        unk_token="[UNK]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+        model_max_length=512,
+    )
     torch.manual_seed(0)
     config = BertConfig(
-        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=512, pad_token_id=tokenizer.pad_token_id, num_labels=1,
-    )  # fmt: skip
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=512,
+        pad_token_id=tokenizer.pad_token_id,
+        num_labels=1,
+    )
     BertForSequenceClassification(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     info = {
-        "format": RERANKER_FORMAT, "input_format": INPUT_FORMAT, "max_length": 128, "max_prefix_tokens": 64,
-        "abstain": False, "base_model": "untrained tiny BERT", "loss": "marginal", "trained_on": "nothing",
-    }  # fmt: skip
+        "format": RERANKER_FORMAT,
+        "input_format": INPUT_FORMAT,
+        "max_length": 128,
+        "max_prefix_tokens": 64,
+        "abstain": False,
+        "base_model": "untrained tiny BERT",
+        "loss": "marginal",
+        "trained_on": "nothing",
+    }
     (folder / RERANKER_FILE).write_text(json.dumps(info))
     return folder
 
@@ -189,11 +211,15 @@ def main() -> None:
         rows = count_lm_rows()
 
         common = {
-            "text": str(text), "max_tokens": args.max_tokens, "retrieval_cache": str(cache), "progress": False,
+            "text": str(text),
+            "max_tokens": args.max_tokens,
+            "retrieval_cache": str(cache),
+            "progress": False,
             "lm": LMOptions(str(lm_dir), device=args.device, dtype=args.dtype, max_length=args.max_length),
             "retrieval": RetrievalOptions(str(tmp / "index"), k=args.k),
-            "window": WindowOptions(stride=args.stride), "batching": BatchOptions(batch_size=args.batch_size),
-        }  # fmt: skip
+            "window": WindowOptions(stride=args.stride),
+            "batching": BatchOptions(batch_size=args.batch_size),
+        }
 
         def timed(out: Path, **kwargs) -> tuple[float, int, dict]:
             shutil.rmtree(out, ignore_errors=True)  # a kept work folder must not resume an earlier run

@@ -31,9 +31,32 @@ from ralm.lm.scoring import compose
 from ralm.testing import gpt2_small, reference_logprobs
 
 # Long stdlib docstrings: ordinary English prose available on every machine.
-_MODULES = ["argparse", "asyncio", "collections", "csv", "dataclasses", "decimal", "difflib", "email", "functools",
-            "inspect", "json", "logging", "pathlib", "pickle", "re", "shutil", "socket", "subprocess", "tarfile",
-            "textwrap", "threading", "typing", "unittest", "zipfile"]  # fmt: skip
+_MODULES = [
+    "argparse",
+    "asyncio",
+    "collections",
+    "csv",
+    "dataclasses",
+    "decimal",
+    "difflib",
+    "email",
+    "functools",
+    "inspect",
+    "json",
+    "logging",
+    "pathlib",
+    "pickle",
+    "re",
+    "shutil",
+    "socket",
+    "subprocess",
+    "tarfile",
+    "textwrap",
+    "threading",
+    "typing",
+    "unittest",
+    "zipfile",
+]
 
 
 def prose() -> list[str]:
@@ -119,8 +142,10 @@ def main() -> None:
         shutil.rmtree(tmp, ignore_errors=True)
     prefixes = bench_prefixes(lm, args.prefixes, args.k, args.max_length, args.stride)
     opts = {"max_length": args.max_length, "max_passage_tokens": args.max_passage_tokens}
-    print(f"LM {lm.name} ({lm.dtype}, {lm.device}), {args.prefixes} prefixes x ({args.k} candidates + no retrieval), "
-          f"max_length {args.max_length}, passages <= {args.max_passage_tokens} tokens, threads {torch.get_num_threads()}")  # fmt: skip
+    print(
+        f"LM {lm.name} ({lm.dtype}, {lm.device}), {args.prefixes} prefixes x ({args.k} candidates + no retrieval), "
+        f"max_length {args.max_length}, passages <= {args.max_passage_tokens} tokens, threads {torch.get_num_threads()}"
+    )
 
     # The CPU is shared: measure the matmul rate before and after the runs and keep the better one.
     peak = matmul_flops_per_second()
@@ -132,8 +157,12 @@ def main() -> None:
         fast.append(score_prefix(lm, p, cands, **opts))
         fast_s += time.perf_counter() - start
         start = time.perf_counter()
-        slow.append(([naive_logprobs(lm.model, c, p.prefix, p.target, **opts) for c in cands],
-                     naive_logprobs(lm.model, [], p.prefix, p.target, **opts)))  # fmt: skip
+        slow.append(
+            (
+                [naive_logprobs(lm.model, c, p.prefix, p.target, **opts) for c in cands],
+                naive_logprobs(lm.model, [], p.prefix, p.target, **opts),
+            )
+        )
         naive_s += time.perf_counter() - start
         print(
             f"  prefix {len(fast)}/{len(prefixes)}: data-gen {fast_s:.1f} s, naive {naive_s:.1f} s so far",
@@ -153,8 +182,11 @@ def main() -> None:
 
     # FLOPs actually computed: every input token through the stack; head at all positions (naive) or at
     # the s target-predicting positions (scorer). Padding inside the scorer's batch is not counted.
-    lengths = [len(compose(c, p.prefix, p.target, args.max_length, args.max_passage_tokens)) for p, cands in prefixes
-               for c in [*cands, []]]  # fmt: skip
+    lengths = [
+        len(compose(c, p.prefix, p.target, args.max_length, args.max_passage_tokens))
+        for p, cands in prefixes
+        for c in [*cands, []]
+    ]
     flops_body = sum(forward_flops(lm.model.config, n, n, 0) for n in lengths)
     flops_naive = flops_body + sum(forward_flops(lm.model.config, 0, 0, n) for n in lengths)
     flops_fast = flops_body + forward_flops(lm.model.config, 0, 0, args.stride * len(lengths))

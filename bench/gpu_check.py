@@ -67,9 +67,16 @@ def check_data_gen(args, lm_dir: Path) -> None:
     for dtype, peak_dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):
         peak = matmul_flops_per_second(n=args.matmul_n, device=device, dtype=peak_dtype)
         mfu = flops / seconds[dtype] / peak
-        ROWS.append(("data-gen", dtype, f"{pairs / seconds[dtype]:,.0f} pairs/s, {mfu:.0%} of {dtype} matmul peak",
-                     "reference" if dtype == "float32" else
-                     f"largest label difference {worst:.3f} nats, same best {agree}/{len(prefixes)}"))  # fmt: skip
+        ROWS.append(
+            (
+                "data-gen",
+                dtype,
+                f"{pairs / seconds[dtype]:,.0f} pairs/s, {mfu:.0%} of {dtype} matmul peak",
+                "reference"
+                if dtype == "float32"
+                else f"largest label difference {worst:.3f} nats, same best {agree}/{len(prefixes)}",
+            )
+        )
 
 
 def check_training(args, tmp: Path) -> None:
@@ -98,21 +105,46 @@ def check_training(args, tmp: Path) -> None:
     split = load_rerank_data(data, abstain=False, val_fraction=0.05, seed=0)
     state = RerankerModule(str(encoder), max_length=512, max_prefix_tokens=256).encoder.state_dict()
     for precision in ("32-true", "bf16-mixed"):
-        module = RerankerModule(str(encoder), lr=1e-5, warmup_steps=2, max_steps=steps, max_length=512,
-                                max_prefix_tokens=256)  # fmt: skip
+        module = RerankerModule(
+            str(encoder), lr=1e-5, warmup_steps=2, max_steps=steps, max_length=512, max_prefix_tokens=256
+        )
         module.encoder.load_state_dict(state)
-        dm = RerankDataModule(split, tokenizer, batch_size=batch, val_batch_size=batch, total_batches=steps,
-                              max_length=512, max_prefix_tokens=256, seed=0)  # fmt: skip
-        trainer = pl.Trainer(accelerator="gpu" if args.device.startswith("cuda") else "cpu", devices=1,
-                             precision=precision, max_steps=steps, max_epochs=1, limit_val_batches=0,
-                             num_sanity_val_steps=0, logger=CSVLogger(tmp, name=precision), enable_checkpointing=False,
-                             enable_progress_bar=False, enable_model_summary=False, use_distributed_sampler=False)  # fmt: skip
+        dm = RerankDataModule(
+            split,
+            tokenizer,
+            batch_size=batch,
+            val_batch_size=batch,
+            total_batches=steps,
+            max_length=512,
+            max_prefix_tokens=256,
+            seed=0,
+        )
+        trainer = pl.Trainer(
+            accelerator="gpu" if args.device.startswith("cuda") else "cpu",
+            devices=1,
+            precision=precision,
+            max_steps=steps,
+            max_epochs=1,
+            limit_val_batches=0,
+            num_sanity_val_steps=0,
+            logger=CSVLogger(tmp, name=precision),
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            use_distributed_sampler=False,
+        )
         start = time.perf_counter()
         trainer.fit(module, datamodule=dm)
         rate = steps / (time.perf_counter() - start)
         loss = float(trainer.callback_metrics["train/loss"])
-        ROWS.append(("train", precision, f"{rate:.2f} steps/s ({batch} prefixes x {k}, 512 tokens)",
-                     f"last-step loss {loss:.4f}"))  # fmt: skip
+        ROWS.append(
+            (
+                "train",
+                precision,
+                f"{rate:.2f} steps/s ({batch} prefixes x {k}, 512 tokens)",
+                f"last-step loss {loss:.4f}",
+            )
+        )
 
 
 def check_eval_ppl(args, tmp: Path) -> None:
@@ -129,17 +161,26 @@ def check_eval_ppl(args, tmp: Path) -> None:
     totals = {}
     for dtype in ("float32", "bfloat16"):
         lm = load_lm(args.lm_dir, device=args.device, dtype=dtype)
-        options = PplSettings(strides=(4,), query_lengths=(32,), max_length=args.max_length, k=1,
-                             max_tokens=n_tokens)  # fmt: skip
+        options = PplSettings(
+            strides=(4,), query_lengths=(32,), max_length=args.max_length, k=1, max_tokens=n_tokens
+        )
         start = _synced(lm.device)
-        ((_, _, results),) = evaluate(lm, raw, "held-out", options, tmp / f"ppl-{dtype}", retriever=retriever,
-                                      progress=False)  # fmt: skip
+        ((_, _, results),) = evaluate(
+            lm, raw, "held-out", options, tmp / f"ppl-{dtype}", retriever=retriever, progress=False
+        )
         seconds = _synced(lm.device) - start
         totals[dtype] = results["metrics"]["total_nll"]
         scored = results["metrics"]["scored_tokens"]
-        ROWS.append(("eval ppl", dtype, f"{scored / seconds:,.0f} scored tokens/s ({scored} tokens)",
-                     "reference" if dtype == "float32" else
-                     f"total NLL {abs(totals[dtype] - totals['float32']) / abs(totals['float32']):.1e} relative"))  # fmt: skip
+        ROWS.append(
+            (
+                "eval ppl",
+                dtype,
+                f"{scored / seconds:,.0f} scored tokens/s ({scored} tokens)",
+                "reference"
+                if dtype == "float32"
+                else f"total NLL {abs(totals[dtype] - totals['float32']) / abs(totals['float32']):.1e} relative",
+            )
+        )
 
 
 def main() -> None:

@@ -33,12 +33,51 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 DOC_MODULES = [
-    "argparse", "asyncio", "collections", "csv", "dataclasses", "datetime", "decimal", "email", "enum",
-    "functools", "inspect", "json", "logging", "multiprocessing", "pathlib", "pickle", "random", "re", "shutil",
-    "socket", "sqlite3", "statistics", "string", "subprocess", "tarfile", "threading", "typing", "unittest",
-    "zipfile", "calendar", "codecs", "doctest", "ftplib", "gettext", "imaplib", "ipaddress", "locale", "mailbox",
-    "optparse", "smtplib", "ssl", "tempfile", "tokenize", "traceback",
-]  # fmt: skip
+    "argparse",
+    "asyncio",
+    "collections",
+    "csv",
+    "dataclasses",
+    "datetime",
+    "decimal",
+    "email",
+    "enum",
+    "functools",
+    "inspect",
+    "json",
+    "logging",
+    "multiprocessing",
+    "pathlib",
+    "pickle",
+    "random",
+    "re",
+    "shutil",
+    "socket",
+    "sqlite3",
+    "statistics",
+    "string",
+    "subprocess",
+    "tarfile",
+    "threading",
+    "typing",
+    "unittest",
+    "zipfile",
+    "calendar",
+    "codecs",
+    "doctest",
+    "ftplib",
+    "gettext",
+    "imaplib",
+    "ipaddress",
+    "locale",
+    "mailbox",
+    "optparse",
+    "smtplib",
+    "ssl",
+    "tempfile",
+    "tokenize",
+    "traceback",
+]
 
 
 def stdlib_documents() -> list[dict]:
@@ -111,9 +150,14 @@ def main() -> None:
         candidates = build_candidates(lm, windows, queries, hits, 1, 256)
         chosen = [0 if w.retrieves and candidates[w.index] else None for w in windows]  # BM25 top-1
         options = PplSettings(
-            strides=(args.stride,), query_lengths=(32,), max_length=args.max_length, k=1,
-            batch_size=args.batch_size, max_batch_tokens=args.max_batch_tokens, max_tokens=n_tokens,
-        )  # fmt: skip
+            strides=(args.stride,),
+            query_lengths=(32,),
+            max_length=args.max_length,
+            k=1,
+            batch_size=args.batch_size,
+            max_batch_tokens=args.max_batch_tokens,
+            max_tokens=n_tokens,
+        )
 
         def run_ralm(out: Path) -> dict:
             # The eval ppl pipeline, retrieval included in its wall time, as a user sees it.
@@ -140,9 +184,11 @@ def main() -> None:
             f"NLL differs: {ours} vs {naive} (rel {rel:.2e})"
         )
         scored = results["metrics"]["scored_tokens"]
-        print(f"device {device.type}, dtype {str(dtype).removeprefix('torch.')}, threads {torch.get_num_threads()}, "
-              f"{len(windows)} windows ({len(windows) - 1} with retrieval), {scored} scored tokens, "
-              f"max_length {args.max_length}, stride {args.stride}, batch {args.batch_size or default_batch_size(device)}")  # fmt: skip
+        print(
+            f"device {device.type}, dtype {str(dtype).removeprefix('torch.')}, threads {torch.get_num_threads()}, "
+            f"{len(windows)} windows ({len(windows) - 1} with retrieval), {scored} scored tokens, "
+            f"max_length {args.max_length}, stride {args.stride}, batch {args.batch_size or default_batch_size(device)}"
+        )
         print("| path | wall s | scored tokens/s | total NLL | ppl |")
         print("|---|---|---|---|---|")
         print(

@@ -77,8 +77,13 @@ def run_engine(engine: str, work: Path, args: argparse.Namespace) -> dict:
     if engine == "pyserini":
         options = {"threads": args.threads}
     elif engine == "faiss":
-        options = {"encoder": args.encoder, "pooling": "mean", "normalize": True, "batch_size": 64,
-                   "max_length": args.dense_max_length}  # fmt: skip
+        options = {
+            "encoder": args.encoder,
+            "pooling": "mean",
+            "normalize": True,
+            "batch_size": 64,
+            "max_length": args.dense_max_length,
+        }
     started = time.perf_counter()
     meta = build_index(passages, index_dir, backend=engine, overwrite=True, **options)
     build_s = time.perf_counter() - started
@@ -178,8 +183,11 @@ def main() -> None:
     work = Path(args.work or tempfile.mkdtemp(prefix="ralm-bench-retrieval-"))
     work.mkdir(parents=True, exist_ok=True)
     count = prepare(work, args)
-    print(f"corpus: {args.corpora}: {count} passages of 100 words; {args.queries} queries of 32 words; "
-          f"k={args.k}; {args.threads} thread(s) for batched search", flush=True)  # fmt: skip
+    print(
+        f"corpus: {args.corpora}: {count} passages of 100 words; {args.queries} queries of 32 words; "
+        f"k={args.k}; {args.threads} thread(s) for batched search",
+        flush=True,
+    )
     results = {}
     for engine in [e for e in args.engines.split(",") if e]:
         (work / f"result-{engine}.json").unlink(missing_ok=True)
@@ -191,8 +199,17 @@ def main() -> None:
             results[engine] = json.loads((work / f"result-{engine}.json").read_text())
 
     base = results.get("pyserini")
-    columns = ["engine", "build s", "index MB", "peak RSS MB", "q/s single", "q/s batched", "single vs Pyserini",
-               "batched vs Pyserini", f"top-{args.k} / top-1 agreement with Pyserini"]  # fmt: skip
+    columns = [
+        "engine",
+        "build s",
+        "index MB",
+        "peak RSS MB",
+        "q/s single",
+        "q/s batched",
+        "single vs Pyserini",
+        "batched vs Pyserini",
+        f"top-{args.k} / top-1 agreement with Pyserini",
+    ]
     print("| " + " | ".join(columns) + " |")
     print("|" + "---|" * len(columns))
     for engine, r in results.items():

@@ -76,16 +76,21 @@ class ClassGroup:
         names = inspect.signature(self.cls.__init__).parameters
         hidden = {"self", *self.skip, *self.links}
         found = {name: hints.get(name, Any) for name in names if name not in hidden}
-        return {name: self.widened[name] | hint if name in self.widened else hint
-                for name, hint in found.items()}  # fmt: skip
+        return {
+            name: self.widened[name] | hint if name in self.widened else hint for name, hint in found.items()
+        }
 
     def add_to(self, parser: ArgumentParser, key: str) -> None:
         """Its options as the group `key` of `parser`, with the command's defaults and links."""
         parser.add_class_arguments(self.cls, key, skip={*self.skip, *self.widened}, instantiate=False)
         hints = self.options()
         for name in self.widened:
-            parser.add_argument(f"--{key}.{name}", type=hints[name], default=None,
-                                help=f"{self.cls.__name__}'s {name} (or {self.widened[name]})")  # fmt: skip
+            parser.add_argument(
+                f"--{key}.{name}",
+                type=hints[name],
+                default=None,
+                help=f"{self.cls.__name__}'s {name} (or {self.widened[name]})",
+            )
         parser.set_defaults({f"{key}.{name}": value for name, value in self.defaults.items()})
         for target, source in self.links.items():
             parser.link_arguments(source, f"{key}.{target}")
@@ -132,9 +137,13 @@ def option_names(
     booleans = frozenset(key for key, hint in hints.items() if _is_boolean(hint))
     constrained = {key: kinds for key, hint in hints.items() if (kinds := constraints(hint))}
     return OptionNames(
-        frozenset(keys), leaves, booleans, _with_leaf_forms(renamed or {}, keys, leaves), constrained,
+        frozenset(keys),
+        leaves,
+        booleans,
+        _with_leaf_forms(renamed or {}, keys, leaves),
+        constrained,
         shorthands,
-    )  # fmt: skip
+    )
 
 
 def _with_leaf_forms(renamed: Mapping[str, str], keys: set[str], leaves: dict[str, str]) -> dict[str, str]:

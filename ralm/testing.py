@@ -85,22 +85,39 @@ def tiny_llama_gguf(path: Path, texts: list[str], vocab_size: int = 400) -> Path
     layers, heads, kv_heads, width = 2, 4, 2, 64
     torch.manual_seed(0)
     config = LlamaConfig(
-        vocab_size=len(tokens), hidden_size=width, intermediate_size=2 * width, num_hidden_layers=layers,
-        num_attention_heads=heads, num_key_value_heads=kv_heads, max_position_embeddings=256,
-        tie_word_embeddings=True, rms_norm_eps=1e-5, rope_theta=10000.0,
-    )  # fmt: skip
+        vocab_size=len(tokens),
+        hidden_size=width,
+        intermediate_size=2 * width,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        max_position_embeddings=256,
+        tie_word_embeddings=True,
+        rms_norm_eps=1e-5,
+        rope_theta=10000.0,
+    )
     writer = gguf.GGUFWriter(str(path), "llama")
     token_types = [gguf.TokenType.CONTROL if t == "<|endoftext|>" else gguf.TokenType.NORMAL for t in tokens]
     for add, value in (
-        (writer.add_block_count, layers), (writer.add_context_length, 256), (writer.add_embedding_length, width),
-        (writer.add_feed_forward_length, 2 * width), (writer.add_head_count, heads),
-        (writer.add_head_count_kv, kv_heads), (writer.add_rope_freq_base, 10000.0),
-        (writer.add_layer_norm_rms_eps, 1e-5), (writer.add_vocab_size, len(tokens)),
-        (writer.add_rope_dimension_count, width // heads), (writer.add_file_type, gguf.LlamaFileType.MOSTLY_Q4_1),
-        (writer.add_tokenizer_model, "gpt2"), (writer.add_tokenizer_pre, "default"), (writer.add_token_list, tokens),
-        (writer.add_token_types, token_types), (writer.add_token_merges, merges), (writer.add_eos_token_id, 0),
+        (writer.add_block_count, layers),
+        (writer.add_context_length, 256),
+        (writer.add_embedding_length, width),
+        (writer.add_feed_forward_length, 2 * width),
+        (writer.add_head_count, heads),
+        (writer.add_head_count_kv, kv_heads),
+        (writer.add_rope_freq_base, 10000.0),
+        (writer.add_layer_norm_rms_eps, 1e-5),
+        (writer.add_vocab_size, len(tokens)),
+        (writer.add_rope_dimension_count, width // heads),
+        (writer.add_file_type, gguf.LlamaFileType.MOSTLY_Q4_1),
+        (writer.add_tokenizer_model, "gpt2"),
+        (writer.add_tokenizer_pre, "default"),
+        (writer.add_token_list, tokens),
+        (writer.add_token_types, token_types),
+        (writer.add_token_merges, merges),
+        (writer.add_eos_token_id, 0),
         (writer.add_add_bos_token, False),
-    ):  # fmt: skip
+    ):
         add(value)
 
     def rotary_order(w: np.ndarray, n_head: int) -> np.ndarray:  # llama.cpp's permute of q and k rows

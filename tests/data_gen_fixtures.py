@@ -34,8 +34,18 @@ def write_corpus(
 
 def cli_args(docs: Path, index: Path, lm: Path, output: Path, **options) -> list[str]:
     """Command-line arguments for `ralm data-gen` (option names with hyphens, as a user types them)."""
-    args = ["--documents", str(docs), "--index", str(index), "--lm", str(lm), "--output", str(output),
-            "--progress", "false"]  # fmt: skip
+    args = [
+        "--documents",
+        str(docs),
+        "--index",
+        str(index),
+        "--lm",
+        str(lm),
+        "--output",
+        str(output),
+        "--progress",
+        "false",
+    ]
     for key, value in options.items():
         args += [f"--{key.replace('_', '-')}", str(value)]
     return args
@@ -43,16 +53,24 @@ def cli_args(docs: Path, index: Path, lm: Path, output: Path, **options) -> list
 
 def single_thread_env() -> dict:
     """Environment for child runs: one BLAS thread (the same kernels as the in-process reference), offline."""
-    return {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
-            "TOKENIZERS_PARALLELISM": "false"}  # fmt: skip
+    return {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "HF_HUB_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
 
 
 def spawn(args: list[str]) -> subprocess.Popen:
     """`python -m ralm data-gen ARGS` in a fresh child process (the real CLI, imports and all)."""
     return subprocess.Popen(
         [sys.executable, "-m", "ralm", "data-gen", *args],
-        env=single_thread_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        env=single_thread_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _child(args: list[str], log: str, env: dict) -> None:

@@ -81,9 +81,13 @@ def chain_lm(
         prev = vocab[word]
     table[prev] = row(eos, 0.99)
     return FrozenLM(
-        model=BigramLM(table), tokenizer=tokenizer, device=torch.device("cpu"), dtype=torch.float32,
-        name="bigram", max_length=max_length,
-    )  # fmt: skip
+        model=BigramLM(table),
+        tokenizer=tokenizer,
+        device=torch.device("cpu"),
+        dtype=torch.float32,
+        name="bigram",
+        max_length=max_length,
+    )
 
 
 class RecordingRetriever:

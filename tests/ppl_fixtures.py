@@ -26,9 +26,14 @@ def build_tiny_lm(tokenizer_dir: Path, out: Path, n_positions: int = 512, seed: 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     torch.manual_seed(seed)
     config = GPT2Config(
-        vocab_size=len(tokenizer), n_positions=n_positions, n_embd=64, n_layer=2, n_head=2,
-        bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id,
-    )  # fmt: skip
+        vocab_size=len(tokenizer),
+        n_positions=n_positions,
+        n_embd=64,
+        n_layer=2,
+        n_head=2,
+        bos_token_id=tokenizer.eos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
     GPT2LMHeadModel(config).save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
@@ -142,10 +147,15 @@ def export_untrained_reranker(
     model.save_pretrained(out)
     AutoTokenizer.from_pretrained(encoder_dir).save_pretrained(out)
     info = {
-        "format": "ralm-reranker/1", "base_model": str(encoder_dir), "max_length": max_length,
-        "max_prefix_tokens": 64, "input_format": "prefix-tail/passage", "abstain": abstain,
-        "loss": "marginal", "trained_on": {},
-    }  # fmt: skip
+        "format": "ralm-reranker/1",
+        "base_model": str(encoder_dir),
+        "max_length": max_length,
+        "max_prefix_tokens": 64,
+        "input_format": "prefix-tail/passage",
+        "abstain": abstain,
+        "loss": "marginal",
+        "trained_on": {},
+    }
     (out / "ralm_reranker.json").write_text(json.dumps(info))
     return out
 
@@ -164,6 +174,12 @@ def ppl_setup(tiny_lm_dir, real_documents, tmp_path_factory) -> dict:
     text.write_text("\n\n".join(d["text"] for d in real_documents[:EVAL_DOCS]))
     lm = load_lm(lm_dir, device="cpu", dtype="float32")
     return {
-        "root": root, "lm_dir": lm_dir, "lm": lm, "index": index, "passages": passages,
-        "long_index": long_index, "long_passages": long_passages, "text": text,
-    }  # fmt: skip
+        "root": root,
+        "lm_dir": lm_dir,
+        "lm": lm,
+        "index": index,
+        "passages": passages,
+        "long_index": long_index,
+        "long_passages": long_passages,
+        "text": text,
+    }

@@ -43,8 +43,10 @@ def test_one_item_per_block_is_the_per_item_bootstrap():
     per_window = paired_bootstrap(a, b, n, resamples=500, seed=4)
     singletons = paired_bootstrap(a, b, n, blocks=list(range(len(a))), resamples=500, seed=4)
     assert (singletons.low, singletons.high, singletons.change) == (
-        per_window.low, per_window.high, per_window.change,
-    )  # fmt: skip
+        per_window.low,
+        per_window.high,
+        per_window.change,
+    )
     assert (per_window.method, per_window.blocks) == ("windows", 60)
     assert (singletons.method, singletons.blocks) == ("blocks", 60)
     items = paired_mean_difference(a, b, resamples=500, seed=4)

@@ -84,9 +84,14 @@ def test_one_meaning_per_option_name(name):
 
 @pytest.mark.parametrize(
     ("name", "former", "new"),
-    [("passages", "--words", "--passage-words"), ("index", "--index-dir", "--output"),
-     ("retrieve", "--out", "--output"), ("prepare wikitext103", "--out", "--output"), ("run", "--run-dir", "--output")],
-)  # fmt: skip
+    [
+        ("passages", "--words", "--passage-words"),
+        ("index", "--index-dir", "--output"),
+        ("retrieve", "--out", "--output"),
+        ("prepare wikitext103", "--out", "--output"),
+        ("run", "--run-dir", "--output"),
+    ],
+)
 def test_a_former_option_name_is_refused_with_its_new_name(name, former, new, capsys):
     from ralm.cli import load_command
 

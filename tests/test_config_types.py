@@ -155,15 +155,47 @@ def test_data_gen_records_each_setting_once_under_its_documented_name():
     from ralm.data_gen.generate import GenerationSettings
     from ralm.data_gen.metadata import run_config
 
-    settings = GenerationSettings(stride=4, query_tokens=16, k=3, min_prefix_tokens=32, max_length=64,
-                                  max_passage_tokens=16, seed=1, num_prefixes=8, num_examples=6, num_shards=2,
-                                  exclude_same_doc=True, num_passages=100, retrieval_threads=2)  # fmt: skip
+    settings = GenerationSettings(
+        stride=4,
+        query_tokens=16,
+        k=3,
+        min_prefix_tokens=32,
+        max_length=64,
+        max_passage_tokens=16,
+        seed=1,
+        num_prefixes=8,
+        num_examples=6,
+        num_shards=2,
+        exclude_same_doc=True,
+        num_passages=100,
+        retrieval_threads=2,
+    )
     index_meta = {"format": "ralm-index/1", "backend": "bm25s", "num_passages": 100, "passages_sha256": "ab"}
-    config = run_config(lm="gpt2", tokenizer="gpt2", dtype="float32", documents_sha256="d", index_meta=index_meta,
-                        **settings.recorded())  # fmt: skip
+    config = run_config(
+        lm="gpt2",
+        tokenizer="gpt2",
+        dtype="float32",
+        documents_sha256="d",
+        index_meta=index_meta,
+        **settings.recorded(),
+    )
     # The fingerprinted keys of older runs (a resume compares them): the index size and threads are not.
     assert list(config) == [
-        "lm", "tokenizer", "dtype", "documents_sha256", "index_hash", "s", "l", "k", "min_prefix_tokens",
-        "max_length", "max_passage_tokens", "seed", "num_prefixes", "num_examples", "num_shards", "exclude_same_doc",
-    ]  # fmt: skip
+        "lm",
+        "tokenizer",
+        "dtype",
+        "documents_sha256",
+        "index_hash",
+        "s",
+        "l",
+        "k",
+        "min_prefix_tokens",
+        "max_length",
+        "max_passage_tokens",
+        "seed",
+        "num_prefixes",
+        "num_examples",
+        "num_shards",
+        "exclude_same_doc",
+    ]
     assert (config["s"], config["l"], config["k"], config["exclude_same_doc"]) == (4, 16, 3, True)

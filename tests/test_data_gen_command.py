@@ -22,8 +22,16 @@ from ralm.cli import main as ralm_main
 from ralm.data_gen.schema import FEATURES
 from ralm.errors import RalmInputError
 
-OPTIONS = {"num_prefixes": 40, "k": 4, "stride": 4, "query_tokens": 16, "min_prefix_tokens": 16,
-           "max_length": 96, "max_passage_tokens": 40, "seed": 1}  # fmt: skip
+OPTIONS = {
+    "num_prefixes": 40,
+    "k": 4,
+    "stride": 4,
+    "query_tokens": 16,
+    "min_prefix_tokens": 16,
+    "max_length": 96,
+    "max_passage_tokens": 40,
+    "seed": 1,
+}
 SHORT_DOCS = [{"id": f"short{i}", "title": "short", "text": "Too short to sample."} for i in range(3)]
 
 
@@ -100,11 +108,23 @@ def test_the_recorded_config_is_the_one_written_before_the_option_groups(referen
         digest.update(doc["id"].encode() + b"\0" + doc["text"].encode() + b"\0")
     config = json.loads((reference / "ralm_data_gen.json").read_text())["config"]
     assert config == {
-        "lm": str(tiny_lm_dir), "tokenizer": str(tiny_lm_dir), "dtype": "float32",
-        "documents_sha256": digest.hexdigest(), "index_hash": index_fingerprint(read_meta(index)),
-        "s": 4, "l": 16, "k": 4, "min_prefix_tokens": 16, "max_length": 96, "max_passage_tokens": 40, "seed": 1,
-        "num_prefixes": 40, "num_examples": 40, "num_shards": 8, "exclude_same_doc": True,
-    }  # fmt: skip
+        "lm": str(tiny_lm_dir),
+        "tokenizer": str(tiny_lm_dir),
+        "dtype": "float32",
+        "documents_sha256": digest.hexdigest(),
+        "index_hash": index_fingerprint(read_meta(index)),
+        "s": 4,
+        "l": 16,
+        "k": 4,
+        "min_prefix_tokens": 16,
+        "max_length": 96,
+        "max_passage_tokens": 40,
+        "seed": 1,
+        "num_prefixes": 40,
+        "num_examples": 40,
+        "num_shards": 8,
+        "exclude_same_doc": True,
+    }
 
 
 def test_a_row_matches_an_independent_forward(reference, tiny_lm_dir):
@@ -150,11 +170,14 @@ def test_a_python_caller_passes_the_option_groups(tmp_path, reference, corpus, t
     torch.set_num_threads(1)
     try:
         meta = data_gen(
-            str(docs), str(tmp_path / "data"), lm=LMOptions(model=str(tiny_lm_dir), max_length=96),
+            str(docs),
+            str(tmp_path / "data"),
+            lm=LMOptions(model=str(tiny_lm_dir), max_length=96),
             retrieval=RetrievalOptions(index=str(index), k=4),
             sampling=SamplingOptions(num_prefixes=40, min_prefix_tokens=16, seed=1, limit=6),
-            window=WindowOptions(stride=4, query_tokens=16, max_passage_tokens=40), progress=False,
-        )  # fmt: skip
+            window=WindowOptions(stride=4, query_tokens=16, max_passage_tokens=40),
+            progress=False,
+        )
     finally:
         torch.set_num_threads(threads)
     assert meta["complete"] and meta["limit"] == 6

@@ -54,9 +54,15 @@ def test_score_prefix_matches_reference(tiny_lm, real_documents):
     )
 
     row = make_row(
-        prefix_index=7, doc_id="d", position=200, tokens=tokens, hits=hits,
-        candidate_token_logprobs=cand, no_retrieval_token_logprobs=none, decode=tiny_lm.decode,
-    )  # fmt: skip
+        prefix_index=7,
+        doc_id="d",
+        position=200,
+        tokens=tokens,
+        hits=hits,
+        candidate_token_logprobs=cand,
+        no_retrieval_token_logprobs=none,
+        decode=tiny_lm.decode,
+    )
     assert row["lm_logprobs"] == pytest.approx([sum(c) for c in cand])
     assert row["target"] == tiny_lm.decode(ids[200:204])
     assert row["candidate_doc_ids"] == [d["id"] for d in real_documents[1:6]]

@@ -22,11 +22,21 @@ from ralm.retrieval.index_meta import index_fingerprint as index_hash
 
 def _row(i: int) -> dict:
     return {
-        "prefix_index": i, "doc_id": f"d{i}", "position": 32, "prefix": "p", "target": "t", "query": "q",
-        "candidate_ids": ["x-0", "y-1"], "candidate_doc_ids": ["x", "y"], "candidate_texts": ["X\nx", "Y\ny"],
-        "bm25_scores": [2.0, 1.0], "lm_logprobs": [-1.5, -2.0], "lm_token_logprobs": [[-1.0, -0.5], [-1.0, -1.0]],
-        "no_retrieval_logprob": -3.0, "no_retrieval_token_logprobs": [-1.5, -1.5],
-    }  # fmt: skip
+        "prefix_index": i,
+        "doc_id": f"d{i}",
+        "position": 32,
+        "prefix": "p",
+        "target": "t",
+        "query": "q",
+        "candidate_ids": ["x-0", "y-1"],
+        "candidate_doc_ids": ["x", "y"],
+        "candidate_texts": ["X\nx", "Y\ny"],
+        "bm25_scores": [2.0, 1.0],
+        "lm_logprobs": [-1.5, -2.0],
+        "lm_token_logprobs": [[-1.0, -0.5], [-1.0, -1.0]],
+        "no_retrieval_logprob": -3.0,
+        "no_retrieval_token_logprobs": [-1.5, -1.5],
+    }
 
 
 @pytest.mark.parametrize("n,count", [(10, 3), (7, 7), (1000, 8), (5, 1)])

@@ -22,16 +22,27 @@ def _jsonl(path: Path, rows: list[dict]) -> Path:
 
 
 def test_copies_by_id_title_or_whole_text_leave_the_corpus_and_the_training_text(tmp_path):
-    eval_text = _jsonl(tmp_path / "eval.jsonl", [
-        {"id": "gen", "title": "Genesis", "text": GENESIS}, {"id": "exo", "title": "Exodus", "text": EXODUS},
-    ])  # fmt: skip
-    corpus = _jsonl(tmp_path / "corpus.jsonl", [
-        {"id": "gen", "title": "Genesis (KJV)", "text": "another translation"},  # same id
-        {"id": "kjv-2", "title": "Exodus", "text": "another translation"},  # same title
-        {"id": "mirror-1", "title": "Mirror", "text": GENESIS.replace(" ", "\n  ")},  # same text, re-wrapped
-        {"id": "mirror-2", "title": "Mirror", "text": GENESIS[:40]},  # part of it only: not found
-        {"id": "num", "title": "Numbers", "text": NUMBERS},
-    ])  # fmt: skip
+    eval_text = _jsonl(
+        tmp_path / "eval.jsonl",
+        [
+            {"id": "gen", "title": "Genesis", "text": GENESIS},
+            {"id": "exo", "title": "Exodus", "text": EXODUS},
+        ],
+    )
+    corpus = _jsonl(
+        tmp_path / "corpus.jsonl",
+        [
+            {"id": "gen", "title": "Genesis (KJV)", "text": "another translation"},  # same id
+            {"id": "kjv-2", "title": "Exodus", "text": "another translation"},  # same title
+            {
+                "id": "mirror-1",
+                "title": "Mirror",
+                "text": GENESIS.replace(" ", "\n  "),
+            },  # same text, re-wrapped
+            {"id": "mirror-2", "title": "Mirror", "text": GENESIS[:40]},  # part of it only: not found
+            {"id": "num", "title": "Numbers", "text": NUMBERS},
+        ],
+    )
     left = leave_out_eval_documents(user_texts(str(corpus), None, str(eval_text), ("re:mirror-.*",)))
     assert left.corpus_copies == ["gen", "kjv-2", "mirror-1"] and left.train_copies == left.corpus_copies
     # The user's rules first, as given, then the copies by id (what `commands.sh` shows).
@@ -43,9 +54,13 @@ def test_copies_by_id_title_or_whole_text_leave_the_corpus_and_the_training_text
 def test_a_separate_training_text_gets_its_own_copies_and_the_users_rules(tmp_path):
     eval_text = _jsonl(tmp_path / "eval.jsonl", [{"id": "gen", "text": GENESIS}])
     corpus = _jsonl(tmp_path / "corpus.jsonl", [{"id": "num", "title": "Numbers", "text": NUMBERS}])
-    train = _jsonl(tmp_path / "train.jsonl", [
-        {"id": "t-1", "title": "Book one", "text": GENESIS}, {"id": "t-2", "title": "Book two", "text": EXODUS},
-    ])  # fmt: skip
+    train = _jsonl(
+        tmp_path / "train.jsonl",
+        [
+            {"id": "t-1", "title": "Book one", "text": GENESIS},
+            {"id": "t-2", "title": "Book two", "text": EXODUS},
+        ],
+    )
     left = leave_out_eval_documents(user_texts(str(corpus), str(train), str(eval_text), ("t-2",)))
     assert left.corpus_copies == [] and left.train_copies == ["t-1"]
     assert left.texts.exclude == ("t-2",) and left.texts.train_exclude == ("t-2", "t-1")
@@ -54,11 +69,14 @@ def test_a_separate_training_text_gets_its_own_copies_and_the_users_rules(tmp_pa
 def test_a_plain_text_eval_file_is_one_document_found_by_its_whole_text(tmp_path):
     eval_text = tmp_path / "held_out.txt"
     eval_text.write_text(GENESIS + "\n\n" + EXODUS + "\n")
-    corpus = _jsonl(tmp_path / "corpus.jsonl", [
-        {"id": "whole", "title": "held_out", "text": f"{GENESIS} {EXODUS}"},
-        {"id": "part", "title": "p", "text": EXODUS},  # one paragraph of it: name it with --exclude
-        {"id": "num", "title": "Numbers", "text": NUMBERS},
-    ])  # fmt: skip
+    corpus = _jsonl(
+        tmp_path / "corpus.jsonl",
+        [
+            {"id": "whole", "title": "held_out", "text": f"{GENESIS} {EXODUS}"},
+            {"id": "part", "title": "p", "text": EXODUS},  # one paragraph of it: name it with --exclude
+            {"id": "num", "title": "Numbers", "text": NUMBERS},
+        ],
+    )
     held_out = eval_documents(eval_text)
     assert held_out.count == 1 and held_out.names == frozenset()
     assert leave_out_eval_documents(user_texts(str(corpus), None, str(eval_text))).corpus_copies == ["whole"]

@@ -24,10 +24,26 @@ CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "demo"
 
 # Small enough for two tiny models to run every stage in seconds.
 TINY = ScaleOptions(
-    eval_tokens=224, dtype="fp32", train_seeds=[0], stride=16, query_tokens=16, max_length=128, max_passage_tokens=32, passage_words=30,
-    passage_stride=15, k=2, num_prefixes=8, prefixes_per_shard=4, train_steps=2, batch_size=2, warmup_steps=0,
-    encoder_max_length=96, max_prefix_tokens=24, val_fraction=0.25, val_every=1,
-)  # fmt: skip
+    eval_tokens=224,
+    dtype="fp32",
+    train_seeds=[0],
+    stride=16,
+    query_tokens=16,
+    max_length=128,
+    max_passage_tokens=32,
+    passage_words=30,
+    passage_stride=15,
+    k=2,
+    num_prefixes=8,
+    prefixes_per_shard=4,
+    train_steps=2,
+    batch_size=2,
+    warmup_steps=0,
+    encoder_max_length=96,
+    max_prefix_tokens=24,
+    val_fraction=0.25,
+    val_every=1,
+)
 
 
 def stage_commands(run_dir: Path) -> list[list[str]]:
@@ -50,9 +66,14 @@ def texts(tmp_path_factory, real_documents) -> dict[str, Path]:
 def finished_run(tmp_path_factory, texts, tiny_lm_dir, tiny_encoder_dir):
     run_dir = tmp_path_factory.mktemp("demo_run")
     report = demo(
-        quick=True, output=str(run_dir), corpus=str(texts["corpus"]), eval_text=str(texts["eval"]),
-        lm=str(tiny_lm_dir), encoder=str(tiny_encoder_dir), scale=TINY,
-    )  # fmt: skip
+        quick=True,
+        output=str(run_dir),
+        corpus=str(texts["corpus"]),
+        eval_text=str(texts["eval"]),
+        lm=str(tiny_lm_dir),
+        encoder=str(tiny_encoder_dir),
+        scale=TINY,
+    )
     return run_dir, report
 
 
@@ -69,8 +90,15 @@ def no_retrieval_ppl(eval_path: Path, lm_dir: Path) -> float:
     )
     model = AutoModelForCausalLM.from_pretrained(lm_dir, dtype=torch.float32).eval()
     nll = 0.0
-    windows = ((0, 128, 1), (16, 144, 128), (32, 160, 144), (48, 176, 160), (64, 192, 176), (80, 208, 192),
-               (96, 224, 208))  # fmt: skip
+    windows = (
+        (0, 128, 1),
+        (16, 144, 128),
+        (32, 160, 144),
+        (48, 176, 160),
+        (64, 192, 176),
+        (80, 208, 192),
+        (96, 224, 208),
+    )
     for begin, end, first_target in windows:
         with torch.no_grad():
             logits = model(ids[None, begin:end]).logits[0].double()
@@ -157,9 +185,14 @@ def test_second_run_reuses_finished_stages_and_redoes_a_missing_one(
     for name in ("compare.json", "trained-seed0/results.json"):
         next(run_dir.glob(f"eval-*/{name}")).unlink()  # as if the run was killed during the eval stage
     second = demo(
-        quick=True, output=str(run_dir), corpus=str(texts["corpus"]), eval_text=str(texts["eval"]),
-        lm=str(tiny_lm_dir), encoder=str(tiny_encoder_dir), scale=TINY,
-    )  # fmt: skip
+        quick=True,
+        output=str(run_dir),
+        corpus=str(texts["corpus"]),
+        eval_text=str(texts["eval"]),
+        lm=str(tiny_lm_dir),
+        encoder=str(tiny_encoder_dir),
+        scale=TINY,
+    )
     stages = json.loads((run_dir / "stages.json").read_text())
     assert [k for k, v in stages.items() if not v.get("reused")] == ["eval"]
     before, after = first["sets"]["eval"]["metrics"], second["sets"]["eval"]["metrics"]
@@ -242,9 +275,13 @@ def test_bible_demo_keeps_dev_and_test_books_out_of_corpus_and_training(
     scale = ScaleOptions(**{**TINY.__dict__, "eval_tokens": None})
     split = BookOptions(dev_books=["Mark"], related_books=["Judg"], unrelated_books=["Jonah"])
     report = demo(
-        quick=True, output=str(run_dir), lm=str(tiny_lm_dir), encoder=str(tiny_encoder_dir), scale=scale,
+        quick=True,
+        output=str(run_dir),
+        lm=str(tiny_lm_dir),
+        encoder=str(tiny_encoder_dir),
+        scale=scale,
         books=split,
-    )  # fmt: skip
+    )
 
     passages = next(run_dir.glob("index-*.passages.jsonl"))
     doc_ids = {json.loads(line)["doc_id"] for line in passages.read_text().splitlines()}
@@ -274,10 +311,15 @@ def test_own_data_exclusion_by_pattern_is_counted(texts, tiny_lm_dir, tiny_encod
     run_dir = tmp_path / "own"
     corpus_ids = [json.loads(line)["id"] for line in texts["corpus"].read_text().splitlines()]
     demo(
-        quick=True, output=str(run_dir), corpus=str(texts["corpus"]), eval_text=str(texts["eval"]),
-        exclude=[f"re:{corpus_ids[0][:3]}.*", "no-such-document"], lm=str(tiny_lm_dir),
-        encoder=str(tiny_encoder_dir), scale=TINY,
-    )  # fmt: skip
+        quick=True,
+        output=str(run_dir),
+        corpus=str(texts["corpus"]),
+        eval_text=str(texts["eval"]),
+        exclude=[f"re:{corpus_ids[0][:3]}.*", "no-such-document"],
+        lm=str(tiny_lm_dir),
+        encoder=str(tiny_encoder_dir),
+        scale=TINY,
+    )
     excluded = json.loads(next(run_dir.glob("index-*.passages.jsonl.excluded.json")).read_text())
     want = [i for i in corpus_ids if i.startswith(corpus_ids[0][:3])]
     assert excluded["excluded_ids"] == want and excluded["excluded"] == len(want)
@@ -293,8 +335,15 @@ def test_an_edited_input_file_forces_its_stages_to_rerun(
     corpus, held_out = own / "corpus.jsonl", own / "held_out.jsonl"
     corpus.write_text(texts["corpus"].read_text())
     held_out.write_text(texts["eval"].read_text())
-    run = {"quick": True, "output": str(tmp_path / "run"), "corpus": str(corpus), "eval_text": str(held_out),
-           "lm": str(tiny_lm_dir), "encoder": str(tiny_encoder_dir), "scale": TINY}  # fmt: skip
+    run = {
+        "quick": True,
+        "output": str(tmp_path / "run"),
+        "corpus": str(corpus),
+        "eval_text": str(held_out),
+        "lm": str(tiny_lm_dir),
+        "encoder": str(tiny_encoder_dir),
+        "scale": TINY,
+    }
     first = demo(**run)
     rows = held_out.read_text().splitlines()
     held_out.write_text("\n".join(rows[1:] + rows[:1]) + "\n")  # same file, documents in another order
@@ -303,8 +352,10 @@ def test_an_edited_input_file_forces_its_stages_to_rerun(
     stages = json.loads((tmp_path / "run" / "stages.json").read_text())
     assert [k for k, v in stages.items() if not v["reused"]] == ["eval"]
     assert "eval: its inputs or settings changed since the last run" in capsys.readouterr().out
-    assert (second["sets"]["eval"]["metrics"]["no-retrieval"]["token_ppl"]
-            != first["sets"]["eval"]["metrics"]["no-retrieval"]["token_ppl"])  # fmt: skip
+    assert (
+        second["sets"]["eval"]["metrics"]["no-retrieval"]["token_ppl"]
+        != first["sets"]["eval"]["metrics"]["no-retrieval"]["token_ppl"]
+    )
 
 
 def test_a_malformed_eval_line_stops_the_run_before_any_work(texts, tiny_lm_dir, tiny_encoder_dir, tmp_path):
@@ -314,9 +365,14 @@ def test_a_malformed_eval_line_stops_the_run_before_any_work(texts, tiny_lm_dir,
     run_dir = tmp_path / "run"
     with pytest.raises(RalmInputError, match=rf"{bad}:2:\d+: not valid JSON"):
         demo(
-            quick=True, output=str(run_dir), corpus=str(texts["corpus"]), eval_text=str(bad),
-            lm=str(tiny_lm_dir), encoder=str(tiny_encoder_dir), scale=TINY,
-        )  # fmt: skip
+            quick=True,
+            output=str(run_dir),
+            corpus=str(texts["corpus"]),
+            eval_text=str(bad),
+            lm=str(tiny_lm_dir),
+            encoder=str(tiny_encoder_dir),
+            scale=TINY,
+        )
     assert not run_dir.exists()  # nothing written: no run folder, no index, no commands.sh
 
 
@@ -329,9 +385,14 @@ def test_an_eval_text_too_short_for_one_retrieving_window_stops_before_any_work(
     need = (TINY.max_length + TINY.stride) * 2 // 3  # the first window (no passage) and one retrieving window
     with pytest.raises(RalmInputError, match=rf"{short}: 6 words; at least {need} are needed"):
         demo(
-            quick=True, output=str(run_dir), corpus=str(texts["corpus"]), eval_text=str(short),
-            lm=str(tiny_lm_dir), encoder=str(tiny_encoder_dir), scale=TINY,
-        )  # fmt: skip
+            quick=True,
+            output=str(run_dir),
+            corpus=str(texts["corpus"]),
+            eval_text=str(short),
+            lm=str(tiny_lm_dir),
+            encoder=str(tiny_encoder_dir),
+            scale=TINY,
+        )
     assert not run_dir.exists()
 
 
@@ -340,8 +401,20 @@ def test_ralm_run_is_the_pipeline_for_own_data(texts, tiny_lm_dir, tiny_encoder_
     from ralm.cli import main as ralm_main
 
     run_dir = tmp_path / "run"
-    args = ["run", "--corpus", str(texts["corpus"]), "--eval-text", str(texts["eval"]), "--lm", str(tiny_lm_dir),
-            "--encoder", str(tiny_encoder_dir), "--quick", "--output", str(run_dir)]  # fmt: skip
+    args = [
+        "run",
+        "--corpus",
+        str(texts["corpus"]),
+        "--eval-text",
+        str(texts["eval"]),
+        "--lm",
+        str(tiny_lm_dir),
+        "--encoder",
+        str(tiny_encoder_dir),
+        "--quick",
+        "--output",
+        str(run_dir),
+    ]
     for name, value in TINY.__dict__.items():
         if value is not None:
             args += [f"--scale.{name}", json.dumps(value) if isinstance(value, list) else str(value)]
@@ -382,9 +455,22 @@ def test_ralm_run_keeps_the_eval_documents_out_of_training_and_the_threshold_fit
     )
 
     run_dir = tmp_path / "run"
-    args = ["run", "--corpus", str(paths["corpus"]), "--eval-text", str(paths["eval"]), "--exclude",
-            json.dumps([by_rule]), "--lm", str(tiny_lm_dir), "--encoder", str(tiny_encoder_dir), "--quick",
-            "--output", str(run_dir)]  # fmt: skip
+    args = [
+        "run",
+        "--corpus",
+        str(paths["corpus"]),
+        "--eval-text",
+        str(paths["eval"]),
+        "--exclude",
+        json.dumps([by_rule]),
+        "--lm",
+        str(tiny_lm_dir),
+        "--encoder",
+        str(tiny_encoder_dir),
+        "--quick",
+        "--output",
+        str(run_dir),
+    ]
     scale = {**TINY.__dict__, "num_prefixes": 40, "prefixes_per_shard": 20}
     for name, value in scale.items():
         if value is not None:

@@ -39,9 +39,9 @@ def test_each_resample_is_the_change_on_the_drawn_windows():
 def test_the_interval_matches_the_exact_bootstrap_distribution():
     """With 4 windows the bootstrap distribution can be enumerated: 256 equally likely draws."""
     draws = np.array(list(itertools.product(range(4), repeat=4)))
-    exact = np.array([
-        math.expm1((sum(A[i] for i in d) - sum(B[i] for i in d)) / sum(N[i] for i in d)) for d in draws
-    ])  # fmt: skip
+    exact = np.array(
+        [math.expm1((sum(A[i] for i in d) - sum(B[i] for i in d)) / sum(N[i] for i in d)) for d in draws]
+    )
     c = paired_bootstrap(A, B, N, resamples=40_000, seed=3)
     assert c.change == pytest.approx(perplexity_change(A, B, N))
     # Monte Carlo quantiles of a discrete distribution land on or next to the exact ones.

@@ -120,8 +120,11 @@ def test_first_gguf_load_piped_to_a_file_is_one_line_with_no_bars_and_no_deepspe
         with open(log, "w") as out:
             done = subprocess.run(
                 [sys.executable, "-c", _LOAD_IN_A_FRESH_PROCESS, str(tiny_gguf)],
-                stdout=out, stderr=subprocess.STDOUT, env=env, timeout=300,
-            )  # fmt: skip
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                timeout=300,
+            )
         text = log.read_text()
         assert done.returncode == 0, text
         runs.append(text)

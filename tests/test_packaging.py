@@ -68,8 +68,11 @@ def test_setup_says_in_one_line_that_pyserinis_missing_requirements_are_expected
     assert "| quiet_pyserini_conflicts" in setup
     run = subprocess.run(
         ["bash", "-c", function.group(0) + "quiet_pyserini_conflicts"],
-        input=PIP_AFTER_PYSERINI, capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        input=PIP_AFTER_PYSERINI,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert run.stdout.splitlines() == [
         PIP_AFTER_PYSERINI.splitlines()[0],
         "setup: pyserini's unused requirements are left out on purpose (expected, not an error): "

@@ -23,9 +23,13 @@ def texts(tmp_path) -> PipelineTexts:
     for name in ("corpus.jsonl", "train.jsonl", "eval.txt"):
         (tmp_path / name).write_text('{"id": "a", "title": "A", "text": "words"}\n')
     return PipelineTexts(
-        tmp_path / "corpus.jsonl", tmp_path / "train.jsonl", {"eval": tmp_path / "eval.txt"}, {},
-        exclude=("re:held-.*",), train_exclude=("re:held-.*", "B"),
-    )  # fmt: skip
+        tmp_path / "corpus.jsonl",
+        tmp_path / "train.jsonl",
+        {"eval": tmp_path / "eval.txt"},
+        {},
+        exclude=("re:held-.*",),
+        train_exclude=("re:held-.*", "B"),
+    )
 
 
 def _parsed(stage: StagePlan) -> dict:

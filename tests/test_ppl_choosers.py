@@ -28,20 +28,33 @@ MAX_LENGTH, MPT, N = 128, 64, 260
 
 def _run(ppl_setup, out, reranking: RerankingOptions):
     return eval_ppl(
-        text=str(ppl_setup["text"]), output=str(out), retrieval=RetrievalOptions(str(ppl_setup["index"]), k=4),
+        text=str(ppl_setup["text"]),
+        output=str(out),
+        retrieval=RetrievalOptions(str(ppl_setup["index"]), k=4),
         lm=LMOptions(str(ppl_setup["lm_dir"]), device="cpu", dtype="float32", max_length=MAX_LENGTH),
-        max_tokens=N, retrieval_cache=str(out.parent / "cache.jsonl"), progress=False,
-        window=WindowOptions(stride=4, max_passage_tokens=MPT), reranking=reranking,
-    )  # fmt: skip
+        max_tokens=N,
+        retrieval_cache=str(out.parent / "cache.jsonl"),
+        progress=False,
+        window=WindowOptions(stride=4, max_passage_tokens=MPT),
+        reranking=reranking,
+    )
 
 
 def _reference(ppl_setup, pick):
     lm = ppl_setup["lm"]
     tokens = lm.encode(ppl_setup["text"].read_text())[:N]
     return tokens, reference_total_nll(
-        lm.model, lm.tokenizer, tokens, max_length=MAX_LENGTH, stride=4, strategy="given",
-        retriever=open_index(ppl_setup["index"]), k=4, max_passage_tokens=MPT, pick=pick,
-    )  # fmt: skip
+        lm.model,
+        lm.tokenizer,
+        tokens,
+        max_length=MAX_LENGTH,
+        stride=4,
+        strategy="given",
+        retriever=open_index(ppl_setup["index"]),
+        k=4,
+        max_passage_tokens=MPT,
+        pick=pick,
+    )
 
 
 def test_trained_reranker_with_abstention(ppl_setup, tiny_encoder_dir, tmp_path):
@@ -166,9 +179,13 @@ def test_a_prior_reranker_that_abstains_declines_where_its_bias_wins(ppl_setup, 
     bias = (ordered[len(ordered) // 2] + ordered[len(ordered) // 2 + 1]) / 2
     info = json.loads((folder / "ralm_reranker.json").read_text())
     info["bm25_prior"] = {
-        "rule": "bm25-zscore", "weight": w, "abstain_bias": bias, "abstain_weight": c, "bm25_top_mean": mu,
+        "rule": "bm25-zscore",
+        "weight": w,
+        "abstain_bias": bias,
+        "abstain_weight": c,
+        "bm25_top_mean": mu,
         "bm25_top_std": sigma,
-    }  # fmt: skip
+    }
     (folder / "ralm_reranker.json").write_text(json.dumps(info))
     _run(ppl_setup, tmp_path / "out", RerankingOptions(reranker=str(folder)))
 

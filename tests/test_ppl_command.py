@@ -28,10 +28,22 @@ def cli(args: list[str], capsys) -> str:
 
 def base_args(ppl_setup, out, lm=None) -> list[str]:
     return [
-        "--text", str(ppl_setup["text"]), "--lm", str(lm or ppl_setup["lm_dir"]), "--output", str(out),
-        "--index", str(ppl_setup["index"]), "--max-length", "128", "--max-passage-tokens", "64",
-        "--progress=false", "--device", "cpu",
-    ]  # fmt: skip
+        "--text",
+        str(ppl_setup["text"]),
+        "--lm",
+        str(lm or ppl_setup["lm_dir"]),
+        "--output",
+        str(out),
+        "--index",
+        str(ppl_setup["index"]),
+        "--max-length",
+        "128",
+        "--max-passage-tokens",
+        "64",
+        "--progress=false",
+        "--device",
+        "cpu",
+    ]
 
 
 def test_bad_input_fails_before_lm_work(ppl_setup, tmp_path, capsys):
@@ -73,10 +85,16 @@ def test_bad_input_needing_the_tokenizer_fails_before_scoring(ppl_setup, tmp_pat
 def _run(ppl_setup, out, cache, **kwargs):
     window = kwargs.pop("window", WindowOptions(stride=4, max_passage_tokens=64))
     return eval_ppl(
-        text=str(ppl_setup["text"]), lm=LMOptions(str(ppl_setup["lm_dir"]), device="cpu", max_length=128),
-        output=str(out), retrieval=RetrievalOptions(str(ppl_setup["index"]), k=4),
-        max_tokens=240, retrieval_cache=str(cache), progress=False, window=window, **kwargs,
-    )  # fmt: skip
+        text=str(ppl_setup["text"]),
+        lm=LMOptions(str(ppl_setup["lm_dir"]), device="cpu", max_length=128),
+        output=str(out),
+        retrieval=RetrievalOptions(str(ppl_setup["index"]), k=4),
+        max_tokens=240,
+        retrieval_cache=str(cache),
+        progress=False,
+        window=window,
+        **kwargs,
+    )
 
 
 def test_retrieval_cache_is_keyed_by_query_text_and_reused(ppl_setup, tmp_path):
@@ -136,8 +154,12 @@ def test_sweep_shares_one_retrieval_pass_and_plots(ppl_setup, tmp_path):
     )
     assert results4["timings"]["queries_searched"] == n4
     # Each point equals a separate run with that stride.
-    single = _run(ppl_setup, tmp_path / "s8", tmp_path / "other_cache.jsonl",
-                  window=WindowOptions(stride=8, max_passage_tokens=64))  # fmt: skip
+    single = _run(
+        ppl_setup,
+        tmp_path / "s8",
+        tmp_path / "other_cache.jsonl",
+        window=WindowOptions(stride=8, max_passage_tokens=64),
+    )
     assert sweep["points"][1]["total_nll"] == pytest.approx(single["metrics"]["total_nll"], rel=1e-9)
     assert single["counts"]["windows"] == len(strided_windows(240, 128, 8))
 
@@ -174,10 +196,27 @@ def test_cli_with_a_shipped_config_end_to_end(ppl_setup, tmp_path, capsys):
 
     config = Path(__file__).resolve().parents[1] / "configs" / "eval_ppl" / "no_retrieval.yaml"
     out = tmp_path / "cli"
-    ralm_main([
-        "eval", "ppl", "--config", str(config), "--text", str(ppl_setup["text"]), "--lm", str(ppl_setup["lm_dir"]),
-        "--output", str(out), "--max-length", "128", "--max-tokens", "150", "--progress=false", "--device", "cpu",
-    ])  # fmt: skip
+    ralm_main(
+        [
+            "eval",
+            "ppl",
+            "--config",
+            str(config),
+            "--text",
+            str(ppl_setup["text"]),
+            "--lm",
+            str(ppl_setup["lm_dir"]),
+            "--output",
+            str(out),
+            "--max-length",
+            "128",
+            "--max-tokens",
+            "150",
+            "--progress=false",
+            "--device",
+            "cpu",
+        ]
+    )
     summary = capsys.readouterr().out
     rows = [json.loads(x) for x in (out / "windows.jsonl").read_text().split("\n") if x]
     assert all(r["query"] is None and r["passage_id"] is None for r in rows)

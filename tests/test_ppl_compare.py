@@ -42,14 +42,17 @@ WINDOW_KEYS = [
 
 def _run(ppl_setup, out, cache, **kwargs):
     return eval_ppl(
-        text=str(kwargs.pop("text", ppl_setup["text"])), output=str(out),
+        text=str(kwargs.pop("text", ppl_setup["text"])),
+        output=str(out),
         lm=LMOptions(str(ppl_setup["lm_dir"]), device="cpu", dtype="float32", max_length=MAX_LENGTH),
         retrieval=RetrievalOptions(str(ppl_setup["index"]), k=K),
-        max_tokens=N, retrieval_cache=str(cache), progress=False,
+        max_tokens=N,
+        retrieval_cache=str(cache),
+        progress=False,
         window=kwargs.pop("window", WindowOptions(stride=4, max_passage_tokens=MPT)),
         reranking=kwargs.pop("reranking", RerankingOptions()),
         **kwargs,
-    )  # fmt: skip
+    )
 
 
 class RequestCounter:
@@ -103,9 +106,15 @@ def runs(ppl_setup, tiny_encoder_dir, tmp_path_factory):
             singles[name] = _run(ppl_setup, root / name, cache, **kwargs)
             rows[name] = counter.rows
     return {
-        "root": root, "cache": cache, "spec": spec, "folder": folder, "compared": compared,
-        "compare_rows": compare_rows, "singles": singles, "single_rows": rows,
-    }  # fmt: skip
+        "root": root,
+        "cache": cache,
+        "spec": spec,
+        "folder": folder,
+        "compared": compared,
+        "compare_rows": compare_rows,
+        "singles": singles,
+        "single_rows": rows,
+    }
 
 
 @pytest.mark.parametrize("name", ["no-retrieval", "bm25", "zero-shot", "oracle", "trained"])
@@ -196,10 +205,12 @@ def test_a_single_condition_scores_only_the_rows_its_plan_names(runs):
     table = [json.loads(x) for x in (runs["root"] / "compare" / "candidates.jsonl").read_text().splitlines()]
     trained = {r["window"]: r["chosen_rank"] for r in _windows(runs["root"] / "trained")}
     conditions = {
-        "no-retrieval": single_condition(True, "none"), "bm25": single_condition(False, "none"),
-        "zero-shot": single_condition(False, "zero-shot"), "oracle": single_condition(False, "oracle"),
+        "no-retrieval": single_condition(True, "none"),
+        "bm25": single_condition(False, "none"),
+        "zero-shot": single_condition(False, "zero-shot"),
+        "oracle": single_condition(False, "oracle"),
         "trained": single_condition(False, str(runs["folder"])),
-    }  # fmt: skip
+    }
     for name, condition in conditions.items():
         planned = sum(plan_rows([condition], r, {"trained": trained[r["window"]]}).rows for r in table)
         assert runs["single_rows"][name] == planned < runs["compare_rows"], name
@@ -269,10 +280,13 @@ def test_bad_compare_options_fail_naming_the_option(ppl_setup, tmp_path):
 
     def fails(match, **kwargs):
         args = {
-            "text": str(ppl_setup["text"]), "lm": LMOptions(str(missing_lm), device="cpu"),
-            "output": str(tmp_path / "out"), "retrieval": RetrievalOptions(str(ppl_setup["index"])),
-            "progress": False, **kwargs,
-        }  # fmt: skip
+            "text": str(ppl_setup["text"]),
+            "lm": LMOptions(str(missing_lm), device="cpu"),
+            "output": str(tmp_path / "out"),
+            "retrieval": RetrievalOptions(str(ppl_setup["index"])),
+            "progress": False,
+            **kwargs,
+        }
         with pytest.raises(RalmInputError, match=match):
             eval_ppl(**args)
 
@@ -309,12 +323,35 @@ def test_cli_compare(runs, ppl_setup, tmp_path, capsys):
     from ralm.cli import main as ralm_main
 
     out = tmp_path / "cli"
-    ralm_main([
-        "eval", "ppl", "--text", str(ppl_setup["text"]), "--lm", str(ppl_setup["lm_dir"]), "--output", str(out),
-        "--index", str(ppl_setup["index"]), "--max-length", "128", "--max-passage-tokens", "64", "--k", "4",
-        "--max-tokens", str(N), "--retrieval-cache", str(runs["cache"]), "--progress=false", "--device", "cpu",
-        "--compare", "no-retrieval,oracle",
-    ])  # fmt: skip
+    ralm_main(
+        [
+            "eval",
+            "ppl",
+            "--text",
+            str(ppl_setup["text"]),
+            "--lm",
+            str(ppl_setup["lm_dir"]),
+            "--output",
+            str(out),
+            "--index",
+            str(ppl_setup["index"]),
+            "--max-length",
+            "128",
+            "--max-passage-tokens",
+            "64",
+            "--k",
+            "4",
+            "--max-tokens",
+            str(N),
+            "--retrieval-cache",
+            str(runs["cache"]),
+            "--progress=false",
+            "--device",
+            "cpu",
+            "--compare",
+            "no-retrieval,oracle",
+        ]
+    )
     printed = capsys.readouterr().out.splitlines()
     oracle = json.loads((out / "oracle" / "results.json").read_text())
     assert oracle["metrics"]["token_ppl"] == pytest.approx(
@@ -330,19 +367,58 @@ def test_cli_compare(runs, ppl_setup, tmp_path, capsys):
     )
 
     # `ralm demo` prints the table once, in its report: its eval stage leaves it out.
-    ralm_main([
-        "eval", "ppl", "--text", str(ppl_setup["text"]), "--lm", str(ppl_setup["lm_dir"]), "--output", str(out),
-        "--index", str(ppl_setup["index"]), "--max-length", "128", "--max-passage-tokens", "64", "--k", "4",
-        "--max-tokens", str(N), "--retrieval-cache", str(runs["cache"]), "--progress=false", "--device", "cpu",
-        "--compare", "no-retrieval,oracle", "--print-table", "false",
-    ])  # fmt: skip
+    ralm_main(
+        [
+            "eval",
+            "ppl",
+            "--text",
+            str(ppl_setup["text"]),
+            "--lm",
+            str(ppl_setup["lm_dir"]),
+            "--output",
+            str(out),
+            "--index",
+            str(ppl_setup["index"]),
+            "--max-length",
+            "128",
+            "--max-passage-tokens",
+            "64",
+            "--k",
+            "4",
+            "--max-tokens",
+            str(N),
+            "--retrieval-cache",
+            str(runs["cache"]),
+            "--progress=false",
+            "--device",
+            "cpu",
+            "--compare",
+            "no-retrieval,oracle",
+            "--print-table",
+            "false",
+        ]
+    )
     printed = capsys.readouterr().out.splitlines()
     assert not any(line.startswith(("condition ", "oracle ")) for line in printed)
     assert sum("scoring" in line for line in printed) == 1
 
     with pytest.raises(SystemExit) as exit_info:
-        ralm_main(["eval", "ppl", "--text", str(ppl_setup["text"]), "--lm", "x", "--output", str(out),
-                   "--index", str(ppl_setup["index"]), "--compare", "bm25,best"])  # fmt: skip
+        ralm_main(
+            [
+                "eval",
+                "ppl",
+                "--text",
+                str(ppl_setup["text"]),
+                "--lm",
+                "x",
+                "--output",
+                str(out),
+                "--index",
+                str(ppl_setup["index"]),
+                "--compare",
+                "bm25,best",
+            ]
+        )
     assert exit_info.value.code == 2
     assert "error: --compare: unknown condition 'best'" in capsys.readouterr().err
 
@@ -354,9 +430,13 @@ def test_random_best_or_none_and_the_statistics_read_off_the_table(runs, ppl_set
     tops = sorted(max(c["bm25"] for c in r["candidates"]) for r in first if r["candidates"])
     threshold = tops[len(tops) // 2]
     compared = _run(
-        ppl_setup, out, runs["cache"], compare=f"no-retrieval,bm25,random,bm25-above={threshold},oracle,oracle-or-none",
-        seed=5, bootstrap_resamples=300,
-    )  # fmt: skip
+        ppl_setup,
+        out,
+        runs["cache"],
+        compare=f"no-retrieval,bm25,random,bm25-above={threshold},oracle,oracle-or-none",
+        seed=5,
+        bootstrap_resamples=300,
+    )
     table = [json.loads(x) for x in (out / "candidates.jsonl").read_text().splitlines()]
     by_name = {name: _windows(out / name) for name in compared}
     for row, rule in zip(table, by_name["bm25-above"], strict=True):
@@ -416,9 +496,15 @@ def test_blocks_never_span_two_documents_of_a_jsonl_text(ppl_setup, tmp_path, ca
     results = {}
     for method in ("blocks", "windows"):
         results[method] = _run(
-            ppl_setup, tmp_path / method, tmp_path / "cache.jsonl", text=text, compare="no-retrieval,bm25",
-            seed=5, bootstrap_resamples=300, bootstrap=method,
-        )  # fmt: skip
+            ppl_setup,
+            tmp_path / method,
+            tmp_path / "cache.jsonl",
+            text=text,
+            compare="no-retrieval,bm25",
+            seed=5,
+            bootstrap_resamples=300,
+            bootstrap=method,
+        )
     printed = capsys.readouterr().out
     table = [json.loads(x) for x in (tmp_path / "blocks" / "candidates.jsonl").read_text().splitlines()]
     tokens = ppl_setup["lm"].encode("\n\n".join(docs))[:N]
@@ -433,8 +519,10 @@ def test_blocks_never_span_two_documents_of_a_jsonl_text(ppl_setup, tmp_path, ca
         run = 1 if new else run + 1
     assert bootstrap["documents"] == len(set(documents)) >= 4 and bootstrap["blocks"] == len(set(labels))
     assert f"block length {length} windows, {len(set(labels))} blocks" in printed
-    nll = {name: [json.loads(x)["nll"] for x in (tmp_path / "blocks" / name / "windows.jsonl").open()]
-           for name in ("bm25", "no-retrieval")}  # fmt: skip
+    nll = {
+        name: [json.loads(x)["nll"] for x in (tmp_path / "blocks" / name / "windows.jsonl").open()]
+        for name in ("bm25", "no-retrieval")
+    }
     n = [r["num_targets"] for r in table]
     for method, draws in (("blocks", labels), ("windows", range(len(table)))):
         got = results[method]["bm25"]["comparison"]["vs_no_retrieval"]
@@ -456,10 +544,14 @@ def test_one_block_length_per_table_and_blocks_cut_at_document_starts():
     for t in range(1, 120):
         diff[t] = 0.9 * diff[t - 1] + rng.normal()
     table = [
-        {"window": i, "target_start": 100 + 4 * i, "no_passage_nll": 50.0,
-         "candidates": [{"nll": 50.0 + diff[i]}] if i else []}
+        {
+            "window": i,
+            "target_start": 100 + 4 * i,
+            "no_passage_nll": 50.0,
+            "candidates": [{"nll": 50.0 + diff[i]}] if i else [],
+        }
         for i in range(120)
-    ]  # fmt: skip
+    ]
     starts = (0, 150, 170, 300)  # tokens: windows 0-12, 13-17, 18-49 and 50-119
     blocks = table_blocks(table, starts)
     documents = [sum(1 for s in starts if s <= r["target_start"]) - 1 for r in table]

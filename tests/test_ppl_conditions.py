@@ -14,12 +14,15 @@ def row(bm25=(12.0, 9.0, 7.0), nll=None, rank=None, bare=None, window=3) -> dict
     nll = nll or [None] * len(bm25)
     rank = rank or [None] * len(bm25)
     return {
-        "window": window, "target_start": 40, "num_targets": 4, "no_passage_nll": bare,
+        "window": window,
+        "target_start": 40,
+        "num_targets": 4,
+        "no_passage_nll": bare,
         "candidates": [
             {"id": f"p{i}", "bm25": b, "nll": n, "rank_logprob": r, "copies_target": False}
             for i, (b, n, r) in enumerate(zip(bm25, nll, rank, strict=True))
         ],
-    }  # fmt: skip
+    }
 
 
 def one(spec: str) -> Condition:
@@ -32,14 +35,28 @@ def test_parsing_gives_one_typed_condition_per_item(tmp_path):
         f"no-retrieval, bm25,random,zero-shot,oracle,oracle-or-none,bm25-above=2.5,mine={tmp_path}"
     )
     assert [c.kind for c in got] == [
-        "no-retrieval", "bm25", "random", "zero-shot", "oracle", "oracle-or-none", "bm25-above", "trained",
-    ]  # fmt: skip
+        "no-retrieval",
+        "bm25",
+        "random",
+        "zero-shot",
+        "oracle",
+        "oracle-or-none",
+        "bm25-above",
+        "trained",
+    ]
     assert [c.name for c in got][-2:] == ["bm25-above", "mine"]
     assert got[-2].threshold == 2.5 and got[-1].model == str(tmp_path)
     assert [c.spec for c in got][-2:] == ["bm25-above=2.5", f"mine={tmp_path}"]
     assert [c.recorded_reranker for c in got] == [
-        "none", "none", "random", "zero-shot", "oracle", "oracle-or-none", "2.5", str(tmp_path),
-    ]  # fmt: skip
+        "none",
+        "none",
+        "random",
+        "zero-shot",
+        "oracle",
+        "oracle-or-none",
+        "2.5",
+        str(tmp_path),
+    ]
 
 
 def test_the_single_run_options_name_the_same_conditions(tmp_path):

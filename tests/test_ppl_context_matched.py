@@ -28,11 +28,16 @@ def _rows(folder) -> list[dict]:
 
 def _eval(ppl_setup, out, *, max_length=LENGTH, index="long_index", **kwargs):
     return eval_ppl(
-        text=str(ppl_setup["text"]), lm=LMOptions(str(ppl_setup["lm_dir"]), device="cpu", max_length=max_length),
-        output=str(out), retrieval=RetrievalOptions(str(ppl_setup[index]), k=2),
-        max_tokens=400, retrieval_cache=str(out.parent / f"cache-{index}.jsonl"), progress=False,
-        window=WindowOptions(stride=STRIDE, max_passage_tokens=PASSAGE), **kwargs,
-    )  # fmt: skip
+        text=str(ppl_setup["text"]),
+        lm=LMOptions(str(ppl_setup["lm_dir"]), device="cpu", max_length=max_length),
+        output=str(out),
+        retrieval=RetrievalOptions(str(ppl_setup[index]), k=2),
+        max_tokens=400,
+        retrieval_cache=str(out.parent / f"cache-{index}.jsonl"),
+        progress=False,
+        window=WindowOptions(stride=STRIDE, max_passage_tokens=PASSAGE),
+        **kwargs,
+    )
 
 
 def test_context_matched_row_equals_a_plain_run_at_the_shorter_window(ppl_setup, tmp_path):

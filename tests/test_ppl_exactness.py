@@ -17,31 +17,68 @@ from ralm.retrieval.index import open_index
 from ralm.retrieval.options import RetrievalOptions
 
 
-def run(ppl_setup, tmp_path, *, max_tokens, stride=4, max_length=128, query_tokens=32, reranker="none", k=4,
-        no_retrieval=False, max_passage_tokens=64, long=False):  # fmt: skip
+def run(
+    ppl_setup,
+    tmp_path,
+    *,
+    max_tokens,
+    stride=4,
+    max_length=128,
+    query_tokens=32,
+    reranker="none",
+    k=4,
+    no_retrieval=False,
+    max_passage_tokens=64,
+    long=False,
+):
     return eval_ppl(
-        text=str(ppl_setup["text"]), lm=_cpu(ppl_setup["lm_dir"], max_length), output=str(tmp_path / "out"),
-        retrieval=RetrievalOptions(None if no_retrieval else str(ppl_setup["long_index" if long else "index"]), k=k),
-        no_retrieval=no_retrieval, max_tokens=max_tokens, retrieval_cache=str(tmp_path / "cache.jsonl"),
-        progress=False, window=WindowOptions(stride=stride, query_tokens=query_tokens,
-                                             max_passage_tokens=max_passage_tokens),
-        reranking=RerankingOptions(reranker=reranker), batching=BatchOptions(batch_size=6),
-    )  # fmt: skip
+        text=str(ppl_setup["text"]),
+        lm=_cpu(ppl_setup["lm_dir"], max_length),
+        output=str(tmp_path / "out"),
+        retrieval=RetrievalOptions(
+            None if no_retrieval else str(ppl_setup["long_index" if long else "index"]), k=k
+        ),
+        no_retrieval=no_retrieval,
+        max_tokens=max_tokens,
+        retrieval_cache=str(tmp_path / "cache.jsonl"),
+        progress=False,
+        window=WindowOptions(stride=stride, query_tokens=query_tokens, max_passage_tokens=max_passage_tokens),
+        reranking=RerankingOptions(reranker=reranker),
+        batching=BatchOptions(batch_size=6),
+    )
 
 
 def _cpu(lm_dir, max_length: int) -> LMOptions:
     return LMOptions(str(lm_dir), device="cpu", dtype="float32", max_length=max_length)
 
 
-def reference(ppl_setup, *, max_tokens, stride=4, max_length=128, query_tokens=32, strategy="first", k=4,
-              max_passage_tokens=64, long=False):  # fmt: skip
+def reference(
+    ppl_setup,
+    *,
+    max_tokens,
+    stride=4,
+    max_length=128,
+    query_tokens=32,
+    strategy="first",
+    k=4,
+    max_passage_tokens=64,
+    long=False,
+):
     lm = ppl_setup["lm"]
     tokens = lm.encode(ppl_setup["text"].read_text())[:max_tokens]
     retriever = None if strategy == "none" else open_index(ppl_setup["long_index" if long else "index"])
     return reference_total_nll(
-        lm.model, lm.tokenizer, tokens, max_length=max_length, stride=stride, strategy=strategy,
-        retriever=retriever, k=k, query_tokens=query_tokens, max_passage_tokens=max_passage_tokens,
-    )  # fmt: skip
+        lm.model,
+        lm.tokenizer,
+        tokens,
+        max_length=max_length,
+        stride=stride,
+        strategy=strategy,
+        retriever=retriever,
+        k=k,
+        query_tokens=query_tokens,
+        max_passage_tokens=max_passage_tokens,
+    )
 
 
 CASES = {
@@ -136,24 +173,44 @@ def test_a_bos_adding_tokenizer_is_scored_as_eval_lm_scores_it(ppl_setup, tmp_pa
     assert lm.bos_id is not None and lm.tokenizer("x")["input_ids"][0] == lm.bos_id
     n = 300
     got = eval_ppl(
-        text=str(ppl_setup["text"]), lm=_cpu(lm_dir, 128), output=str(tmp_path / "out"),
-        retrieval=RetrievalOptions(str(ppl_setup["index"])), batching=BatchOptions(batch_size=6),
-        max_tokens=n, retrieval_cache=str(tmp_path / "cache.jsonl"), progress=False,
+        text=str(ppl_setup["text"]),
+        lm=_cpu(lm_dir, 128),
+        output=str(tmp_path / "out"),
+        retrieval=RetrievalOptions(str(ppl_setup["index"])),
+        batching=BatchOptions(batch_size=6),
+        max_tokens=n,
+        retrieval_cache=str(tmp_path / "cache.jsonl"),
+        progress=False,
         window=WindowOptions(stride=4, query_tokens=32, max_passage_tokens=64),
-    )["metrics"]  # fmt: skip
+    )["metrics"]
     tokens = lm.tokenizer(ppl_setup["text"].read_text(), add_special_tokens=False)["input_ids"][:n]
     want, scored = reference_total_nll(
-        lm.model, lm.tokenizer, tokens, max_length=128, stride=4, strategy="first",
-        retriever=open_index(ppl_setup["index"]), k=1, max_passage_tokens=64, passage_special_tokens=True,
-    )  # fmt: skip
+        lm.model,
+        lm.tokenizer,
+        tokens,
+        max_length=128,
+        stride=4,
+        strategy="first",
+        retriever=open_index(ppl_setup["index"]),
+        k=1,
+        max_passage_tokens=64,
+        passage_special_tokens=True,
+    )
     assert got["scored_tokens"] == scored
     assert abs(got["total_nll"] - want) <= 1e-7 * abs(want), got["total_nll"] - want
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     assert results["config"]["passage_bos"] == lm.bos_id  # recorded: a resumed run cannot mix the two
     plain, _ = reference_total_nll(
-        lm.model, lm.tokenizer, tokens, max_length=128, stride=4, strategy="first",
-        retriever=open_index(ppl_setup["index"]), k=1, max_passage_tokens=64,
-    )  # fmt: skip
+        lm.model,
+        lm.tokenizer,
+        tokens,
+        max_length=128,
+        stride=4,
+        strategy="first",
+        retriever=open_index(ppl_setup["index"]),
+        k=1,
+        max_passage_tokens=64,
+    )
     assert abs(plain - want) > 1e-6 * abs(
         want
     )  # without the passages' BOS it differs (a tiny random LM: a little)

@@ -43,13 +43,17 @@ def test_a_translation_in_the_corpus_is_a_leak_and_an_unrelated_text_gains_nothi
 
     def run(text: str, out: str, windows: int, index=None) -> float:
         eval_ppl(
-            text=str(tmp_path / text), lm=LMOptions(str(smollm2_gguf), max_length=MAX_LENGTH),
-            output=str(tmp_path / out), no_retrieval=index is None,
+            text=str(tmp_path / text),
+            lm=LMOptions(str(smollm2_gguf), max_length=MAX_LENGTH),
+            output=str(tmp_path / out),
+            no_retrieval=index is None,
             retrieval=RetrievalOptions(None if index is None else str(index), k=1),
-            max_tokens=MAX_LENGTH + STRIDE * windows, retrieval_cache=str(tmp_path / f"cache-{out}.jsonl"),
-            progress=False, window=WindowOptions(stride=STRIDE, max_passage_tokens=PASSAGE),
+            max_tokens=MAX_LENGTH + STRIDE * windows,
+            retrieval_cache=str(tmp_path / f"cache-{out}.jsonl"),
+            progress=False,
+            window=WindowOptions(stride=STRIDE, max_passage_tokens=PASSAGE),
             batching=BatchOptions(batch_size=4),
-        )  # fmt: skip
+        )
         return retrieving_ppl(tmp_path / out)
 
     mark_base = run("mark.txt", "mark-base", 6)

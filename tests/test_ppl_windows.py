@@ -120,19 +120,29 @@ def test_a_window_retrieves_when_its_query_found_a_candidate_in_every_count():
     candidates = [[], ["p1"], [], ["p3", "p4"]]
     assert retrieving_windows(candidates) == [1, 3]
     rows = [
-        {"window": i, "nll": 2.0, "num_targets": 2, "passage_id": "p1" if i == 1 else None,
-         "copies_target": i == 1}
+        {
+            "window": i,
+            "nll": 2.0,
+            "num_targets": 2,
+            "passage_id": "p1" if i == 1 else None,
+            "copies_target": i == 1,
+        }
         for i in range(4)
-    ]  # fmt: skip
+    ]
     text = EvalText(path="t", sha256="x", tokens=tuple(range(9)), words=4, words_eval_lm=3)
     results = point_results(rows, text, {}, {}, resumed=0, candidates=candidates)
     assert results["counts"]["retrieving_windows"] == 2 and results["counts"]["windows_with_passage"] == 1
     assert results["metrics"]["retrieval_rate"] == 0.5  # 1 of the 2 retrieving windows
     table = [
-        {"window": i, "target_start": 2 * i, "num_targets": 2, "no_passage_nll": 2.0,
-         "candidates": [{"nll": 2.0, "id": c} for c in cands]}
+        {
+            "window": i,
+            "target_start": 2 * i,
+            "num_targets": 2,
+            "no_passage_nll": 2.0,
+            "candidates": [{"nll": 2.0, "id": c} for c in cands],
+        }
         for i, cands in enumerate(candidates)
-    ]  # fmt: skip
+    ]
     stats = condition_statistics(table, rows, resamples=10)
     assert stats["retrieving_windows"] == 2 and stats["copy_rate"] == 0.5
 

@@ -23,8 +23,18 @@ def readme_api_blocks() -> list[str]:
 
 def test_every_stage_has_an_example():
     code = "\n".join(readme_api_blocks())
-    for name in ("make_passages", "build_index", "open_index", "generate_reranking_data", "train_reranker",
-                 "Reranker.from_pretrained", ".rank(", "evaluate_perplexity", "evaluate_qa", "evaluate_flare"):  # fmt: skip
+    for name in (
+        "make_passages",
+        "build_index",
+        "open_index",
+        "generate_reranking_data",
+        "train_reranker",
+        "Reranker.from_pretrained",
+        ".rank(",
+        "evaluate_perplexity",
+        "evaluate_qa",
+        "evaluate_flare",
+    ):
         assert name in code, name
 
 
@@ -39,15 +49,21 @@ def export_logits(folder: str, hits) -> list[float]:
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
     passages = [h.contents for h in hits]
-    batch = encode_pairs(tokenizer, ["Open the file and"] * len(passages), passages,
-                         max_length=info["max_length"], max_prefix_tokens=info["max_prefix_tokens"])  # fmt: skip
+    batch = encode_pairs(
+        tokenizer,
+        ["Open the file and"] * len(passages),
+        passages,
+        max_length=info["max_length"],
+        max_prefix_tokens=info["max_prefix_tokens"],
+    )
     with torch.no_grad():
         return model(**batch).logits.squeeze(-1).tolist()
 
 
 @pytest.mark.slow  # the whole pipeline on tiny models, twice for eval ppl: ~2 minutes on 2 cores
-def test_the_readme_examples_run_and_agree_with_the_cli(tmp_path, monkeypatch, real_documents, tiny_lm_dir,
-                                                         tiny_encoder_dir, capsys):  # fmt: skip
+def test_the_readme_examples_run_and_agree_with_the_cli(
+    tmp_path, monkeypatch, real_documents, tiny_lm_dir, tiny_encoder_dir, capsys
+):
     from ppl_fixtures import build_tiny_lm
 
     lm_dir = build_tiny_lm(tiny_lm_dir, tmp_path / "lm", n_positions=512)  # room for a 256-token passage
@@ -56,8 +72,10 @@ def test_the_readme_examples_run_and_agree_with_the_cli(tmp_path, monkeypatch, r
     held_out = {"id": "held_out", "title": "held_out", "text": real_documents[24]["text"]}
     Path("docs.jsonl").write_text("".join(json.dumps(d) + "\n" for d in [*docs, held_out]))
     Path("held_out.txt").write_text(held_out["text"][:1500])
-    questions = [{"id": f"q{i}", "question": f"What does the {d['title']} module do?", "answers": [d["title"]]}
-                 for i, d in enumerate(docs[:3])]  # fmt: skip
+    questions = [
+        {"id": f"q{i}", "question": f"What does the {d['title']} module do?", "answers": [d["title"]]}
+        for i, d in enumerate(docs[:3])
+    ]
     Path("questions.jsonl").write_text("".join(json.dumps(q) + "\n" for q in questions))
     namespace: dict = {}
     for block in readme_api_blocks():
@@ -89,8 +107,24 @@ def test_the_readme_examples_run_and_agree_with_the_cli(tmp_path, monkeypatch, r
     # The API is the CLI: `ralm eval ppl` on the same inputs gives the same table.
     from ralm.cli import main
 
-    main(["eval", "ppl", "--text", "held_out.txt", "--lm", str(lm_dir), "--index", "idx", "--output", "cli-ppl",
-          "--compare", "no-retrieval,bm25,trained=runs/reranker/reranker", "--progress", "false"])  # fmt: skip
+    main(
+        [
+            "eval",
+            "ppl",
+            "--text",
+            "held_out.txt",
+            "--lm",
+            str(lm_dir),
+            "--index",
+            "idx",
+            "--output",
+            "cli-ppl",
+            "--compare",
+            "no-retrieval,bm25,trained=runs/reranker/reranker",
+            "--progress",
+            "false",
+        ]
+    )
     cli = json.loads(Path("cli-ppl/compare.json").read_text())
     for name, results in namespace["table"].items():
         assert cli["results"][name]["total_nll"] == pytest.approx(results["metrics"]["total_nll"], rel=1e-9)

@@ -124,12 +124,34 @@ def test_an_index_has_one_identity_in_data_gen_and_eval():
     from ralm.eval.ppl.retrieval_cache import index_key
     from ralm.retrieval.index_meta import index_fingerprint
 
-    meta = {"format": "ralm-index/1", "backend": "bm25s", "num_passages": 10, "passages_sha256": "ab",
-            "created": "t1", "passages_path": "/a", "ralm_version": "1", "build_seconds": 1.5}  # fmt: skip
+    meta = {
+        "format": "ralm-index/1",
+        "backend": "bm25s",
+        "num_passages": 10,
+        "passages_sha256": "ab",
+        "created": "t1",
+        "passages_path": "/a",
+        "ralm_version": "1",
+        "build_seconds": 1.5,
+    }
     rebuilt = {**meta, "created": "t2", "passages_path": "/b", "build_seconds": 2.0, "index_dir": "/c"}
-    fields = dict(lm="gpt2", tokenizer="gpt2", dtype="float32", documents_sha256="d", stride=4, query_tokens=4,
-                  k=2, min_prefix_tokens=4, max_length=64, max_passage_tokens=16, seed=0, num_prefixes=2,
-                  num_examples=2, num_shards=1, exclude_same_doc=True)  # fmt: skip
+    fields = dict(
+        lm="gpt2",
+        tokenizer="gpt2",
+        dtype="float32",
+        documents_sha256="d",
+        stride=4,
+        query_tokens=4,
+        k=2,
+        min_prefix_tokens=4,
+        max_length=64,
+        max_passage_tokens=16,
+        seed=0,
+        num_prefixes=2,
+        num_examples=2,
+        num_shards=1,
+        exclude_same_doc=True,
+    )
     assert (
         index_key(meta) == index_fingerprint(rebuilt) == run_config(index_meta=meta, **fields)["index_hash"]
     )

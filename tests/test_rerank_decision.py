@@ -54,10 +54,13 @@ def test_a_skill_less_reranker_is_exported_as_trained_in_at_most_5_percent_of_ru
     exported = [
         export_decision(
             {"trained": bm25[r] + decision[r, best[r]], "bm25": bm25[r], "no-retrieval": None},
-            documents=documents, resamples=300, seed=r,
-        )[0] == "trained"
+            documents=documents,
+            resamples=300,
+            seed=r,
+        )[0]
+        == "trained"
         for r in range(runs)
-    ]  # fmt: skip
+    ]
     rate = float(np.mean(exported))
     # One-sided 95% upper bound of the rate over these runs (normal approximation), below 5%.
     assert rate + 1.645 * np.sqrt(rate * (1 - rate) / runs) <= 0.05, rate
@@ -66,10 +69,13 @@ def test_a_skill_less_reranker_is_exported_as_trained_in_at_most_5_percent_of_ru
     selection_bm25 = rng.normal(-20.0, 5.0, size=(old_runs, selection_docs * per_doc))
     old = [
         export_decision(
-            {"trained": selection_bm25[r] + selection[r, best[r]], "bm25": selection_bm25[r]}, resamples=300, seed=r
-        )[0] == "trained"
+            {"trained": selection_bm25[r] + selection[r, best[r]], "bm25": selection_bm25[r]},
+            resamples=300,
+            seed=r,
+        )[0]
+        == "trained"
         for r in range(old_runs)
-    ]  # fmt: skip
+    ]
     assert np.mean(old) > 0.3, np.mean(old)
 
 
@@ -94,8 +100,11 @@ def test_selection_and_decision_prefixes_come_from_disjoint_documents(tmp_path, 
     doc = {i: rows[i]["doc_id"] for i in range(len(rows))}
     parts = [{doc[i] for i in part} for part in (split.train_rows, split.val_rows, split.decision_rows)]
     assert parts[0].isdisjoint(parts[1]) and parts[0].isdisjoint(parts[2]) and parts[1].isdisjoint(parts[2])
-    assert split.overlap == 0 and split.documents == {"train": len(parts[0]), "selection": len(parts[1]),
-                                                      "decision": len(parts[2])}  # fmt: skip
+    assert split.overlap == 0 and split.documents == {
+        "train": len(parts[0]),
+        "selection": len(parts[1]),
+        "decision": len(parts[2]),
+    }
     assert sorted(split.train_rows + split.val_rows + split.decision_rows) == list(range(90))
     # Each share is reached with whole documents of 3 prefixes: 18 and 27 of 90 prefixes.
     assert (len(split.val_rows), len(split.decision_rows)) == (18, 27)
@@ -114,13 +123,49 @@ def test_the_two_held_out_shares_must_leave_prefixes_to_train_on():
 def _run_paper_config(tmp_path, data: Path, tiny_encoder_dir, *extra: str) -> dict:
     from ralm.rerank.train_command import main
 
-    main([
-        "--config", str(PAPER), "--data", str(data), "--output", str(tmp_path / "out"), "--name", str(tiny_encoder_dir),
-        "--max-length", "40", "--max-prefix-tokens", "12", "--global-batch-size", "4", "--batch-size", "4",
-        "--max-steps", "3", "--warmup-steps", "1", "--val-every", "1", "--save-every", "1", "--num-workers", "0",
-        "--val-fraction", "0.25", "--decision-fraction", "0.25", "--accelerator", "cpu", "--devices", "1",
-        "--wandb", "off", "--enable-progress-bar", "false", *extra,
-    ])  # fmt: skip
+    main(
+        [
+            "--config",
+            str(PAPER),
+            "--data",
+            str(data),
+            "--output",
+            str(tmp_path / "out"),
+            "--name",
+            str(tiny_encoder_dir),
+            "--max-length",
+            "40",
+            "--max-prefix-tokens",
+            "12",
+            "--global-batch-size",
+            "4",
+            "--batch-size",
+            "4",
+            "--max-steps",
+            "3",
+            "--warmup-steps",
+            "1",
+            "--val-every",
+            "1",
+            "--save-every",
+            "1",
+            "--num-workers",
+            "0",
+            "--val-fraction",
+            "0.25",
+            "--decision-fraction",
+            "0.25",
+            "--accelerator",
+            "cpu",
+            "--devices",
+            "1",
+            "--wandb",
+            "off",
+            "--enable-progress-bar",
+            "false",
+            *extra,
+        ]
+    )
     return json.loads((tmp_path / "out" / "summary.json").read_text())
 
 

@@ -23,9 +23,18 @@ def test_a_zero2_checkpoint_exports_with_the_weights_deepspeed_trained(tmp_path,
     folder, reference = tmp_path / "best-step2.ckpt", tmp_path / "reference.pt"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MASTER_PORT": "29547"}
     proc = subprocess.run(
-        [sys.executable, str(REPO / "tests" / "zero_checkpoint.py"), str(tiny_encoder_dir), str(folder), str(reference)],
-        capture_output=True, text=True, env=env, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(REPO / "tests" / "zero_checkpoint.py"),
+            str(tiny_encoder_dir),
+            str(folder),
+            str(reference),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (folder / "latest").read_text().strip() == "checkpoint"  # ZeRO shards, not one state_dict file
     expected = torch.load(reference, weights_only=True)

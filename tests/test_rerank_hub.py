@@ -36,17 +36,43 @@ def export(tmp_path, tiny_encoder_dir) -> Path:
     hparams = {**dict(module.hparams), "bm25_top_mean": 3.0, "bm25_top_std": 2.0}
     torch.save({"state_dict": module.state_dict(), "hyper_parameters": hparams}, tmp_path / "best.ckpt")
     evidence = {
-        "selection": {"prefixes": 40, "documents": 6, "validations": 4, "step": 30, "checkpoint": "best.ckpt"},
-        "decision": {"prefixes": 60, "documents": 9}, "overlap": 0,
-        "comparisons": {"trained - bm25": {"difference": 0.4, "low": 0.1, "high": 0.7, "better": True, "items": 60,
-                                           "detectable_difference": 0.43}},
-    }  # fmt: skip
-    return Path(export_reranker(
-        str(tmp_path / "best.ckpt"), str(tmp_path / "reranker"), hyper_parameters=hparams,
-        trained_on={"lm": "SmolLM2-135M", "train_prefixes": 160, "val_prefixes": 40, "decision_prefixes": 60,
-                    "format": "ralm-rerank-data/1"},
-        metrics={"validation_at_best": {"val/gain_recovered": 0.25}}, decision="trained", decision_evidence=evidence,
-    ))  # fmt: skip
+        "selection": {
+            "prefixes": 40,
+            "documents": 6,
+            "validations": 4,
+            "step": 30,
+            "checkpoint": "best.ckpt",
+        },
+        "decision": {"prefixes": 60, "documents": 9},
+        "overlap": 0,
+        "comparisons": {
+            "trained - bm25": {
+                "difference": 0.4,
+                "low": 0.1,
+                "high": 0.7,
+                "better": True,
+                "items": 60,
+                "detectable_difference": 0.43,
+            }
+        },
+    }
+    return Path(
+        export_reranker(
+            str(tmp_path / "best.ckpt"),
+            str(tmp_path / "reranker"),
+            hyper_parameters=hparams,
+            trained_on={
+                "lm": "SmolLM2-135M",
+                "train_prefixes": 160,
+                "val_prefixes": 40,
+                "decision_prefixes": 60,
+                "format": "ralm-rerank-data/1",
+            },
+            metrics={"validation_at_best": {"val/gain_recovered": 0.25}},
+            decision="trained",
+            decision_evidence=evidence,
+        )
+    )
 
 
 def test_the_model_card_says_what_the_folder_holds(export):
@@ -83,8 +109,11 @@ def test_sentence_transformers_scores_whole_prefixes_as_ralm_does(export, real_d
     prefixes = [texts[0], texts[1][:2000], "In the beginning", texts[2]]
     passages = [texts[3][:900], texts[2][:300], texts[1][:900], ""]
     assert [len(tokenizer(p, add_special_tokens=False)["input_ids"]) > 16 for p in prefixes] == [
-        True, True, False, True
-    ]  # fmt: skip
+        True,
+        True,
+        False,
+        True,
+    ]
     with torch.no_grad():
         ours = model(
             **encode_pairs(tokenizer, prefixes, passages, max_length=48, max_prefix_tokens=16)
@@ -148,6 +177,10 @@ def test_push_to_hub_with_a_local_encoder_without_origin_stops_before_training(t
     from ralm.rerank.train_command import train
 
     with pytest.raises(RalmInputError, match="has no hub id for the model card's base_model"):
-        train(str(tmp_path / "no-data"), str(tmp_path / "out"), encoder=EncoderOptions(name=str(tiny_encoder_dir)),
-              push_to_hub="owner/reranker")  # fmt: skip
+        train(
+            str(tmp_path / "no-data"),
+            str(tmp_path / "out"),
+            encoder=EncoderOptions(name=str(tiny_encoder_dir)),
+            push_to_hub="owner/reranker",
+        )
     assert not (tmp_path / "out").exists()

@@ -81,8 +81,9 @@ def test_the_export_holds_its_checkpoints_prior_and_recovers_the_gain_it_records
     split = load_rerank_data(str(data), abstain=False, val_fraction=0.25, seed=0, bm25_prior=True)
     rows = list(datasets.load_from_disk(str(data)).select(split.val_rows))
     reranker = PredictiveReranker.from_pretrained(folder)
-    picks = reranker.rank([r["prefix"] for r in rows], [r["candidate_texts"] for r in rows],
-                          [r["bm25_scores"] for r in rows])  # fmt: skip
+    picks = reranker.rank(
+        [r["prefix"] for r in rows], [r["candidate_texts"] for r in rows], [r["bm25_scores"] for r in rows]
+    )
     pick = np.mean([r["lm_logprobs"][p] for r, p in zip(rows, picks, strict=True)])
     bm25, oracle = (
         np.mean([r["lm_logprobs"][0] for r in rows]),
@@ -132,9 +133,15 @@ def test_an_untrained_prior_module_with_abstention_still_ranks_like_bm25(prior_r
 def test_head_and_prior_weight_learn_at_their_own_rates(tiny_encoder_dir):
     """The zeroed head and the prior weight would barely move at an encoder's learning rate (1e-5)."""
     module = RerankerModule(
-        str(tiny_encoder_dir), max_length=40, max_prefix_tokens=12, bm25_prior=True,
-        lr=1e-5, head_lr=3e-3, prior_lr=0.05, weight_decay=0.01,
-    )  # fmt: skip
+        str(tiny_encoder_dir),
+        max_length=40,
+        max_prefix_tokens=12,
+        bm25_prior=True,
+        lr=1e-5,
+        head_lr=3e-3,
+        prior_lr=0.05,
+        weight_decay=0.01,
+    )
     optimizer = module.configure_optimizers()["optimizer"]
     group_of = {id(p): g for g in optimizer.param_groups for p in g["params"]}
     trainable = [p for p in module.parameters() if p.requires_grad]
@@ -301,10 +308,20 @@ def test_a_checkpoint_with_old_0_dim_scalars_and_their_moments_loads(tiny_encode
     module = RerankerModule(
         str(tiny_encoder_dir), max_length=40, max_prefix_tokens=12, bm25_prior=True, abstain=True
     )
-    state = {k: (v.reshape(()) if k in ("prior_weight", "abstain_bias", "abstain_weight") else v)
-             for k, v in module.state_dict().items()}  # fmt: skip
-    checkpoint = {"state_dict": state, "optimizer_states": [{"state": {0: {"exp_avg": torch.zeros(()),
-                  "exp_avg_sq": torch.zeros(()), "step": torch.tensor(3.0)}}}]}  # fmt: skip
+    state = {
+        k: (v.reshape(()) if k in ("prior_weight", "abstain_bias", "abstain_weight") else v)
+        for k, v in module.state_dict().items()
+    }
+    checkpoint = {
+        "state_dict": state,
+        "optimizer_states": [
+            {
+                "state": {
+                    0: {"exp_avg": torch.zeros(()), "exp_avg_sq": torch.zeros(()), "step": torch.tensor(3.0)}
+                }
+            }
+        ],
+    }
     module.on_load_checkpoint(checkpoint)
     module.load_state_dict(checkpoint["state_dict"])
     moments = checkpoint["optimizer_states"][0]["state"][0]

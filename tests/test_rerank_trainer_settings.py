@@ -43,10 +43,34 @@ def test_print_config_shows_every_trainer_setting_with_ralms_values(capsys):
 
 
 def test_a_trainer_option_on_the_command_line_reaches_the_trainer(tmp_path):
-    argv = ["--data", "d", "--output", str(tmp_path), "--accelerator", "cpu", "--devices", "1",
-            "--max-steps", "6", "--warmup-steps", "1", "--val-every", "2", "--trainer.limit_val_batches", "0.5",
-            "--log-every-n-steps", "3", "--gradient-clip-val", "0.5", "--accumulate-grad-batches", "2",
-            "--precision", "bf16-mixed", "--reload_dataloaders_every_n_epochs", "4"]  # fmt: skip
+    argv = [
+        "--data",
+        "d",
+        "--output",
+        str(tmp_path),
+        "--accelerator",
+        "cpu",
+        "--devices",
+        "1",
+        "--max-steps",
+        "6",
+        "--warmup-steps",
+        "1",
+        "--val-every",
+        "2",
+        "--trainer.limit_val_batches",
+        "0.5",
+        "--log-every-n-steps",
+        "3",
+        "--gradient-clip-val",
+        "0.5",
+        "--accumulate-grad-batches",
+        "2",
+        "--precision",
+        "bf16-mixed",
+        "--reload_dataloaders_every_n_epochs",
+        "4",
+    ]
     _, init = parse(build_parser(), argv)
     settings = trainer_settings(init.trainer.as_dict(), init.optim)
     accelerator, precision = resolve_hardware(settings)
@@ -77,9 +101,14 @@ def test_building_the_trainer_prints_no_lightning_banner(tmp_path, caplog):
 
 @pytest.mark.parametrize(
     ("old", "new"),
-    [("--out-dir", "--output"), ("--run.devices", "--trainer.devices"), ("--log-every", "--log-every-n-steps"),
-     ("--grad-clip", "--gradient-clip-val"), ("--progress-bar", "--enable-progress-bar")],
-)  # fmt: skip
+    [
+        ("--out-dir", "--output"),
+        ("--run.devices", "--trainer.devices"),
+        ("--log-every", "--log-every-n-steps"),
+        ("--grad-clip", "--gradient-clip-val"),
+        ("--progress-bar", "--enable-progress-bar"),
+    ],
+)
 def test_a_former_option_name_is_refused_naming_the_new_one(old, new, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["--data", "d", old, "1"])

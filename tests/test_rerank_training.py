@@ -313,11 +313,31 @@ def test_ralm_train_from_the_shipped_cpu_config(tmp_path, data_dir, tiny_encoder
     from ralm.cli import main as ralm_main
 
     out = tmp_path / "out"
-    ralm_main([
-        "train", "--config", str(REPO / "configs" / "train" / "cpu.yaml"), "--data", str(data_dir),
-        "--output", str(out), "--name", str(tiny_encoder_dir), "--max-steps", "3", "--warmup-steps", "1",
-        "--val-every", "3", "--num-workers", "1", "--enable-progress-bar", "false", "--wandb", "off",
-    ])  # fmt: skip
+    ralm_main(
+        [
+            "train",
+            "--config",
+            str(REPO / "configs" / "train" / "cpu.yaml"),
+            "--data",
+            str(data_dir),
+            "--output",
+            str(out),
+            "--name",
+            str(tiny_encoder_dir),
+            "--max-steps",
+            "3",
+            "--warmup-steps",
+            "1",
+            "--val-every",
+            "3",
+            "--num-workers",
+            "1",
+            "--enable-progress-bar",
+            "false",
+            "--wandb",
+            "off",
+        ]
+    )
     printed = capsys.readouterr().out
     assert "ralm train: done" in printed and "top-1 agreement" in printed
     summary = json.loads((out / "summary.json").read_text())

@@ -31,9 +31,19 @@ def test_passages_index_retrieve_end_to_end(tmp_path, real_documents, capsys):
     queries = word_window_queries(real_documents[1:], 25, seed=3)
     write_jsonl(tmp_path / "q.jsonl", [{"qid": f"q{i}", "query": q} for i, q in enumerate(queries)])
     retrieve_command.main(
-        ["--index", str(tmp_path / "idx"), "--queries", str(tmp_path / "q.jsonl"), "--k", "5",
-         "--output", str(tmp_path / "run.trec"), "--threads", "2"]
-    )  # fmt: skip
+        [
+            "--index",
+            str(tmp_path / "idx"),
+            "--queries",
+            str(tmp_path / "q.jsonl"),
+            "--k",
+            "5",
+            "--output",
+            str(tmp_path / "run.trec"),
+            "--threads",
+            "2",
+        ]
+    )
     err = capsys.readouterr().err
     assert "queries/s" in err and "25 queries" in err
     expected = open_index(tmp_path / "idx").search(queries, 5)
@@ -44,8 +54,13 @@ def test_passages_index_retrieve_end_to_end(tmp_path, real_documents, capsys):
     records = [json.loads(line) for line in (tmp_path / "run.jsonl").read_text().splitlines()]
     assert [r["query"] for r in records] == queries
     first = records[0]["hits"][0]
-    assert first == {"id": expected[0][0].id, "score": expected[0][0].score, "title": expected[0][0].title,
-                     "doc_id": expected[0][0].doc_id, "contents": expected[0][0].contents}  # fmt: skip
+    assert first == {
+        "id": expected[0][0].id,
+        "score": expected[0][0].score,
+        "title": expected[0][0].title,
+        "doc_id": expected[0][0].doc_id,
+        "contents": expected[0][0].contents,
+    }
     # As docs/formats.md says a user reads them: pandas, no ralm.
     import pandas as pd
 

@@ -44,9 +44,15 @@ def test_faiss_search_matches_direct_inner_products(
     passages_path = real_passages_file(tmp_path, real_documents[:3], words=60)
     passages = read_passages(passages_path)
     meta = build_index(
-        passages_path, tmp_path / "idx", backend="faiss", encoder=str(tiny_encoder_dir),
-        pooling=pooling, normalize=normalize, shard_size=7, batch_size=4,
-    )  # fmt: skip
+        passages_path,
+        tmp_path / "idx",
+        backend="faiss",
+        encoder=str(tiny_encoder_dir),
+        pooling=pooling,
+        normalize=normalize,
+        shard_size=7,
+        batch_size=4,
+    )
     assert meta["encoder"]["dim"] == 32 and meta["num_passages"] == len(passages)
     assert not (tmp_path / "idx" / "shards").exists() and not (tmp_path / "idx.partial").exists()
     retriever = open_index(tmp_path / "idx")

@@ -82,15 +82,29 @@ def data_gen(
     max_length = lm.input_length(model.max_length)
     check_input_fits(max_length, window)
     excluded: dict = {"rules": list(exclude or [])}
-    sampled = sample_documents(documents, model, sampling, window, sharding, world_size=world_size,
-                               progress=progress, excluded=excluded)  # fmt: skip
+    sampled = sample_documents(
+        documents,
+        model,
+        sampling,
+        window,
+        sharding,
+        world_size=world_size,
+        progress=progress,
+        excluded=excluded,
+    )
     settings = resolve_settings(
-        sampling, window, retrieval, allow_same_doc=allow_same_doc, max_length=max_length,
-        num_passages=int(retriever.meta["num_passages"]), num_examples=sampled.num_examples,
+        sampling,
+        window,
+        retrieval,
+        allow_same_doc=allow_same_doc,
+        max_length=max_length,
+        num_passages=int(retriever.meta["num_passages"]),
+        num_examples=sampled.num_examples,
         num_shards=sampled.num_shards,
-    )  # fmt: skip
-    config, meta = describe_run(documents, model, retriever.meta, sampled, settings, limit=sampling.limit,
-                                excluded=excluded)  # fmt: skip
+    )
+    config, meta = describe_run(
+        documents, model, retriever.meta, sampled, settings, limit=sampling.limit, excluded=excluded
+    )
     finished = _start_or_resume(out, config, meta)
     if finished is not None:
         return finished

@@ -58,18 +58,34 @@ class GenerationSettings:
         return fields
 
 
-def resolve_settings(sampling: SamplingOptions, window: WindowOptions, retrieval: RetrievalOptions, *,
-                     allow_same_doc: bool, max_length: int, num_passages: int, num_examples: int,
-                     num_shards: int) -> GenerationSettings:  # fmt: skip
+def resolve_settings(
+    sampling: SamplingOptions,
+    window: WindowOptions,
+    retrieval: RetrievalOptions,
+    *,
+    allow_same_doc: bool,
+    max_length: int,
+    num_passages: int,
+    num_examples: int,
+    num_shards: int,
+) -> GenerationSettings:
     """The run's settings from its options, the capped LM input (`max_length`), the index's size and the
     sample (``exclude_same_doc`` is the negation of --allow-same-doc)."""
     return GenerationSettings(
-        stride=window.stride, query_tokens=window.query_tokens, k=retrieval.k,
-        min_prefix_tokens=prefix_floor(sampling, window), max_length=max_length,
-        max_passage_tokens=window.max_passage_tokens, seed=sampling.seed, num_prefixes=sampling.num_prefixes,
-        num_examples=num_examples, num_shards=num_shards, exclude_same_doc=not allow_same_doc,
-        num_passages=num_passages, retrieval_threads=retrieval.threads,
-    )  # fmt: skip
+        stride=window.stride,
+        query_tokens=window.query_tokens,
+        k=retrieval.k,
+        min_prefix_tokens=prefix_floor(sampling, window),
+        max_length=max_length,
+        max_passage_tokens=window.max_passage_tokens,
+        seed=sampling.seed,
+        num_prefixes=sampling.num_prefixes,
+        num_examples=num_examples,
+        num_shards=num_shards,
+        exclude_same_doc=not allow_same_doc,
+        num_passages=num_passages,
+        retrieval_threads=retrieval.threads,
+    )
 
 
 def _normalized(text: str) -> str:
@@ -129,25 +145,45 @@ def shard_rows(
     started = time.perf_counter()
     indices = list(range(shard.start, shard.stop))
     docs, positions = [int(sample.doc[i]) for i in indices], [int(sample.position[i]) for i in indices]
-    tokens = [prefix_tokens(corpus, doc, position, settings.stride, settings.query_tokens, settings.max_length)
-              for doc, position in zip(docs, positions, strict=True)]  # fmt: skip
+    tokens = [
+        prefix_tokens(corpus, doc, position, settings.stride, settings.query_tokens, settings.max_length)
+        for doc, position in zip(docs, positions, strict=True)
+    ]
     doc_ids = [corpus.doc_ids[doc] for doc in docs]
     candidates = retrieve_candidates(
-        retriever, [lm.decode(t.query) for t in tokens], doc_ids, settings.k, settings.exclude_same_doc,
-        settings.num_passages, settings.retrieval_threads,
-    )  # fmt: skip
+        retriever,
+        [lm.decode(t.query) for t in tokens],
+        doc_ids,
+        settings.k,
+        settings.exclude_same_doc,
+        settings.num_passages,
+        settings.retrieval_threads,
+    )
     if check_documents is not None:
         check_documents(docs, candidates)
     rows, pairs, copies = [], 0, 0
     for i, doc, position, toks, hits in zip(indices, docs, positions, tokens, candidates, strict=True):
         passage_tokens = passages(hits)
-        cand, none = score_prefix(lm, toks, passage_tokens, max_length=settings.max_length,
-                                  max_passage_tokens=settings.max_passage_tokens)  # fmt: skip
+        cand, none = score_prefix(
+            lm,
+            toks,
+            passage_tokens,
+            max_length=settings.max_length,
+            max_passage_tokens=settings.max_passage_tokens,
+        )
         copies += count_copies(corpus, doc, position, settings.stride, passage_tokens)
-        rows.append(make_row(
-            prefix_index=i, doc_id=corpus.doc_ids[doc], position=position, tokens=toks, hits=hits,
-            candidate_token_logprobs=cand, no_retrieval_token_logprobs=none, decode=lm.decode,
-        ))  # fmt: skip
+        rows.append(
+            make_row(
+                prefix_index=i,
+                doc_id=corpus.doc_ids[doc],
+                position=position,
+                tokens=toks,
+                hits=hits,
+                candidate_token_logprobs=cand,
+                no_retrieval_token_logprobs=none,
+                decode=lm.decode,
+            )
+        )
         pairs += len(hits)
         if on_prefix is not None:
             on_prefix(len(hits))
@@ -192,8 +228,17 @@ def score_shards(ctx: ShardContext, todo: list[Shard], progress: bool) -> float:
     pairs, seconds = 0, 0.0
     for n, shard in enumerate(todo):
         first_check = check_documents if n == 0 and ctx.settings.exclude_same_doc else None
-        rows, counts = shard_rows(shard, ctx.sample, ctx.corpus, ctx.retriever, ctx.model, token_cache,
-                                  ctx.settings, on_prefix=bar.update, check_documents=first_check)  # fmt: skip
+        rows, counts = shard_rows(
+            shard,
+            ctx.sample,
+            ctx.corpus,
+            ctx.retriever,
+            ctx.model,
+            token_cache,
+            ctx.settings,
+            on_prefix=bar.update,
+            check_documents=first_check,
+        )
         ctx.store.write(shard, rows, {"config": ctx.config, **counts})
         pairs, seconds = pairs + counts["pairs"], seconds + counts["seconds"]
     bar.total = bar.n  # short candidate lists make fewer pairs than planned

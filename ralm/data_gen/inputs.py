@@ -47,9 +47,17 @@ class SampledPrefixes:
     num_shards: int
 
 
-def sample_documents(documents: str, model: FrozenLM, sampling: SamplingOptions, window: WindowOptions,
-                     sharding: ShardingOptions, *, world_size: int, progress: bool,
-                     excluded: dict) -> SampledPrefixes:  # fmt: skip
+def sample_documents(
+    documents: str,
+    model: FrozenLM,
+    sampling: SamplingOptions,
+    window: WindowOptions,
+    sharding: ShardingOptions,
+    *,
+    world_size: int,
+    progress: bool,
+    excluded: dict,
+) -> SampledPrefixes:
     """Tokenize the documents ``excluded["rules"]`` do not name (`excluded` gets the counts, as
     `ralm.retrieval.passages.filter_documents` records them) and sample the prefixes."""
     from ralm.retrieval.passages import describe_exclusion, filter_documents, read_documents

@@ -114,9 +114,11 @@ def _merge_locked(output: Path, meta: dict, keep_shards: bool) -> dict:
             k=config.get("k"),
         )
         stats["gain_by_bm25_strength"] = gain_by_bm25_strength(
-            merged["bm25_scores"], merged["lm_logprobs"], merged["no_retrieval_logprob"],
+            merged["bm25_scores"],
+            merged["lm_logprobs"],
+            merged["no_retrieval_logprob"],
             [len(t) for t in merged["no_retrieval_token_logprobs"]],
-        )  # fmt: skip
+        )
         stats["pairs_per_second"] = pairs / seconds if seconds > 0 else float("nan")
         # Training documents --exclude left out (the evaluation documents): none of their prefixes is a row.
         stats["documents_excluded"] = meta.get("excluded", {}).get("excluded", 0)

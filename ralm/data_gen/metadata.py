@@ -65,30 +65,59 @@ def run_config(
 
 # The metadata repeats these values of ``config`` at its top level, under their documented names
 # (docs/formats.md §4).
-_META_FROM_CONFIG = ("tokenizer", "s", "l", "k", "seed", "max_length", "max_passage_tokens", "num_prefixes",
-                     "num_examples", "exclude_same_doc", "index_hash")  # fmt: skip
+_META_FROM_CONFIG = (
+    "tokenizer",
+    "s",
+    "l",
+    "k",
+    "seed",
+    "max_length",
+    "max_passage_tokens",
+    "num_prefixes",
+    "num_examples",
+    "exclude_same_doc",
+    "index_hash",
+)
 
 
-def describe_run(documents: str, model: FrozenLM, index_meta: dict, sampled: SampledPrefixes,
-                 settings: GenerationSettings, *, limit: int | None, excluded: dict) -> tuple[dict, dict]:  # fmt: skip
+def describe_run(
+    documents: str,
+    model: FrozenLM,
+    index_meta: dict,
+    sampled: SampledPrefixes,
+    settings: GenerationSettings,
+    *,
+    limit: int | None,
+    excluded: dict,
+) -> tuple[dict, dict]:
     """(config, meta): what the rows depend on (a resume must match it) and the dataset's metadata file."""
     config = run_config(
-        lm=model.name, tokenizer=str(getattr(model.tokenizer, "name_or_path", "")),
-        dtype=str(model.dtype).removeprefix("torch."), documents_sha256=sampled.corpus.texts_sha256,
-        index_meta=index_meta, **settings.recorded(),
-    )  # fmt: skip
+        lm=model.name,
+        tokenizer=str(getattr(model.tokenizer, "name_or_path", "")),
+        dtype=str(model.dtype).removeprefix("torch."),
+        documents_sha256=sampled.corpus.texts_sha256,
+        index_meta=index_meta,
+        **settings.recorded(),
+    )
     if model.bos_id is not None:  # passages start with the tokenizer's BOS (eval_lm.py): part of the rows
         config["passage_bos"] = model.bos_id
     meta = {
-        "format": FORMAT, "config": config, "lm": model.name, **{key: config[key] for key in _META_FROM_CONFIG},
-        "limit": limit, "index": index_meta, "documents": str(documents),
+        "format": FORMAT,
+        "config": config,
+        "lm": model.name,
+        **{key: config[key] for key in _META_FROM_CONFIG},
+        "limit": limit,
+        "index": index_meta,
+        "documents": str(documents),
         "documents_available_prefixes": sampled.sample.available,
         "documents_skipped_too_short": sampled.sample.skipped_docs,
-        "documents_total": len(sampled.corpus.doc_ids), "ralm_version": ralm.__version__, "complete": False,
+        "documents_total": len(sampled.corpus.doc_ids),
+        "ralm_version": ralm.__version__,
+        "complete": False,
         # What --exclude left out before sampling, as <passages>.excluded.json records it for the index
         # (documents_total counts the documents kept).
         "excluded": excluded,
-    }  # fmt: skip
+    }
     return config, meta
 
 

@@ -77,10 +77,14 @@ def gain_by_bm25_strength(
     for i, (lo, hi) in enumerate(zip(edges[:-1], edges[1:], strict=True)):
         inside = (top >= lo) & ((top < hi) if i < len(edges) - 2 else (top <= hi))
         if inside.any():
-            bands.append({
-                "bm25_from": lo, "bm25_to": hi, "prefixes": int(inside.sum()),
-                "gain_bm25_top1_over_no_retrieval": float(gain[inside].mean()),
-            })  # fmt: skip
+            bands.append(
+                {
+                    "bm25_from": lo,
+                    "bm25_to": hi,
+                    "prefixes": int(inside.sum()),
+                    "gain_bm25_top1_over_no_retrieval": float(gain[inside].mean()),
+                }
+            )
     return bands
 
 

@@ -22,8 +22,11 @@ def check_bible_books(books: BookSplit) -> None:
     """The dev and test books must be OSIS ids of the canon (checked before anything is fetched or written)."""
     from ralm.corpora import CANON
 
-    options = {"--dev-books": books.dev_books, "--related-books": books.related_books,
-               "--unrelated-books": books.unrelated_books}  # fmt: skip
+    options = {
+        "--dev-books": books.dev_books,
+        "--related-books": books.related_books,
+        "--unrelated-books": books.unrelated_books,
+    }
     for option, names in options.items():
         unknown = [b for b in names if b not in CANON]
         if unknown or not names:
@@ -49,8 +52,11 @@ def bible_texts(data_dir: Path, books: BookSplit, split: str = "test") -> Pipeli
     held = set(books.heldout_books)
     train = [d for d in web if d["id"] not in held]
     by_id = {d["id"]: d for d in web}
-    sets = ({"dev": books.dev_books} if split == "dev"
-            else {"related": books.related_books, "unrelated": books.unrelated_books})  # fmt: skip
+    sets = (
+        {"dev": books.dev_books}
+        if split == "dev"
+        else {"related": books.related_books, "unrelated": books.unrelated_books}
+    )
     scored = {name: [by_id[b] for b in books] for name, books in sets.items()}
     corpus, train_path = data_dir / "kjv_books.jsonl", data_dir / "web_train_books.jsonl"
     evals = {name: data_dir / f"web_{name}_books.jsonl" for name in sets}
@@ -79,9 +85,14 @@ PYTHON_DOCS = {
     "train": ("howto/", "faq/", "reference/", "extending/", "using/"),
     "dev": ("tutorial/errors", "tutorial/modules"),
     "related": ("tutorial/stdlib", "tutorial/stdlib2"),
-    "unrelated": ("tutorial/appetite", "tutorial/interpreter", "tutorial/interactive", "tutorial/appendix",
-                  "tutorial/whatnow"),
-}  # fmt: skip
+    "unrelated": (
+        "tutorial/appetite",
+        "tutorial/interpreter",
+        "tutorial/interactive",
+        "tutorial/appendix",
+        "tutorial/whatnow",
+    ),
+}
 """The second domain: page ids (prefixes for corpus and train) of the Python 3.11 documentation (Debian
 python3.11-doc) per role. The library reference is the retrieval corpus; the HOWTOs, FAQ, language
 reference, extending and usage guides train the reranker; tutorial pages are held out: dev pages choose,
@@ -101,8 +112,11 @@ def python_docs_texts(data_dir: Path, split: str = "test") -> PipelineTexts:
         return [d for d in docs if d["id"].startswith(prefixes)]
 
     by_id = {d["id"]: d for d in docs}
-    roles = {"corpus": pages(PYTHON_DOCS["corpus"]), "train": pages(PYTHON_DOCS["train"]),
-             **{name: [by_id[i] for i in PYTHON_DOCS[name]] for name in sets}}  # fmt: skip
+    roles = {
+        "corpus": pages(PYTHON_DOCS["corpus"]),
+        "train": pages(PYTHON_DOCS["train"]),
+        **{name: [by_id[i] for i in PYTHON_DOCS[name]] for name in sets},
+    }
     paths = {role: data_dir / f"python_docs_{role}.jsonl" for role in roles}
     for role, rows in roles.items():
         if not _same_jsonl(paths[role], rows):
@@ -130,5 +144,3 @@ def _same_jsonl(path: Path, rows: list[dict]) -> bool:
         return False
     expected = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
     return path.read_text(encoding="utf-8") == expected
-
-

@@ -102,16 +102,17 @@ def demo(
 
 
 RENAMED = {
-    "run_dir": "output", "scale.test_books": "books.related_books", "scale.dev_books": "books.dev_books",
-    "scale.related_books": "books.related_books", "scale.unrelated_books": "books.unrelated_books",
-}  # fmt: skip
+    "run_dir": "output",
+    "scale.test_books": "books.related_books",
+    "scale.dev_books": "books.dev_books",
+    "scale.related_books": "books.related_books",
+    "scale.unrelated_books": "books.unrelated_books",
+}
 """Former option names -> their new names (the books left the scale: `ralm run` has none)."""
 
 
 def build_parser():
-    return parser_for(
-        demo, prog="ralm demo", renamed=RENAMED
-    )
+    return parser_for(demo, prog="ralm demo", renamed=RENAMED)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -40,9 +40,12 @@ def check_dtype(
         return None
     folder = evaluate.output.parent.with_name(evaluate.output.parent.name + "-fp32-check")
     arguments = {
-        **evaluate.arguments, "lm": replace(lm, dtype="fp32"), "compare": "no-retrieval,bm25",
-        "max_tokens": settings.max_length + DTYPE_CHECK_WINDOWS * settings.stride, "output": str(folder),
-    }  # fmt: skip
+        **evaluate.arguments,
+        "lm": replace(lm, dtype="fp32"),
+        "compare": "no-retrieval,bm25",
+        "max_tokens": settings.max_length + DTYPE_CHECK_WINDOWS * settings.stride,
+        "output": str(folder),
+    }
     stage = StagePlan("bf16 check", evaluate.words, arguments, folder / COMPARE_FILE)
     times[stage.key] = runner.run(stage)
     return dtype_change(evaluate.output.parent, folder)

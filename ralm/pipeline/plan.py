@@ -70,21 +70,39 @@ def plan_pipeline(
     trains = tuple(_train_stage(run_dir, data_gen.output, encoder, settings, s) for s in settings.train_seeds)
     trained = {f"trained-seed{s}": t.output for s, t in zip(settings.train_seeds, trains, strict=True)}
     evals = tuple(
-        eval_stage(run_dir, name, path, retrieval, lm_options(lm, settings, dtype), settings, trained,
-                   threshold, key="eval" if len(texts.evals) == 1 else f"eval {name}")
+        eval_stage(
+            run_dir,
+            name,
+            path,
+            retrieval,
+            lm_options(lm, settings, dtype),
+            settings,
+            trained,
+            threshold,
+            key="eval" if len(texts.evals) == 1 else f"eval {name}",
+        )
         for name, path in texts.evals.items()
-    )  # fmt: skip
+    )
     return PipelinePlan(index, data_gen, trains, evals)
 
 
 def _index_stage(run_dir: Path, texts: PipelineTexts, settings: ScaleSettings) -> StagePlan:
     # Keyed by the corpus's contents, not its name: an edited file gets a fresh folder.
     arguments = {
-        "documents": texts.corpus, "passage_words": settings.passage_words,
-        "passage_stride": settings.passage_stride, "exclude": list(texts.exclude) or None, "overwrite": True,
-    }  # fmt: skip
-    key = short_hash([path_fingerprint(texts.corpus), str(settings.passage_words),
-                      str(settings.passage_stride), *texts.exclude])  # fmt: skip
+        "documents": texts.corpus,
+        "passage_words": settings.passage_words,
+        "passage_stride": settings.passage_stride,
+        "exclude": list(texts.exclude) or None,
+        "overwrite": True,
+    }
+    key = short_hash(
+        [
+            path_fingerprint(texts.corpus),
+            str(settings.passage_words),
+            str(settings.passage_stride),
+            *texts.exclude,
+        ]
+    )
     index_dir = run_dir / f"index-{key}"
     arguments |= {"output": index_dir, "passages": Path(f"{index_dir}.passages.jsonl")}
     return StagePlan("index", ("index",), arguments, index_dir)
@@ -102,44 +120,65 @@ def _data_gen_stage(
 
     # `ralm run`: the eval documents and --exclude leave the training text too (ralm.pipeline.held_out).
     arguments = {
-        "documents": str(texts.train), "lm": lm, "retrieval": retrieval,
+        "documents": str(texts.train),
+        "lm": lm,
+        "retrieval": retrieval,
         "exclude": list(texts.train_exclude) or None,
         "sampling": SamplingOptions(num_prefixes=settings.num_prefixes),
         "window": window_options(settings),
         "sharding": ShardingOptions(prefixes_per_shard=settings.prefixes_per_shard),
-    }  # fmt: skip
+    }
     draft = StagePlan("data-gen", ("data-gen",), arguments, run_dir)
     data_dir = run_dir / f"rerank-data-{short_hash([path_fingerprint(texts.train), *draft.command])}"
     return StagePlan("data-gen", ("data-gen",), {**arguments, "output": str(data_dir)}, data_dir)
 
 
-def _train_stage(run_dir: Path, data_dir: Path, encoder: str, settings: ScaleSettings, seed: int) -> StagePlan:
+def _train_stage(
+    run_dir: Path, data_dir: Path, encoder: str, settings: ScaleSettings, seed: int
+) -> StagePlan:
     from ralm.rerank.settings import EncoderOptions, LoaderOptions, OptimOptions, RunOptions
 
     arguments = {
         "data": str(data_dir),
-        "encoder": EncoderOptions(name=encoder, max_length=settings.encoder_max_length,
-                                  max_prefix_tokens=settings.max_prefix_tokens),
+        "encoder": EncoderOptions(
+            name=encoder, max_length=settings.encoder_max_length, max_prefix_tokens=settings.max_prefix_tokens
+        ),
         # The export is decided once, at the end, on documents that chose nothing (neither trained on nor
         # selecting the checkpoint): no LM scoring, only encoder passes, so it gets the larger share (power).
-        "loader": LoaderOptions(batch_size=settings.batch_size, val_batch_size=settings.batch_size,
-                                val_fraction=settings.val_fraction, decision_fraction=settings.decision_fraction),
+        "loader": LoaderOptions(
+            batch_size=settings.batch_size,
+            val_batch_size=settings.batch_size,
+            val_fraction=settings.val_fraction,
+            decision_fraction=settings.decision_fraction,
+        ),
         # Warmup must end before the last step; a short override run keeps a tenth of its steps for it.
-        "optim": OptimOptions(loss=settings.loss, lr=settings.lr, head_lr=settings.head_lr,
-                              warmup_steps=min(settings.warmup_steps, settings.train_steps // 10),
-                              max_steps=settings.train_steps),
-        "run": RunOptions(val_every=settings.val_every, save_every=settings.val_every, wandb="off",
-                          keep_checkpoints=False),
+        "optim": OptimOptions(
+            loss=settings.loss,
+            lr=settings.lr,
+            head_lr=settings.head_lr,
+            warmup_steps=min(settings.warmup_steps, settings.train_steps // 10),
+            max_steps=settings.train_steps,
+        ),
+        "run": RunOptions(
+            val_every=settings.val_every, save_every=settings.val_every, wandb="off", keep_checkpoints=False
+        ),
         "trainer": {"log_every_n_steps": 10},
         # Start from BM25's ranking and learn corrections: with a few dozen prefixes a reranker trained from
         # a random head ranks far worse than BM25 (measured 13.71 ppl against 10.59 at --quick).
-        "bm25_prior": True, "abstain": settings.abstain, "seed": seed,
-    }  # fmt: skip
+        "bm25_prior": True,
+        "abstain": settings.abstain,
+        "seed": seed,
+    }
     draft = StagePlan("train", ("train",), arguments, run_dir)
     train_dir = run_dir / f"reranker-{short_hash(draft.command)}"
     key = "train" if len(settings.train_seeds) == 1 else f"train seed {seed}"
-    return StagePlan(key, ("train",), {**arguments, "output": str(train_dir)}, train_dir / "reranker",
-                     resume={"ckpt_path": "last"})  # fmt: skip
+    return StagePlan(
+        key,
+        ("train",),
+        {**arguments, "output": str(train_dir)},
+        train_dir / "reranker",
+        resume={"ckpt_path": "last"},
+    )
 
 
 def eval_stage(
@@ -154,8 +193,12 @@ def eval_stage(
     key: str,
 ) -> StagePlan:
     """One eval set's `ralm eval ppl --compare` table: every condition on the same windows and candidates."""
-    arguments = {"text": str(text), "lm": lm, "window": window_options(settings),
-                 "max_tokens": settings.eval_tokens}  # fmt: skip
+    arguments = {
+        "text": str(text),
+        "lm": lm,
+        "window": window_options(settings),
+        "max_tokens": settings.eval_tokens,
+    }
     draft = StagePlan(key, ("eval", "ppl"), arguments, run_dir)
     eval_key = short_hash([Path(retrieval.index).name, path_fingerprint(text), *draft.command])
     cache = run_dir / f"retrieval-cache-{eval_key}.jsonl"
@@ -171,6 +214,11 @@ def eval_stage(
     # The trained rerankers' folder names already carry their training settings.
     eval_dir = run_dir / f"eval-{name}-{short_hash([eval_key, compare])}"
     # The report prints the table, with labels: the stage leaves it out (print_table false).
-    arguments |= {"retrieval": retrieval, "retrieval_cache": str(cache), "compare": compare,
-                  "print_table": False, "output": str(eval_dir)}  # fmt: skip
+    arguments |= {
+        "retrieval": retrieval,
+        "retrieval_cache": str(cache),
+        "compare": compare,
+        "print_table": False,
+        "output": str(eval_dir),
+    }
     return StagePlan(key, ("eval", "ppl"), arguments, eval_dir / COMPARE_FILE)

@@ -212,8 +212,10 @@ def plot(
         changes = [100 * comparisons[n]["vs_no_retrieval"]["change"] for n in names]
         lows = [100 * comparisons[n]["vs_no_retrieval"]["low"] for n in names]
         highs = [100 * comparisons[n]["vs_no_retrieval"]["high"] for n in names]
-        colors = ["#999999" if n in UPPER_BOUNDS else "#55a868" if n.startswith(TRAINED_PREFIX) else "#4c72b0"
-                  for n in names]  # fmt: skip
+        colors = [
+            "#999999" if n in UPPER_BOUNDS else "#55a868" if n.startswith(TRAINED_PREFIX) else "#4c72b0"
+            for n in names
+        ]
         errors = [
             [c - lo for c, lo in zip(changes, lows, strict=True)],
             [h - c for c, h in zip(changes, highs, strict=True)],
@@ -239,8 +241,14 @@ def plot(
     right.set_title("Checkpoint selection (training books), not the held-out text", fontsize=9)
     right.legend(loc="best", fontsize=7)
     if decisions:  # the comparison with no retrieval and BM25 that decided the export, not drawn above
-        right.text(0.0, -0.25, "\n".join(textwrap.fill(d, 90) for d in decisions), transform=right.transAxes,
-                   fontsize=6, va="top")  # fmt: skip
+        right.text(
+            0.0,
+            -0.25,
+            "\n".join(textwrap.fill(d, 90) for d in decisions),
+            transform=right.transAxes,
+            fontsize=6,
+            va="top",
+        )
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     save_figure(fig, path, dpi=110)
@@ -278,20 +286,37 @@ def build_report(
         metrics = read_metrics(paths)
         rows = {c: read_windows(Path(p).parent) for c, p in paths.items()}
         comparisons = retrieving_comparisons(rows, scale.max_length)
-        sets[name] = {"metrics": metrics, "retrieving": comparisons, "orderings": orderings(comparisons),
-                      "verdicts": verdicts(name, comparisons)}  # fmt: skip
+        sets[name] = {
+            "metrics": metrics,
+            "retrieving": comparisons,
+            "orderings": orderings(comparisons),
+            "verdicts": verdicts(name, comparisons),
+        }
         sections.append(set_section(name, metrics, comparisons, scale.max_length))
     title = f"ralm demo, {texts.get('split', 'test')} split"
     data = [f"{role}: {texts[role]}" for role in ("corpus", "excluded", "train", "eval") if role in texts]
     stage_times = ", ".join(f"{k} {v:.0f}s" for k, v in times.items())
-    table = "\n".join([
-        title, *data, dtype_line(dtype_check), "", *sections, "", *decision_lines(train_dirs),
-        f"stage times: {stage_times}; all stages {sum(times.values()):.0f}s, this run {total_seconds:.0f}s "
-        "(finished stages are reused)",
-    ])  # fmt: skip
+    table = "\n".join(
+        [
+            title,
+            *data,
+            dtype_line(dtype_check),
+            "",
+            *sections,
+            "",
+            *decision_lines(train_dirs),
+            f"stage times: {stage_times}; all stages {sum(times.values()):.0f}s, this run {total_seconds:.0f}s "
+            "(finished stages are reused)",
+        ]
+    )
     curves = {f"{name}: exported {_decision(d)}": read_gain_curve(d) for name, d in train_dirs.items()}
-    plot({n: s["retrieving"] for n, s in sets.items()}, curves, title, run_dir / "report.png",
-         decision_lines(train_dirs))  # fmt: skip
+    plot(
+        {n: s["retrieving"] for n, s in sets.items()},
+        curves,
+        title,
+        run_dir / "report.png",
+        decision_lines(train_dirs),
+    )
     report = {
         "sets": sets,
         "times": times,

@@ -67,8 +67,10 @@ def _run_stages(
         summary = json.loads((eval_dir / COMPARE_FILE).read_text())
         results[name] = {c: eval_dir / c / "results.json" for c in summary["results"]}
     dtype_check = check_dtype(runner, plan.evals[0], settings, times)
-    train_dirs = {f"seed {seed}": stage.output.parent
-                  for seed, stage in zip(settings.train_seeds, plan.trains, strict=True)}  # fmt: skip
+    train_dirs = {
+        f"seed {seed}": stage.output.parent
+        for seed, stage in zip(settings.train_seeds, plan.trains, strict=True)
+    }
     exclusions = _exclusions(Path(f"{plan.passages}.excluded.json"), plan.data_gen.output)
     print(f"[demo] exclusions: {exclusions}", flush=True)
     return results, train_dirs, exclusions, dtype_check

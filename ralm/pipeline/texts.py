@@ -47,7 +47,9 @@ def check_user_texts(texts: PipelineTexts, min_eval_words: int = 0) -> int:
     return words
 
 
-def user_texts(corpus: str, train: str | None, eval_text: str, exclude: tuple[str, ...] = ()) -> PipelineTexts:
+def user_texts(
+    corpus: str, train: str | None, eval_text: str, exclude: tuple[str, ...] = ()
+) -> PipelineTexts:
     """The user's own files: retrieval corpus, optional training documents (default: the corpus), eval text,
     and what to exclude from the corpus and the training text (titles, ids or ``re:`` patterns); the eval
     documents' own copies are added by ``held_out.leave_out_eval_documents``."""
@@ -63,7 +65,7 @@ def user_texts(corpus: str, train: str | None, eval_text: str, exclude: tuple[st
             "corpus": f"{corpus} (yours), {left_out}",
             "train": f"{train or corpus} (yours), {left_out}",
             "eval": f"{eval_text} (yours)",
-        },  # fmt: skip
+        },
         exclude=tuple(exclude),
         train_exclude=tuple(exclude),
     )

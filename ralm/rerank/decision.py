@@ -100,8 +100,9 @@ def score_decision_prefixes(
     collate = None
     if module is not None:
         hp = module.hparams
-        collate = GroupCollator(load_tokenizer(hp.encoder_name), max_length=hp.max_length,
-                                max_prefix_tokens=hp.max_prefix_tokens)  # fmt: skip
+        collate = GroupCollator(
+            load_tokenizer(hp.encoder_name), max_length=hp.max_length, max_prefix_tokens=hp.max_prefix_tokens
+        )
     trained, bm25, none, oracle = [], [], [], []
     for start in range(0, len(groups), batch_size):
         items = [groups[i] for i in range(start, min(start + batch_size, len(groups)))]
@@ -113,8 +114,12 @@ def score_decision_prefixes(
             batch = collate(items).to(device)
             rows = per_prefix_logprobs(module(batch), batch.lm_logprobs, batch.mask, batch.is_empty)
             trained += rows[:, 0].cpu().tolist()
-    return DecisionLogprobs(trained=_float64(trained) if module is not None else None, bm25=_float64(bm25),
-                            no_retrieval=_float64(none), oracle=_float64(oracle))  # fmt: skip
+    return DecisionLogprobs(
+        trained=_float64(trained) if module is not None else None,
+        bm25=_float64(bm25),
+        no_retrieval=_float64(none),
+        oracle=_float64(oracle),
+    )
 
 
 def _float64(values: list[float]) -> np.ndarray:
@@ -134,8 +139,12 @@ def decide_export(
     """Score the decision prefixes for the selected checkpoint, decide, and say what the export holds."""
     started = time.perf_counter()
     n = len(data.decision_rows)
-    print(f"export decision: scoring {n} decision prefixes ({data.documents.get('decision')} documents) with "
-          f"{os.path.basename(selected.checkpoint or 'no checkpoint')}", file=sys.stderr, flush=True)  # fmt: skip
+    print(
+        f"export decision: scoring {n} decision prefixes ({data.documents.get('decision')} documents) with "
+        f"{os.path.basename(selected.checkpoint or 'no checkpoint')}",
+        file=sys.stderr,
+        flush=True,
+    )
     module, step = None, selected.step
     if selected.checkpoint is not None:
         module, saved_step = load_selected(selected.checkpoint, hparams, device)
@@ -152,20 +161,28 @@ def decide_export(
     )
     evidence = {
         "selection": {
-            "prefixes": len(data.val_rows), "documents": data.documents.get("selection"),
-            "validations": selected.validations, "step": step,
+            "prefixes": len(data.val_rows),
+            "documents": data.documents.get("selection"),
+            "validations": selected.validations,
+            "step": step,
             "checkpoint": os.path.basename(selected.checkpoint) if selected.checkpoint else None,
             "gain_recovered": selected.gain_recovered,
         },
         "decision": {
-            "prefixes": n, "documents": data.documents.get("decision"),
-            "mean_logprob": {k: _finite(float(v.mean())) if n else None for k, v in candidates.items() if v is not None},
-            "trained_gain_recovered": _finite(trained_gain), "target_tokens": data.meta.get("s"),
-            "level": 0.95, "power": POWER, "seconds": round(time.perf_counter() - started, 2),
+            "prefixes": n,
+            "documents": data.documents.get("decision"),
+            "mean_logprob": {
+                k: _finite(float(v.mean())) if n else None for k, v in candidates.items() if v is not None
+            },
+            "trained_gain_recovered": _finite(trained_gain),
+            "target_tokens": data.meta.get("s"),
+            "level": 0.95,
+            "power": POWER,
+            "seconds": round(time.perf_counter() - started, 2),
         },
         "overlap": data.overlap,
         "comparisons": comparisons,
-    }  # fmt: skip
+    }
     return Decision(choice, exported[choice], recovered[choice], evidence)
 
 

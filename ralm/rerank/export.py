@@ -124,8 +124,9 @@ def export_reranker(
         write_model_card(tmp, info)  # README.md with hub metadata, from the same fields
         # modules.json and its input module: a sentence-transformers CrossEncoder that cuts as ralm does
         # (and refuses to load, saying why, when the decision is not to use the model's scores)
-        write_cross_encoder_files(tmp, max_length=hp["max_length"], max_prefix_tokens=hp["max_prefix_tokens"],
-                                  decision=decision)  # fmt: skip
+        write_cross_encoder_files(
+            tmp, max_length=hp["max_length"], max_prefix_tokens=hp["max_prefix_tokens"], decision=decision
+        )
     return out_dir
 
 
@@ -161,6 +162,7 @@ def _prior_of(checkpoint_path: str, checkpoint: dict, hp: dict) -> dict | None:
         prior.update(
             abstain_bias=float(state["abstain_bias"].detach()),
             abstain_weight=float(state["abstain_weight"].detach()),
-            bm25_top_mean=float(hp["bm25_top_mean"]), bm25_top_std=float(hp["bm25_top_std"]),
-        )  # fmt: skip
+            bm25_top_mean=float(hp["bm25_top_mean"]),
+            bm25_top_std=float(hp["bm25_top_std"]),
+        )
     return prior

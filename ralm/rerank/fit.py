@@ -112,8 +112,9 @@ def module_hparams(encoder: EncoderOptions, optim: OptimOptions, **flags) -> dic
     return values
 
 
-def build_trainer(run: RunOptions, settings: dict, hardware: dict, output: str, loggers: list,
-                  callbacks: list[Callback]) -> pl.Trainer:  # fmt: skip
+def build_trainer(
+    run: RunOptions, settings: dict, hardware: dict, output: str, loggers: list, callbacks: list[Callback]
+) -> pl.Trainer:
     """The Trainer: the trainer group's settings (`trainer_settings`), the hardware resolved at run time,
     and what ralm owns (loggers, callbacks, the folder, validation every run.val_every optimizer steps)."""
     val_every = min(run.val_every, settings["max_steps"])
@@ -123,9 +124,11 @@ def build_trainer(run: RunOptions, settings: dict, hardware: dict, output: str, 
     quiet_lightning_banners()
     return pl.Trainer(
         **{**settings, **hardware, "enable_progress_bar": bar and is_terminal()},
-        val_check_interval=val_every * settings["accumulate_grad_batches"], logger=loggers,
-        callbacks=[ValidateAtEnd(val_every), *callbacks, *log_lines], default_root_dir=output,
-    )  # fmt: skip
+        val_check_interval=val_every * settings["accumulate_grad_batches"],
+        logger=loggers,
+        callbacks=[ValidateAtEnd(val_every), *callbacks, *log_lines],
+        default_root_dir=output,
+    )
 
 
 LIGHTNING_INFO_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.pytorch.accelerators.cuda")
@@ -147,10 +150,21 @@ def quiet_lightning_banners() -> None:
 
 def checkpoint_callbacks(ckpt_dir: str, save_every: int) -> tuple[ModelCheckpoint, ModelCheckpoint]:
     """The best checkpoint by gain recovered, and last.ckpt every `save_every` steps (for resuming)."""
-    best = ModelCheckpoint(dirpath=ckpt_dir, filename="best-step{step}", auto_insert_metric_name=False,
-                           monitor=BEST_METRIC, mode="max", save_top_k=1)  # fmt: skip
-    last = ModelCheckpoint(dirpath=ckpt_dir, every_n_train_steps=save_every, save_top_k=0, save_last=True,
-                           save_on_train_epoch_end=True)  # fmt: skip
+    best = ModelCheckpoint(
+        dirpath=ckpt_dir,
+        filename="best-step{step}",
+        auto_insert_metric_name=False,
+        monitor=BEST_METRIC,
+        mode="max",
+        save_top_k=1,
+    )
+    last = ModelCheckpoint(
+        dirpath=ckpt_dir,
+        every_n_train_steps=save_every,
+        save_top_k=0,
+        save_last=True,
+        save_on_train_epoch_end=True,
+    )
     return best, last
 
 
@@ -186,9 +200,15 @@ def fit_reranker(
             loader.global_batch_size, loader.batch_size, planned_world_size(settings)
         )
         loader = replace(loader, batch_size=micro)
-    rerank_data = load_rerank_data(data, abstain=abstain, val_fraction=loader.val_fraction, seed=seed,
-                                   max_val_prefixes=loader.max_val_prefixes, bm25_prior=bm25_prior,
-                                   decision_fraction=loader.decision_fraction)  # fmt: skip
+    rerank_data = load_rerank_data(
+        data,
+        abstain=abstain,
+        val_fraction=loader.val_fraction,
+        seed=seed,
+        max_val_prefixes=loader.max_val_prefixes,
+        bm25_prior=bm25_prior,
+        decision_fraction=loader.decision_fraction,
+    )
     hparams = module_hparams(encoder, optim, abstain=abstain, bm25_prior=bm25_prior)
     if abstain and bm25_prior:
         mean, std = bm25_top_stats(data, rerank_data.train_rows)
@@ -203,23 +223,49 @@ def fit_reranker(
     tokenizer = load_tokenizer(encoder.name)
     module = RerankerModule(**hparams)
     datamodule = RerankDataModule(
-        rerank_data, tokenizer, batch_size=loader.batch_size, val_batch_size=loader.val_batch_size,
-        total_batches=optim.max_steps * settings["accumulate_grad_batches"], max_length=encoder.max_length,
-        max_prefix_tokens=encoder.max_prefix_tokens, num_workers=loader.num_workers, seed=seed,
-    )  # fmt: skip
+        rerank_data,
+        tokenizer,
+        batch_size=loader.batch_size,
+        val_batch_size=loader.val_batch_size,
+        total_batches=optim.max_steps * settings["accumulate_grad_batches"],
+        max_length=encoder.max_length,
+        max_prefix_tokens=encoder.max_prefix_tokens,
+        num_workers=loader.num_workers,
+        seed=seed,
+    )
     # The step-0 model sits beside, not in, checkpoints/: ModelCheckpoint warns about a non-empty folder.
     best, last = checkpoint_callbacks(os.path.join(output, "checkpoints"), run.save_every)
     history = ValidationHistory()
-    config = {"encoder": asdict(encoder), "loader": asdict(loader), "optim": asdict(optim), "run": asdict(run),
-              "trainer": _json_safe(settings), "abstain": abstain, "bm25_prior": bm25_prior, "seed": seed,
-              "data": data}  # fmt: skip
+    config = {
+        "encoder": asdict(encoder),
+        "loader": asdict(loader),
+        "optim": asdict(optim),
+        "run": asdict(run),
+        "trainer": _json_safe(settings),
+        "abstain": abstain,
+        "bm25_prior": bm25_prior,
+        "seed": seed,
+        "data": data,
+    }
     export = ExportDecided(
-        ExportSettings(out_dir=output, data=data, rerank_data=rerank_data, hparams=dict(module.hparams),
-                       hardware=_json_safe(hardware), config=config, seed=seed, abstain=abstain,
-                       bm25_prior=bm25_prior, keep_checkpoints=run.keep_checkpoints, loggers=loggers,
-                       val_batch_size=loader.val_batch_size),
-        best, last, history,
-    )  # fmt: skip
+        ExportSettings(
+            out_dir=output,
+            data=data,
+            rerank_data=rerank_data,
+            hparams=dict(module.hparams),
+            hardware=_json_safe(hardware),
+            config=config,
+            seed=seed,
+            abstain=abstain,
+            bm25_prior=bm25_prior,
+            keep_checkpoints=run.keep_checkpoints,
+            loggers=loggers,
+            val_batch_size=loader.val_batch_size,
+        ),
+        best,
+        last,
+        history,
+    )
     fallback = (
         [BM25Fallback(os.path.join(output, STEP0_FILE), resuming=resume is not None)] if bm25_prior else []
     )

@@ -93,8 +93,10 @@ class RerankerModule(pl.LightningModule):
         scores = scatter_scores(flat, batch.mask)
         if self.prior_weight is not None:
             if not batch.has_bm25:
-                raise ValueError("a module trained with the BM25 prior needs batches with BM25 scores "
-                                 "(GroupDataset(..., bm25_prior=True))")  # fmt: skip
+                raise ValueError(
+                    "a module trained with the BM25 prior needs batches with BM25 scores "
+                    "(GroupDataset(..., bm25_prior=True))"
+                )
             # Padding stays far below every real score: its prior is 0 and MASKED is -1e9.
             scores = scores + self.prior_weight * batch.bm25_prior
         if self.abstain_bias is not None:

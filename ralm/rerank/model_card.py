@@ -126,69 +126,71 @@ def render_model_card(info: dict) -> str:
     first = [f"**{note}.**", ""] if note else []
     warn = [f"# {note.split(':')[0]}: see the top of this card"] if note else []
     weights = info.get("checkpoint") is not None
-    return "\n".join([
-        _front_matter(_metadata(info)),
-        "",
-        "# ralm predictive reranker",
-        "",
-        *first,
-        "A cross-encoder that picks, among BM25's candidates, the passage a frozen causal LM should read before "
-        "a prefix (In-Context RALM, Ram et al. 2023, §6.2), trained by [ralm](https://github.com/) on the LM's "
-        "own log-probabilities." + ("" if weights else " This folder holds no model weights."),
-        "",
-        f"- **Base model**: {info.get('base_model')}",
-        f"- **LM that labelled the data**: {data.get('lm')}",
-        f"- **Data**: {data.get('train_prefixes')} training prefixes, {data.get('val_prefixes')} selection "
-        f"prefixes, {data.get('decision_prefixes', 'n/a')} decision prefixes ({data.get('format')})",
-        f"- **Loss**: {info.get('loss')}",
-        f"- **Input**: `{info.get('input_format')}`: the prefix cut to its last {info.get('max_prefix_tokens')} "
-        f"tokens, the passage cut from its end to fit {info.get('max_length')} tokens",
-        f"- **Abstention**: {'the empty passage is a candidate (no retrieval)' if info.get('abstain') else 'no'}",
-        f"- **BM25 prior**: {_prior_text(info.get('bm25_prior'))}",
-        f"- **Validation of the selected step**: {validation}",
-        f"- **Export decision**: `{info.get('decision')}`",
-        *decision_lines(evidence),
-        "",
-        "## With ralm",
-        "",
-        "```python",
-        *warn,
-        "import ralm",
-        "reranker = ralm.Reranker.from_pretrained(PATH)",
-        "choice = reranker.rank(prefix, passages, bm25_scores=scores)  # index into passages, or None",
-        "```",
-        "",
-        "## With sentence-transformers (>= 6)",
-        "",
-        "```python",
-        *warn,
-        "from sentence_transformers import CrossEncoder",
-        "model = CrossEncoder(PATH, trust_remote_code=True)  # runs cross_encoder_input.py from this folder",
-        "logits = model.predict([(prefix, passage) for passage in passages])  # whole prefixes, ralm's cut",
-        "```",
-        "",
-        "The folder's input module (`cross_encoder_input.py`, `pair_rule.py`) cuts each prefix to its last "
-        f"{info.get('max_prefix_tokens')} tokens and then the passage to fit {info.get('max_length')} tokens, "
-        "as ralm does, so `predict` returns ralm's model score; add the BM25 prior above yourself when it is not "
-        "None (abstention: score the empty passage `\"\"` too).",
-        "",
-        "## With transformers only",
-        "",
-        "```python",
-        *warn,
-        "from transformers import AutoModelForSequenceClassification, AutoTokenizer",
-        "from pair_rule import prefix_tails  # this folder's file (also ralm.rerank.pair_rule)",
-        "tokenizer = AutoTokenizer.from_pretrained(PATH)",
-        "model = AutoModelForSequenceClassification.from_pretrained(PATH)",
-        f"tail = prefix_tails(tokenizer, [prefix], {info.get('max_prefix_tokens')})[0]",
-        f"inputs = tokenizer([tail] * len(passages), passages, truncation='only_second', max_length={info.get('max_length')}, "
-        "padding=True, return_tensors='pt')",
-        "logits = model(**inputs).logits.squeeze(-1)  # add the BM25 prior above when it is not None",
-        "```",
-        "",
-        f"Written by ralm {info.get('ralm_version')}; all fields: `ralm_reranker.json`.",
-        "",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            _front_matter(_metadata(info)),
+            "",
+            "# ralm predictive reranker",
+            "",
+            *first,
+            "A cross-encoder that picks, among BM25's candidates, the passage a frozen causal LM should read before "
+            "a prefix (In-Context RALM, Ram et al. 2023, §6.2), trained by [ralm](https://github.com/) on the LM's "
+            "own log-probabilities." + ("" if weights else " This folder holds no model weights."),
+            "",
+            f"- **Base model**: {info.get('base_model')}",
+            f"- **LM that labelled the data**: {data.get('lm')}",
+            f"- **Data**: {data.get('train_prefixes')} training prefixes, {data.get('val_prefixes')} selection "
+            f"prefixes, {data.get('decision_prefixes', 'n/a')} decision prefixes ({data.get('format')})",
+            f"- **Loss**: {info.get('loss')}",
+            f"- **Input**: `{info.get('input_format')}`: the prefix cut to its last {info.get('max_prefix_tokens')} "
+            f"tokens, the passage cut from its end to fit {info.get('max_length')} tokens",
+            f"- **Abstention**: {'the empty passage is a candidate (no retrieval)' if info.get('abstain') else 'no'}",
+            f"- **BM25 prior**: {_prior_text(info.get('bm25_prior'))}",
+            f"- **Validation of the selected step**: {validation}",
+            f"- **Export decision**: `{info.get('decision')}`",
+            *decision_lines(evidence),
+            "",
+            "## With ralm",
+            "",
+            "```python",
+            *warn,
+            "import ralm",
+            "reranker = ralm.Reranker.from_pretrained(PATH)",
+            "choice = reranker.rank(prefix, passages, bm25_scores=scores)  # index into passages, or None",
+            "```",
+            "",
+            "## With sentence-transformers (>= 6)",
+            "",
+            "```python",
+            *warn,
+            "from sentence_transformers import CrossEncoder",
+            "model = CrossEncoder(PATH, trust_remote_code=True)  # runs cross_encoder_input.py from this folder",
+            "logits = model.predict([(prefix, passage) for passage in passages])  # whole prefixes, ralm's cut",
+            "```",
+            "",
+            "The folder's input module (`cross_encoder_input.py`, `pair_rule.py`) cuts each prefix to its last "
+            f"{info.get('max_prefix_tokens')} tokens and then the passage to fit {info.get('max_length')} tokens, "
+            "as ralm does, so `predict` returns ralm's model score; add the BM25 prior above yourself when it is not "
+            'None (abstention: score the empty passage `""` too).',
+            "",
+            "## With transformers only",
+            "",
+            "```python",
+            *warn,
+            "from transformers import AutoModelForSequenceClassification, AutoTokenizer",
+            "from pair_rule import prefix_tails  # this folder's file (also ralm.rerank.pair_rule)",
+            "tokenizer = AutoTokenizer.from_pretrained(PATH)",
+            "model = AutoModelForSequenceClassification.from_pretrained(PATH)",
+            f"tail = prefix_tails(tokenizer, [prefix], {info.get('max_prefix_tokens')})[0]",
+            f"inputs = tokenizer([tail] * len(passages), passages, truncation='only_second', max_length={info.get('max_length')}, "
+            "padding=True, return_tensors='pt')",
+            "logits = model(**inputs).logits.squeeze(-1)  # add the BM25 prior above when it is not None",
+            "```",
+            "",
+            f"Written by ralm {info.get('ralm_version')}; all fields: `ralm_reranker.json`.",
+            "",
+        ]
+    )
 
 
 def read_card_metadata(folder: Path) -> dict:

@@ -176,8 +176,13 @@ def build_parser() -> ArgumentParser:
     import lightning.pytorch as pl  # the trainer group is its signature: Lightning loads for the parser
 
     # "auto" is ralm's rule for precision (bf16-mixed on a GPU that computes bf16, else 32-true), as null.
-    trainer = ClassGroup(pl.Trainer, frozenset(TRAINER_SKIPPED), TRAINER_DEFAULTS, TRAINER_LINKS,
-                         widened={"precision": Literal["auto"]})  # fmt: skip
+    trainer = ClassGroup(
+        pl.Trainer,
+        frozenset(TRAINER_SKIPPED),
+        TRAINER_DEFAULTS,
+        TRAINER_LINKS,
+        widened={"precision": Literal["auto"]},
+    )
     return parser_for(train, prog="ralm train", renamed=RENAMED, class_groups={"trainer": trainer})
 
 

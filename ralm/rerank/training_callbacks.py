@@ -83,8 +83,13 @@ class ExportDecided(Callback):
     nothing (``ralm.rerank.decision``; a tie goes to the simpler rule); the winner is exported to
     ``OUTPUT/reranker`` and ``OUTPUT/summary.json`` written (``self.summary``)."""
 
-    def __init__(self, settings: ExportSettings, best: ModelCheckpoint, last: ModelCheckpoint,
-                 history: ValidationHistory):  # fmt: skip
+    def __init__(
+        self,
+        settings: ExportSettings,
+        best: ModelCheckpoint,
+        last: ModelCheckpoint,
+        history: ValidationHistory,
+    ):
         self.settings, self.best, self.last, self.history = settings, best, last, history
         self.summary: dict = {}
         self._started = 0.0
@@ -101,30 +106,44 @@ class ExportDecided(Callback):
         best = self.best
         score = finite_or_none(float(best.best_model_score)) if best.best_model_score is not None else None
         return Selected(
-            checkpoint=best.best_model_path or None, step=self.history.step_at_score(BEST_METRIC, score),
-            gain_recovered=score, validations=len(self.history.steps),
-        )  # fmt: skip
+            checkpoint=best.best_model_path or None,
+            step=self.history.step_at_score(BEST_METRIC, score),
+            gain_recovered=score,
+            validations=len(self.history.steps),
+        )
 
     def _export(self, trainer: pl.Trainer, seconds: float) -> dict:
         s = self.settings
         selected = self._selected()
         step0 = os.path.join(s.out_dir, STEP0_FILE)
         decision = decide_export(
-            s.rerank_data, selected, s.hparams, step0=step0 if s.bm25_prior and os.path.exists(step0) else None,
-            seed=s.seed, batch_size=s.val_batch_size, device=trainer.strategy.root_device,
-        )  # fmt: skip
+            s.rerank_data,
+            selected,
+            s.hparams,
+            step0=step0 if s.bm25_prior and os.path.exists(step0) else None,
+            seed=s.seed,
+            batch_size=s.val_batch_size,
+            device=trainer.strategy.root_device,
+        )
         at_best = self.history.at_step(decision.evidence["selection"]["step"])
         data = s.rerank_data
         trained_on = {
-            "path": os.path.abspath(s.data), "format": data.meta.get("format"), "lm": data.meta.get("lm"),
-            "train_prefixes": len(data.train_rows), "val_prefixes": len(data.val_rows),
+            "path": os.path.abspath(s.data),
+            "format": data.meta.get("format"),
+            "lm": data.meta.get("lm"),
+            "train_prefixes": len(data.train_rows),
+            "val_prefixes": len(data.val_rows),
             "decision_prefixes": len(data.decision_rows),
-        }  # fmt: skip
+        }
         export_dir = export_reranker(
-            decision.exported, os.path.join(s.out_dir, "reranker"), hyper_parameters=s.hparams,
-            trained_on=trained_on, metrics={"best_" + BEST_METRIC: decision.gain_recovered, "validation_at_best": at_best},
-            decision=decision.choice, decision_evidence=decision.evidence,
-        )  # fmt: skip
+            decision.exported,
+            os.path.join(s.out_dir, "reranker"),
+            hyper_parameters=s.hparams,
+            trained_on=trained_on,
+            metrics={"best_" + BEST_METRIC: decision.gain_recovered, "validation_at_best": at_best},
+            decision=decision.choice,
+            decision_evidence=decision.evidence,
+        )
         if not s.keep_checkpoints:  # the export is complete: it needs none of these any more
             shutil.rmtree(os.path.join(s.out_dir, "checkpoints"), ignore_errors=True)
             if os.path.exists(step0):
@@ -133,12 +152,21 @@ class ExportDecided(Callback):
             k: finite_or_none(float(v)) for k, v in trainer.callback_metrics.items() if k.startswith("val/")
         }
         summary = {
-            "data": describe(data), "steps": trainer.global_step, "seconds": round(seconds, 2),
-            **s.hardware, "world_size": trainer.world_size, "best_checkpoint": selected.checkpoint,
-            "exported_checkpoint": decision.exported, "best_gain_recovered": decision.gain_recovered,
-            "decision": decision.choice, "decision_evidence": decision.evidence, "validation_at_best": at_best,
-            "last_validation": metrics, "reranker": export_dir, "config": s.config,
-        }  # fmt: skip
+            "data": describe(data),
+            "steps": trainer.global_step,
+            "seconds": round(seconds, 2),
+            **s.hardware,
+            "world_size": trainer.world_size,
+            "best_checkpoint": selected.checkpoint,
+            "exported_checkpoint": decision.exported,
+            "best_gain_recovered": decision.gain_recovered,
+            "decision": decision.choice,
+            "decision_evidence": decision.evidence,
+            "validation_at_best": at_best,
+            "last_validation": metrics,
+            "reranker": export_dir,
+            "config": s.config,
+        }
         write_text_atomic(os.path.join(s.out_dir, "summary.json"), json.dumps(summary, indent=2))
         log_final_summary(s.loggers, summary)
         return summary

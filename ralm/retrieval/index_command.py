@@ -51,9 +51,11 @@ class DenseOptions:
 
 # Former option names (one name, one meaning across commands: --stride is the retrieval stride s).
 RENAMED = {
-    "index_dir": "output", "words": "passage_words", "stride": "passage_stride",
+    "index_dir": "output",
+    "words": "passage_words",
+    "stride": "passage_stride",
     "dense.max_length": "dense.encoder_max_length",
-}  # fmt: skip
+}
 
 _DEFAULT_BM25, _DEFAULT_DENSE = Bm25Options(), DenseOptions()  # never mutated
 
@@ -96,9 +98,13 @@ def make_index(
     if documents is not None:
         passages = passages or Path(f"{output}.passages.jsonl")
         make_passages(
-            documents, passages, passage_words=passage_words, exclude=exclude, exclude_file=exclude_file,
+            documents,
+            passages,
+            passage_words=passage_words,
+            exclude=exclude,
+            exclude_file=exclude_file,
             passage_stride=passage_stride,
-        )  # fmt: skip
+        )
     elif passages is None:
         raise RalmInputError("passages: give --passages FILE (or --documents to split raw documents first)")
     if backend == "bm25s":
@@ -107,7 +113,9 @@ def make_index(
         options = {**asdict(bm25), "threads": threads}
     else:
         options = asdict(dense)
-        options["max_length"] = options.pop("encoder_max_length")  # the faiss backend's name (ralm_index.json)
+        options["max_length"] = options.pop(
+            "encoder_max_length"
+        )  # the faiss backend's name (ralm_index.json)
     meta = build_index(passages, output, backend=backend, overwrite=overwrite, **options)
     print(
         f"index: {meta['backend']} index of {meta['num_passages']} passages from {passages} in {output} "

@@ -177,9 +177,11 @@ def filter_documents(
             yield doc
     if stats is not None:
         stats.update(
-            documents=documents, excluded=len(excluded_ids), excluded_ids=excluded_ids,
+            documents=documents,
+            excluded=len(excluded_ids),
+            excluded_ids=excluded_ids,
             unmatched_exclude=sorted((names | set(patterns)) - matched),
-        )  # fmt: skip
+        )
 
 
 def describe_exclusion(record: dict, what: str = "documents") -> str:

@@ -31,9 +31,17 @@ def build_pyserini(
     collection.mkdir()
     os.symlink(Path(passages_path).resolve(), collection / "passages.jsonl")
     args = [
-        "-collection", "JsonCollection", "-generator", "DefaultLuceneDocumentGenerator",
-        "-input", str(collection), "-index", str(out_dir / ENGINE_DIR), "-threads", str(max(1, threads)),
-    ]  # fmt: skip
+        "-collection",
+        "JsonCollection",
+        "-generator",
+        "DefaultLuceneDocumentGenerator",
+        "-input",
+        str(collection),
+        "-index",
+        str(out_dir / ENGINE_DIR),
+        "-threads",
+        str(max(1, threads)),
+    ]
     print(f"pyserini: indexing {passages_path} with Anserini ({threads} thread(s))", file=sys.stderr)
     proc = subprocess.run(
         [sys.executable, "-m", "ralm.retrieval.java_runtime", *args], capture_output=True, text=True

@@ -91,8 +91,13 @@ class RunWriter:
     after them. Records reach the log (synced) at each `flush()`, so a kill loses at most one batch.
     """
 
-    def __init__(self, trec_path: str | os.PathLike, jsonl_path: str | os.PathLike, tag: str = "ralm",
-                 expected_qids: Sequence[str] = ()) -> None:  # fmt: skip
+    def __init__(
+        self,
+        trec_path: str | os.PathLike,
+        jsonl_path: str | os.PathLike,
+        tag: str = "ralm",
+        expected_qids: Sequence[str] = (),
+    ) -> None:
         self.tag = tag
         self._final = [Path(trec_path), Path(jsonl_path)]
         self._tmp = [p.with_name(f".{p.name}.partial") for p in self._final]

@@ -46,10 +46,17 @@ def choose_first(
     if condition.kind == TRAINED:
         return trained_reranker(model, lm, tokens, windows, candidates)
     return zero_shot_other_lm(
-        model.lm, lm, tokens, windows, candidates, rank_tokens=settings.rank_tokens,
-        max_length=model.max_length, max_passage_tokens=settings.max_passage_tokens,
-        batch_size=settings.batch_size, max_batch_tokens=settings.max_batch_tokens,
-    )  # fmt: skip
+        model.lm,
+        lm,
+        tokens,
+        windows,
+        candidates,
+        rank_tokens=settings.rank_tokens,
+        max_length=model.max_length,
+        max_passage_tokens=settings.max_passage_tokens,
+        batch_size=settings.batch_size,
+        max_batch_tokens=settings.max_batch_tokens,
+    )
 
 
 def context_texts(

@@ -59,9 +59,12 @@ class CompareOutput:
         self.rank = any(c.ranks for c in conditions)
         # The table depends on the point and on whether y' is scored, not on which conditions read it.
         table_key = {
-            **point.config, "mode": "compare", "reranker": None,
-            "rank_tokens": point.settings.rank_tokens if self.rank else 0, "table_format": TABLE_FORMAT,
-        }  # fmt: skip
+            **point.config,
+            "mode": "compare",
+            "reranker": None,
+            "rank_tokens": point.settings.rank_tokens if self.rank else 0,
+            "table_format": TABLE_FORMAT,
+        }
         self.log = WindowLog(out, config_key(table_key), name=TABLE_FILE)
 
     def choosing(self, todo: Sequence[Window]) -> Sequence[Window]:
@@ -85,14 +88,20 @@ class CompareOutput:
     ) -> dict:
         rows = condition_rows(condition, table, self.point, chosen, self.seed)
         timings = {
-            **self.point.timings, "rerank_s": scored.rerank_s[condition.name], "scoring_s": scored.scoring_s,
+            **self.point.timings,
+            "rerank_s": scored.rerank_s[condition.name],
+            "scoring_s": scored.scoring_s,
             "tokens_per_s": scored.tokens_per_s,
-        }  # fmt: skip
+        }
         config = condition_config(self.point.config, condition, [c.spec for c in self.conditions])
         record = point_results(
-            rows, self.point.text, config, timings, resumed=scored.resumed,
+            rows,
+            self.point.text,
+            config,
+            timings,
+            resumed=scored.resumed,
             candidates=searched(condition, self.point),
-        )  # fmt: skip
+        )
         statistics = condition_statistics(
             table, rows, blocks=blocks.labels, resamples=self.resamples, seed=self.seed
         )
@@ -117,15 +126,20 @@ class CompareOutput:
                 for name, r in results.items()
             },
             "table": {
-                "file": TABLE_FILE, "windows": len(table),
+                "file": TABLE_FILE,
+                "windows": len(table),
                 "retrieving_windows": len(retrieving_windows(r["candidates"] for r in table)),
-                "candidates": sum(len(r["candidates"]) for r in table), "rank_logprob": self.rank,
-                "lm_requests": scored.lm_rows, "resumed_windows": scored.resumed,
+                "candidates": sum(len(r["candidates"]) for r in table),
+                "rank_logprob": self.rank,
+                "lm_requests": scored.lm_rows,
+                "resumed_windows": scored.resumed,
             },
             "bootstrap": {**blocks.as_dict(), "resamples": self.resamples, "seed": self.seed},
             "statistics": {name: r["comparison"] for name, r in results.items()},
             "timings": {
-                **self.point.timings, "scoring_s": scored.scoring_s, "tokens_per_s": scored.tokens_per_s,
+                **self.point.timings,
+                "scoring_s": scored.scoring_s,
+                "tokens_per_s": scored.tokens_per_s,
                 "rerank_s": scored.rerank_s,
             },
-        }  # fmt: skip
+        }

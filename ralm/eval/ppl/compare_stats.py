@@ -52,9 +52,12 @@ class TableBlocks:
 
     def as_dict(self) -> dict:
         return {
-            "method": self.method, "block_length": self.block_length, "blocks": self.blocks,
-            "documents": self.documents, "length_from": LENGTH_FROM if self.method == "blocks" else None,
-        }  # fmt: skip
+            "method": self.method,
+            "block_length": self.block_length,
+            "blocks": self.blocks,
+            "documents": self.documents,
+            "length_from": LENGTH_FROM if self.method == "blocks" else None,
+        }
 
 
 def table_blocks(

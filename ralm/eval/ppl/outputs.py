@@ -67,16 +67,19 @@ def point_results(
         "format": RESULTS_FORMAT,
         "config": config,
         "counts": {
-            "tokens": len(text.tokens), "text_tokens": getattr(text, "text_tokens", 0) or len(text.tokens),
-            "scored_tokens": metrics["scored_tokens"], "words": text.words,
-            "words_eval_lm": text.words_eval_lm, "windows": len(rows),
+            "tokens": len(text.tokens),
+            "text_tokens": getattr(text, "text_tokens", 0) or len(text.tokens),
+            "scored_tokens": metrics["scored_tokens"],
+            "words": text.words,
+            "words_eval_lm": text.words_eval_lm,
+            "windows": len(rows),
             "retrieving_windows": retrieving,
             "windows_with_passage": sum(1 for r in rows if r["passage_id"] is not None),
             "resumed_windows": resumed,
         },
         "metrics": metrics,
         "timings": timings,
-    }  # fmt: skip
+    }
 
 
 def perplexity_metrics(
@@ -119,6 +122,9 @@ def targets_perplexity(rows: list[dict], first_target: int) -> dict:
     scored = sum(r["num_targets"] for r in kept)
     total = math.fsum(r["nll"] for r in kept)
     return {
-        "first_target": first_target, "windows": len(kept), "scored_tokens": scored,
-        "total_nll": total, "token_ppl": math.exp(total / scored) if scored else None,
-    }  # fmt: skip
+        "first_target": first_target,
+        "windows": len(kept),
+        "scored_tokens": scored,
+        "total_nll": total,
+        "token_ppl": math.exp(total / scored) if scored else None,
+    }

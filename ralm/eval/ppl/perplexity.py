@@ -61,13 +61,16 @@ def blank_row(window: Window, candidates: Sequence[Candidate]) -> dict:
     """A window's table row before scoring: its candidates in BM25 order, every LM value still null."""
     cands = candidates if window.retrieves else ()
     return {
-        "window": window.index, "target_start": window.target_start, "num_targets": window.num_targets,
-        "no_passage_nll": None, "matched_nll": None,
+        "window": window.index,
+        "target_start": window.target_start,
+        "num_targets": window.num_targets,
+        "no_passage_nll": None,
+        "matched_nll": None,
         "candidates": [
             {"id": c.id, "bm25": c.bm25_score, "nll": None, "rank_logprob": None, "copies_target": None}
             for c in cands
         ],
-    }  # fmt: skip
+    }
 
 
 def _requests(
@@ -113,9 +116,14 @@ def score_rows(
             starts.append((len(requests), n_rank))
             requests.extend(reqs)
         scores = score_continuations(
-            lm, requests, max_length=settings.max_length, max_passage_tokens=settings.max_passage_tokens,
-            batch_size=settings.batch_size, max_batch_tokens=settings.max_batch_tokens, on_batch=on_batch,
-        )  # fmt: skip
+            lm,
+            requests,
+            max_length=settings.max_length,
+            max_passage_tokens=settings.max_passage_tokens,
+            batch_size=settings.batch_size,
+            max_batch_tokens=settings.max_batch_tokens,
+            on_batch=on_batch,
+        )
         rows = []
         for w, (start, n_rank) in zip(chunk, starts, strict=True):
             plan, row = plans[w.index], blank_row(w, candidates[w.index])

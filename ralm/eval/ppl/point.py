@@ -102,12 +102,20 @@ def condition_rows(
         bare = row["no_passage_nll"]
         if condition.kind == CONTEXT_MATCHED and row["candidates"]:
             bare = row["matched_nll"]
-        rows.append({
-            "window": w.index, "begin": w.begin, "end": w.end, "target_start": w.target_start,
-            "num_targets": w.num_targets, "nll": cand["nll"] if cand else bare,
-            "query": None if condition.kind == NO_RETRIEVAL else point.queries[w.index], "chosen_rank": index,
-            "passage_id": cand["id"] if cand else None, "copies_target": bool(cand and cand["copies_target"]),
-        })  # fmt: skip
+        rows.append(
+            {
+                "window": w.index,
+                "begin": w.begin,
+                "end": w.end,
+                "target_start": w.target_start,
+                "num_targets": w.num_targets,
+                "nll": cand["nll"] if cand else bare,
+                "query": None if condition.kind == NO_RETRIEVAL else point.queries[w.index],
+                "chosen_rank": index,
+                "passage_id": cand["id"] if cand else None,
+                "copies_target": bool(cand and cand["copies_target"]),
+            }
+        )
     return rows
 
 
@@ -131,13 +139,19 @@ class SingleOutput:
     def finish(self, scored: Scored, chosen: Chosen) -> dict:
         rows = self.log.finish()
         timings = {
-            **self.point.timings, "rerank_s": scored.rerank_s[self.condition.name],
-            "scoring_s": scored.scoring_s, "tokens_per_s": scored.tokens_per_s,
-        }  # fmt: skip
+            **self.point.timings,
+            "rerank_s": scored.rerank_s[self.condition.name],
+            "scoring_s": scored.scoring_s,
+            "tokens_per_s": scored.tokens_per_s,
+        }
         results = point_results(
-            rows, self.point.text, self.config, timings, resumed=scored.resumed,
+            rows,
+            self.point.text,
+            self.config,
+            timings,
+            resumed=scored.resumed,
             candidates=searched(self.condition, self.point),
-        )  # fmt: skip
+        )
         write_json_atomic(self.out_dir / RESULTS_FILE, results, default=str)
         return results
 
@@ -152,9 +166,14 @@ def _choose(
         started = time.perf_counter()
         if condition.chooses_first:
             picks = choose_first(
-                condition, models[condition.name], point.lm, point.text.tokens, windows, point.candidates,
+                condition,
+                models[condition.name],
+                point.lm,
+                point.text.tokens,
+                windows,
+                point.candidates,
                 point.settings,
-            )  # fmt: skip
+            )
             chosen[condition.name] = {w.index: p for w, p in zip(windows, picks, strict=True)}
         seconds[condition.name] = time.perf_counter() - started
     return chosen, seconds
@@ -178,11 +197,14 @@ def run_conditions(
     chosen, rerank_s = _choose(point, conditions, models or {}, output.choosing(todo))
     plans = {
         w.index: plan_rows(
-            conditions, blank_row(w, point.candidates[w.index]),
-            {name: picks[w.index] for name, picks in chosen.items()}, seed=seed, baselines=output.baselines,
+            conditions,
+            blank_row(w, point.candidates[w.index]),
+            {name: picks[w.index] for name, picks in chosen.items()},
+            seed=seed,
+            baselines=output.baselines,
         )
         for w in todo
-    }  # fmt: skip
+    }
     lm_rows = [0]
 
     def counted(rows: int, _targets: int) -> None:
@@ -190,15 +212,25 @@ def run_conditions(
 
     per_window = max((p.rows for p in plans.values()), default=1)
     bar = progress_bar(
-        sum(w.num_targets for w in point.windows), initial=sum(r["num_targets"] for r in output.log.done.values()),
-        unit="tok", desc=f"eval ppl ({output.label})", disable=not progress, dynamic_ncols=True,
-    )  # fmt: skip
+        sum(w.num_targets for w in point.windows),
+        initial=sum(r["num_targets"] for r in output.log.done.values()),
+        unit="tok",
+        desc=f"eval ppl ({output.label})",
+        disable=not progress,
+        dynamic_ncols=True,
+    )
     started = time.perf_counter()
     with bar:
         for rows in score_rows(
-            point.lm, point.text.tokens, todo, point.candidates, plans, point.settings,
-            chunk_windows=max(1, 64 // per_window), on_batch=counted,
-        ):  # fmt: skip
+            point.lm,
+            point.text.tokens,
+            todo,
+            point.candidates,
+            plans,
+            point.settings,
+            chunk_windows=max(1, 64 // per_window),
+            on_batch=counted,
+        ):
             output.append(rows, chosen)
             bar.update(sum(r["num_targets"] for r in rows))
     scoring_s = time.perf_counter() - started

@@ -66,11 +66,15 @@ class BatchOptions:
 
 
 RENAMED = {
-    "window.max_length": "lm.max_length", "reranking.k": "retrieval.k", "runtime.device": "lm.device",
-    "runtime.dtype": "lm.dtype", "runtime.batch_size": "batching.batch_size",
-    "runtime.max_batch_tokens": "batching.max_batch_tokens", "runtime.retrieval_threads": "retrieval.threads",
+    "window.max_length": "lm.max_length",
+    "reranking.k": "retrieval.k",
+    "runtime.device": "lm.device",
+    "runtime.dtype": "lm.dtype",
+    "runtime.batch_size": "batching.batch_size",
+    "runtime.max_batch_tokens": "batching.max_batch_tokens",
+    "runtime.retrieval_threads": "retrieval.threads",
     "retrieval_threads": "retrieval.threads",
-}  # fmt: skip
+}
 """Former option names (groups before the shared LM and retrieval groups) -> their new names."""
 
 _LM, _RETRIEVAL, _WINDOW, _RERANKING, _BATCHING = (
@@ -88,9 +92,10 @@ def _check_options(
     """The rules between option groups and top-level options (each group checks its own fields)."""
     if compare is not None:
         conflicts = {
-            "--no-retrieval": no_retrieval, "--rerank-lm": bool(reranking.rerank_lm),
+            "--no-retrieval": no_retrieval,
+            "--rerank-lm": bool(reranking.rerank_lm),
             f"--reranker {reranking.reranker}": reranking.reranker != "none",
-        }  # fmt: skip
+        }
         for option, given in conflicts.items():
             if given:
                 raise RalmInputError(
@@ -188,15 +193,37 @@ def eval_ppl(
     models = _load_rerankers(conditions, lm.device)
     model = lm.load()
     settings = _resolve(
-        lm.input_length(model.max_length), model.max_length, plan, window, retrieval, reranking, batching,
-        conditions, compare is not None, max_tokens=max_tokens, text_field=text_field,
-    )  # fmt: skip
+        lm.input_length(model.max_length),
+        model.max_length,
+        plan,
+        window,
+        retrieval,
+        reranking,
+        batching,
+        conditions,
+        compare is not None,
+        max_tokens=max_tokens,
+        text_field=text_field,
+    )
     models.update(_load_rerank_lms(conditions, lm, window, reranking))
     summaries = evaluate(
-        model, raw, str(text), settings, out, retriever=retriever, index_dir=retrieval.index, models=models,
-        cache_path=cache_path, sweep=plan, progress=progress, started=started, seed=seed,
-        resamples=bootstrap_resamples, bootstrap=bootstrap, document_chars=document_chars,
-    )  # fmt: skip
+        model,
+        raw,
+        str(text),
+        settings,
+        out,
+        retriever=retriever,
+        index_dir=retrieval.index,
+        models=models,
+        cache_path=cache_path,
+        sweep=plan,
+        progress=progress,
+        started=started,
+        seed=seed,
+        resamples=bootstrap_resamples,
+        bootstrap=bootstrap,
+        document_chars=document_chars,
+    )
     if compare is not None and plan is None:
         return _report_compare(summaries[0].results, out, print_table)
     for point in summaries:
@@ -251,12 +278,20 @@ def _resolve(
         for length in max_lengths or (max_length,):
             _check_lengths(length, stride, window.max_passage_tokens, retrieves, rank_tokens)
     return PplSettings(
-        strides=tuple(strides), query_lengths=tuple(query_lengths), max_length=(max_lengths or (max_length,))[0],
+        strides=tuple(strides),
+        query_lengths=tuple(query_lengths),
+        max_length=(max_lengths or (max_length,))[0],
         max_lengths=tuple(max_lengths),
-        max_passage_tokens=window.max_passage_tokens, k=retrieval.k, rank_tokens=reranking.rank_tokens,
-        batch_size=batching.batch_size, max_batch_tokens=batching.max_batch_tokens,
-        retrieval_threads=retrieval.threads, conditions=tuple(conditions), compare=compare, **recorded,
-    )  # fmt: skip
+        max_passage_tokens=window.max_passage_tokens,
+        k=retrieval.k,
+        rank_tokens=reranking.rank_tokens,
+        batch_size=batching.batch_size,
+        max_batch_tokens=batching.max_batch_tokens,
+        retrieval_threads=retrieval.threads,
+        conditions=tuple(conditions),
+        compare=compare,
+        **recorded,
+    )
 
 
 def _load_rerankers(conditions: list[Condition], device: str) -> dict:

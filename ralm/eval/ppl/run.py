@@ -152,10 +152,13 @@ def eval_text(
         )
     counted = raw_text if options.max_tokens is None else model.decode(tokens)
     return EvalText(
-        path=text_path, sha256=hashlib.sha256(raw_text.encode()).hexdigest(), tokens=tokens,
-        **word_counts(counted), text_tokens=text_tokens,
+        path=text_path,
+        sha256=hashlib.sha256(raw_text.encode()).hexdigest(),
+        tokens=tokens,
+        **word_counts(counted),
+        text_tokens=text_tokens,
         document_starts=document_token_starts(model, raw_text, document_chars, tokens),
-    )  # fmt: skip
+    )
 
 
 def document_token_starts(
@@ -189,14 +192,26 @@ def _point_config(
 ) -> dict:
     """results.json ``config`` of one point; each condition fills in ``mode`` and ``reranker``."""
     config = {
-        "lm": model.name, "tokenizer": str(getattr(model.tokenizer, "name_or_path", "")),
-        "dtype": str(model.dtype).removeprefix("torch."), "text": text.path, "text_sha256": text.sha256,
-        "text_field": options.text_field, "max_tokens": options.max_tokens, "mode": None, "reranker": None,
-        "rerank_lm": options.rerank_lm, "k": options.k, "rank_tokens": options.rank_tokens, "stride": point.stride,
-        "query_tokens": point.query_tokens, "max_length": point.max_length,
+        "lm": model.name,
+        "tokenizer": str(getattr(model.tokenizer, "name_or_path", "")),
+        "dtype": str(model.dtype).removeprefix("torch."),
+        "text": text.path,
+        "text_sha256": text.sha256,
+        "text_field": options.text_field,
+        "max_tokens": options.max_tokens,
+        "mode": None,
+        "reranker": None,
+        "rerank_lm": options.rerank_lm,
+        "k": options.k,
+        "rank_tokens": options.rank_tokens,
+        "stride": point.stride,
+        "query_tokens": point.query_tokens,
+        "max_length": point.max_length,
         "max_passage_tokens": options.max_passage_tokens,
-        "index": index, "retrieval_cache": cache, "ralm_version": ralm.__version__,
-    }  # fmt: skip
+        "index": index,
+        "retrieval_cache": cache,
+        "ralm_version": ralm.__version__,
+    }
     if model.bos_id is not None:  # a BOS-adding tokenizer's passages start with it (recorded, keyed)
         config["passage_bos"] = model.bos_id
     return config
@@ -218,9 +233,12 @@ def _retrieve(
     queries = {p: window_queries(model, text.tokens, w, p.query_tokens) for p, w in windows.items()}
     started = time.perf_counter()
     hits_by_query, timings["queries_searched"] = retrieve_cached(
-        retriever, [q for qs in queries.values() for q in qs if q is not None], options.k, cache_path,
+        retriever,
+        [q for qs in queries.values() for q in qs if q is not None],
+        options.k,
+        cache_path,
         options.retrieval_threads,
-    )  # fmt: skip
+    )
     timings["retrieval_s"] = time.perf_counter() - started
     return queries, hits_by_query, timings
 
@@ -262,19 +280,27 @@ def evaluate(
     summaries = []
     for p in points:
         settings = ScoringSettings(
-            max_length=p.max_length, max_passage_tokens=options.max_passage_tokens,
-            rank_tokens=options.rank_tokens, batch_size=options.batch_size, max_batch_tokens=options.max_batch_tokens,
-        )  # fmt: skip
+            max_length=p.max_length,
+            max_passage_tokens=options.max_passage_tokens,
+            rank_tokens=options.rank_tokens,
+            batch_size=options.batch_size,
+            max_batch_tokens=options.max_batch_tokens,
+        )
         candidates = [[] for _ in windows[p]]
         if options.retrieves and retriever is not None:
             candidates = build_candidates(
                 model, windows[p], queries[p], hits_by_query, options.k, options.max_passage_tokens
             )
         point = Point(
-            lm=model, text=text, windows=windows[p], queries=queries[p], candidates=candidates,
-            settings=settings, config=_point_config(model, text, options, p, index, cache),
+            lm=model,
+            text=text,
+            windows=windows[p],
+            queries=queries[p],
+            candidates=candidates,
+            settings=settings,
+            config=_point_config(model, text, options, p, index, cache),
             timings={**timings, "setup_s": time.perf_counter() - started},
-        )  # fmt: skip
+        )
         point_dir = out / sweep.folder(p.value(sweep.field)) if sweep else out
         output: Output = (
             CompareOutput(

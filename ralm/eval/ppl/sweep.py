@@ -26,8 +26,11 @@ from ralm.eval.ppl.outputs import read_windows, targets_perplexity
 from ralm.plots import pyplot, save_figure
 
 SWEEPABLE = ("stride", "query_tokens", "max_length")
-_AXIS = {"stride": "retrieval stride s", "query_tokens": "query length ℓ (tokens)",
-         "max_length": "LM input length (tokens)"}  # fmt: skip
+_AXIS = {
+    "stride": "retrieval stride s",
+    "query_tokens": "query length ℓ (tokens)",
+    "max_length": "LM input length (tokens)",
+}
 
 
 @dataclass(frozen=True)
@@ -103,8 +106,10 @@ def plot_sweep(sweep: Sweep, points: list[dict], path: Path, *, compared: bool =
         }
         ylabel = "token perplexity, common targets"
     else:
-        series = {label: [p[key] for p in points]
-                  for key, label in (("token_ppl", "token perplexity"), ("word_ppl", "word perplexity"))}  # fmt: skip
+        series = {
+            label: [p[key] for p in points]
+            for key, label in (("token_ppl", "token perplexity"), ("word_ppl", "word perplexity"))
+        }
         ylabel = "perplexity"
     for label, ys in series.items():
         if all(y is not None and math.isfinite(y) for y in ys):
