@@ -90,8 +90,10 @@ def per_question(folder: Path, key: str) -> dict[str, float]:
 
 def table(out: Path, names: list[str], lm_calls: dict[str, float], rates: dict[str, float]) -> str:
     """EM, F1, retrieval rate, LM calls per question, and paired CIs of EM against single and none."""
-    lines = ["| method | EM | F1 | retrieval rate | LM calls/q | EM − single [95% CI] | EM − none [95% CI] |",
-             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "| method | EM | F1 | retrieval rate | LM calls/q | EM − single [95% CI] | EM − none [95% CI] |",
+        "|---|---|---|---|---|---|---|",
+    ]
     em = {n: per_question(out / slug(n), "em") for n in names}
     f1 = {n: per_question(out / slug(n), "f1") for n in names}
     ids = sorted(em["single"])
@@ -102,8 +104,10 @@ def table(out: Path, names: list[str], lm_calls: dict[str, float], rates: dict[s
             cells.append("—" if n == ref else f"{d.difference:+.3f} [{d.low:+.3f}, {d.high:+.3f}]")
         mean_em = sum(em[n].values()) / len(ids)
         mean_f1 = sum(f1[n].values()) / len(ids)
-        lines.append(f"| {n} | {mean_em:.3f} | {mean_f1:.3f} | {rates[n]:.2f} | {lm_calls[n]:.2f} | "
-                     f"{cells[0]} | {cells[1]} |")  # fmt: skip
+        lines.append(
+            f"| {n} | {mean_em:.3f} | {mean_f1:.3f} | {rates[n]:.2f} | {lm_calls[n]:.2f} | "
+            f"{cells[0]} | {cells[1]} |"
+        )
     return (
         "\n".join(lines)
         + f"\n\n{len(ids)} questions; paired bootstrap over questions, 2,000 resamples, seed 0."
@@ -134,8 +138,13 @@ def main() -> None:
     common = dict(data=str(questions), lm=lm, exemplars=str(shots), limit=args.limit)
     out = work / args.split
     if args.sweep:
-        eval_flare(**common, output=str(out / "sweep"), retrieval=RetrievalOptions(str(index)),
-                   flare=replace(BASE, theta=args.theta), sweep=args.sweep)  # fmt: skip
+        eval_flare(
+            **common,
+            output=str(out / "sweep"),
+            retrieval=RetrievalOptions(str(index)),
+            flare=replace(BASE, theta=args.theta),
+            sweep=args.sweep,
+        )
         return
     lm_calls, rates = {}, {}
     rows = conditions(args.theta, args.reranker, args.dev_theta)
@@ -144,8 +153,9 @@ def main() -> None:
         # their finished folders resume instead of being refused for a changed setting.
         k = args.k if rerank != "none" else 8
         retrieval = RetrievalOptions(str(index), k=k)
-        results = eval_flare(**common, output=str(out / slug(name)), retrieval=retrieval, flare=config,
-                             reranker=rerank)  # fmt: skip
+        results = eval_flare(
+            **common, output=str(out / slug(name)), retrieval=retrieval, flare=config, reranker=rerank
+        )
         lm_calls[name] = results["metrics"]["lm_calls_per_example"]
         rates[name] = results["metrics"]["retrieval_rate"]
     print(table(out, list(rows), lm_calls, rates))

@@ -108,9 +108,10 @@ def counts(out: dict) -> dict:
     """Each step's searches and whether a search's passages reached its prompt; the example's totals."""
     steps = [s for s in out["trace"] if "text" in s]
     return {
-        "searches": [s["searches"] for s in steps], "retrieved": [s["retrieved"] for s in steps],
+        "searches": [s["searches"] for s in steps],
+        "retrieved": [s["retrieved"] for s in steps],
         "totals": (out["steps"], out["searches"], out["search_steps"], out["retrieval_steps"]),
-    }  # fmt: skip
+    }
 
 
 def test_window_baseline_queries_with_the_previous_window():
@@ -121,8 +122,10 @@ def test_window_baseline_queries_with_the_previous_window():
     # Windows 2-4 are generated with the previous window's passages: three retrieving steps of four, after
     # four searches (the input's, which serves window 1 as it serves every method, and three more).
     assert counts(out) == {
-        "searches": [1, 1, 1, 0], "retrieved": [False, True, True, True], "totals": (4, 4, 3, 3)
-    }  # fmt: skip
+        "searches": [1, 1, 1, 0],
+        "retrieved": [False, True, True, True],
+        "totals": (4, 4, 3, 3),
+    }
 
 
 def test_sentence_baseline_queries_with_the_previous_sentence():

@@ -29,9 +29,33 @@ def read_predictions(folder):
 def test_each_method_writes_traces_and_results(tmp_path, corpus, tiny_lm_dir, method, capsys):
     out = tmp_path / method
     index = [] if method == "no-retrieval" else ["--index", str(corpus["index"])]
-    ralm_main(["eval", "flare", "--data", str(corpus["questions"]), "--output", str(out), "--lm", str(tiny_lm_dir),
-               "--method", method, "--max-new-tokens", "24", "--lookahead-tokens", "12", "--window-tokens", "8",
-               "--device", "cpu", "--limit", "3", "--stop", "\\n", *index])  # fmt: skip
+    ralm_main(
+        [
+            "eval",
+            "flare",
+            "--data",
+            str(corpus["questions"]),
+            "--output",
+            str(out),
+            "--lm",
+            str(tiny_lm_dir),
+            "--method",
+            method,
+            "--max-new-tokens",
+            "24",
+            "--lookahead-tokens",
+            "12",
+            "--window-tokens",
+            "8",
+            "--device",
+            "cpu",
+            "--limit",
+            "3",
+            "--stop",
+            "\\n",
+            *index,
+        ]
+    )
     # "\n" typed in a shell arrives as a backslash and an n; it means a newline
     assert json.loads((out / "run.json").read_text())["flare"]["stop"] == "\n"
     results = json.loads((out / "results.json").read_text())
@@ -78,19 +102,32 @@ def test_flare_resumes_and_exemplars_are_used(tmp_path, corpus, tiny_lm_dir):
     shots = tmp_path / "shots.jsonl"
     shots.write_text('{"question": "Which module parses JSON?", "answer": "So the answer is json."}\n')
     config = FlareOptions(max_new_tokens=16, lookahead_tokens=8)
-    common = dict(data=str(corpus["questions"]), lm=LMOptions(str(tiny_lm_dir), device="cpu"), flare=config,
-                  retrieval=RetrievalOptions(str(corpus["index"])), exemplars=str(shots),
-                  output=str(tmp_path / "run"))  # fmt: skip
+    common = dict(
+        data=str(corpus["questions"]),
+        lm=LMOptions(str(tiny_lm_dir), device="cpu"),
+        flare=config,
+        retrieval=RetrievalOptions(str(corpus["index"])),
+        exemplars=str(shots),
+        output=str(tmp_path / "run"),
+    )
     eval_flare(**common, limit=2)
     first = read_predictions(tmp_path / "run")
     # run.json keeps the keys, order and values of the flat options before the option groups (the LM's
     # name, the requested max_length, 1024 when not given), so a folder written then resumes.
     assert list(json.loads((tmp_path / "run" / "run.json").read_text()).items()) == [
-        ("command", "eval flare"), ("predictions_format", "ralm-eval-flare/2"), ("lm", str(tiny_lm_dir)),
-        ("index", str(corpus["index"])), ("format", "auto"), ("split", "dev"), ("exemplars", str(shots)),
-        ("reranker", "none"), ("k", 16), ("max_length", 1024), ("data", str(corpus["questions"].resolve())),
+        ("command", "eval flare"),
+        ("predictions_format", "ralm-eval-flare/2"),
+        ("lm", str(tiny_lm_dir)),
+        ("index", str(corpus["index"])),
+        ("format", "auto"),
+        ("split", "dev"),
+        ("exemplars", str(shots)),
+        ("reranker", "none"),
+        ("k", 16),
+        ("max_length", 1024),
+        ("data", str(corpus["questions"].resolve())),
         ("flare", asdict(config)),
-    ]  # fmt: skip
+    ]
     results = eval_flare(**common)
     again = read_predictions(tmp_path / "run")
     assert again[:2] == first and results["done"] == 6
@@ -125,9 +162,15 @@ def test_theta_sweep_runs_each_point_and_both_references(tmp_path, corpus, tiny_
     prompt got one; each row is its own run's results; the plot is written."""
     config = FlareOptions(max_new_tokens=16, lookahead_tokens=8, query="full")
     out = tmp_path / "sweep"
-    summary = eval_flare(data=str(corpus["questions"]), output=str(out), lm=LMOptions(str(tiny_lm_dir), device="cpu"),
-                         retrieval=RetrievalOptions(str(corpus["index"])), flare=config, limit=3,
-                         sweep="theta=0,1")  # fmt: skip
+    summary = eval_flare(
+        data=str(corpus["questions"]),
+        output=str(out),
+        lm=LMOptions(str(tiny_lm_dir), device="cpu"),
+        retrieval=RetrievalOptions(str(corpus["index"])),
+        flare=config,
+        limit=3,
+        sweep="theta=0,1",
+    )
     searched = [p["search_rate"] for p in summary["points"]]
     assert [p["run"] for p in summary["points"]] == ["theta=0", "theta=1"] and searched == [0.0, 1.0]
     for row in summary["points"] + summary["references"]:
@@ -144,11 +187,20 @@ def test_theta_sweep_runs_each_point_and_both_references(tmp_path, corpus, tiny_
 
 @pytest.mark.parametrize(
     ("sweep", "message"),
-    [("theta=0.2,high", "'high' is not a number"), ("theta=0.5,1.5", r"--theta \(FlareOptions.theta\): must be >= 0 and <= 1, got 1.5"),
-     ("stride=4", "expected theta or beta"), ("theta=0.2,0.2", "distinct")],
-)  # fmt: skip
+    [
+        ("theta=0.2,high", "'high' is not a number"),
+        ("theta=0.5,1.5", r"--theta \(FlareOptions.theta\): must be >= 0 and <= 1, got 1.5"),
+        ("stride=4", "expected theta or beta"),
+        ("theta=0.2,0.2", "distinct"),
+    ],
+)
 def test_bad_sweeps_fail_before_loading(tmp_path, corpus, sweep, message):
     with pytest.raises(RalmInputError, match=message):
-        eval_flare(data=str(corpus["questions"]), output=str(tmp_path / "x"), lm=LMOptions("/nonexistent/lm"),
-                   retrieval=RetrievalOptions(str(corpus["index"])), sweep=sweep)  # fmt: skip
+        eval_flare(
+            data=str(corpus["questions"]),
+            output=str(tmp_path / "x"),
+            lm=LMOptions("/nonexistent/lm"),
+            retrieval=RetrievalOptions(str(corpus["index"])),
+            sweep=sweep,
+        )
     assert not (tmp_path / "x").exists()

@@ -63,9 +63,17 @@ def export_tiny_reranker(folder, tiny_encoder_dir, abstain=False, bm25_prior=Non
     model = AutoModelForSequenceClassification.from_pretrained(tiny_encoder_dir, num_labels=1)
     model.save_pretrained(folder)
     AutoTokenizer.from_pretrained(tiny_encoder_dir).save_pretrained(folder)
-    info = {"format": RERANKER_FORMAT, "input_format": INPUT_FORMAT, "max_length": 128, "max_prefix_tokens": 64,
-            "abstain": abstain, "base_model": "tiny", "loss": "marginal", "trained_on": "test",
-            "bm25_prior": bm25_prior}  # fmt: skip
+    info = {
+        "format": RERANKER_FORMAT,
+        "input_format": INPUT_FORMAT,
+        "max_length": 128,
+        "max_prefix_tokens": 64,
+        "abstain": abstain,
+        "base_model": "tiny",
+        "loss": "marginal",
+        "trained_on": "test",
+        "bm25_prior": bm25_prior,
+    }
     (folder / RERANKER_FILE).write_text(json.dumps(info))
     return folder
 

@@ -31,8 +31,26 @@ def read_predictions(folder):
 
 def test_open_and_closed_book_write_predictions_and_results(tmp_path, corpus, tiny_lm_dir):
     open_dir, closed_dir = tmp_path / "open", tmp_path / "closed"
-    ralm_main(["eval", "qa", "--data", str(corpus["questions"]), "--output", str(open_dir), "--lm", str(tiny_lm_dir),
-               "--index", str(corpus["index"]), "--docs", "2", "--device", "cpu", "--batch-size", "4"])  # fmt: skip
+    ralm_main(
+        [
+            "eval",
+            "qa",
+            "--data",
+            str(corpus["questions"]),
+            "--output",
+            str(open_dir),
+            "--lm",
+            str(tiny_lm_dir),
+            "--index",
+            str(corpus["index"]),
+            "--docs",
+            "2",
+            "--device",
+            "cpu",
+            "--batch-size",
+            "4",
+        ]
+    )
     eval_qa(str(corpus["questions"]), str(closed_dir), cpu_lm(tiny_lm_dir), docs=0)
     results = json.loads((open_dir / "results.json").read_text())
     records = read_predictions(open_dir)
@@ -71,11 +89,25 @@ def test_dpr_results_file_needs_no_index(tmp_path, tiny_lm_dir):
     # run.json keeps the keys and values of the flat options before the option groups (the LM's name, the
     # requested max_length, 1024 when not given), so a folder written then resumes.
     assert json.loads((tmp_path / "out" / "run.json").read_text()) == {
-        "command": "eval qa", "lm": str(tiny_lm_dir), "docs": 1, "index": None, "format": "auto", "split": "dev",
-        "reranker": "none", "k": 16, "max_new_tokens": 10, "max_length": 1024, "data": str(data.resolve()),
-    }  # fmt: skip
-    again = eval_qa(str(data), str(tmp_path / "out"), cpu_lm(tiny_lm_dir, max_length=1024), docs=1,
-                    retrieval=RetrievalOptions(threads=2))  # fmt: skip
+        "command": "eval qa",
+        "lm": str(tiny_lm_dir),
+        "docs": 1,
+        "index": None,
+        "format": "auto",
+        "split": "dev",
+        "reranker": "none",
+        "k": 16,
+        "max_new_tokens": 10,
+        "max_length": 1024,
+        "data": str(data.resolve()),
+    }
+    again = eval_qa(
+        str(data),
+        str(tmp_path / "out"),
+        cpu_lm(tiny_lm_dir, max_length=1024),
+        docs=1,
+        retrieval=RetrievalOptions(threads=2),
+    )
     assert again["done"] == 1 and read_predictions(tmp_path / "out") == [record]  # resumed, nothing redone
     with pytest.raises(RalmInputError, match=r"other settings \(max_length\)"):
         eval_qa(str(data), str(tmp_path / "out"), cpu_lm(tiny_lm_dir, max_length=512), docs=1)
@@ -151,8 +183,15 @@ def test_zero_shot_rerank_through_the_command(tmp_path, corpus, tiny_lm_dir):
     from ralm.lm.loading import load_lm
     from ralm.retrieval.index import open_index
 
-    out = eval_qa(str(corpus["questions"]), str(tmp_path / "zs"), cpu_lm(tiny_lm_dir), docs=2,
-                  retrieval=RetrievalOptions(str(corpus["index"]), k=4), reranker="zero-shot", limit=2)  # fmt: skip
+    out = eval_qa(
+        str(corpus["questions"]),
+        str(tmp_path / "zs"),
+        cpu_lm(tiny_lm_dir),
+        docs=2,
+        retrieval=RetrievalOptions(str(corpus["index"]), k=4),
+        reranker="zero-shot",
+        limit=2,
+    )
     records = read_predictions(tmp_path / "zs")
     assert out["done"] == 2 and all(len(r["passages"]) == 2 for r in records)
     # The passages shown are the reranker's top 2 of BM25's top 4, the same as asking the source directly.

@@ -24,8 +24,14 @@ def test_jsonl(tmp_path):
 
 
 def test_2wikimultihopqa(tmp_path):
-    rec = {"_id": "abc", "type": "compositional", "question": "Who founded Versus?", "answer": "Gianni Versace",
-           "context": [["Versus", ["Versus is a brand."]]], "supporting_facts": [["Versus", 0]]}  # fmt: skip
+    rec = {
+        "_id": "abc",
+        "type": "compositional",
+        "question": "Who founded Versus?",
+        "answer": "Gianni Versace",
+        "context": [["Versus", ["Versus is a brand."]]],
+        "supporting_facts": [["Versus", 0]],
+    }
     [ex] = load_examples(write(tmp_path / "dev.json", [rec]))
     assert (ex.id, ex.answers, ex.task) == ("abc", ["Gianni Versace"], "short")
 
@@ -41,11 +47,13 @@ def test_strategyqa(tmp_path):
 def test_asqa(tmp_path):
     sample = {
         "ambiguous_question": "Who directed Pirates?",
-        "qa_pairs": [{"question": "2003?", "short_answers": ["Gore Verbinski"]},
-                     {"question": "2011?", "short_answers": ["Rob Marshall", "Marshall"]}],
+        "qa_pairs": [
+            {"question": "2003?", "short_answers": ["Gore Verbinski"]},
+            {"question": "2011?", "short_answers": ["Rob Marshall", "Marshall"]},
+        ],
         "annotations": [{"knowledge": [], "long_answer": "Gore Verbinski directed the 2003 film."}],
         "sample_id": "s1",
-    }  # fmt: skip
+    }
     path = write(tmp_path / "ASQA.json", {"train": {}, "dev": {"s1": sample}})
     [ex] = load_examples(path, split="dev")
     assert ex.task == "long" and ex.answer_groups == [["Gore Verbinski"], ["Rob Marshall", "Marshall"]]

@@ -64,8 +64,10 @@ def test_flare_is_at_least_no_retrieval(setup):
     flare = [flare_runner.answer(ex) for ex in examples]
     steps = sum(o["steps"] for o in flare)
     rate = sum(o["retrieval_steps"] for o in flare) / steps
-    print(f"no-retrieval EM {em(none) / len(examples):.3f}, FLARE EM {em(flare) / len(examples):.3f}, "
-          f"retrieval rate {rate:.2f}, LM calls/example {sum(o['lm_calls'] for o in flare) / len(flare):.2f}")  # fmt: skip
+    print(
+        f"no-retrieval EM {em(none) / len(examples):.3f}, FLARE EM {em(flare) / len(examples):.3f}, "
+        f"retrieval rate {rate:.2f}, LM calls/example {sum(o['lm_calls'] for o in flare) / len(flare):.2f}"
+    )
     assert 0.0 <= rate <= 1.0
     assert em(flare) >= em(none)
 
@@ -76,8 +78,15 @@ def test_explicit_queries_on_real_weights_ask_questions_about_unsure_spans(setup
     lm, source, examples = setup
     # beta = theta: every token that makes a sentence unsure is in a span (at beta 0.4 SmolLM2's unsure
     # sentences here had no token that low, and the implicit query stood in for every one).
-    config = FlareOptions(method="flare", query="explicit", theta=0.8, beta=0.8, max_new_tokens=16,
-                         lookahead_tokens=16, stop="\n")  # fmt: skip
+    config = FlareOptions(
+        method="flare",
+        query="explicit",
+        theta=0.8,
+        beta=0.8,
+        max_new_tokens=16,
+        lookahead_tokens=16,
+        stop="\n",
+    )
     runner = FlareRunner(lm, config, source, SHOTS)
     outs = [runner.answer(ex) for ex in examples[:6]]
     steps = [s for o in outs for s in o["trace"] if "terms" in s]

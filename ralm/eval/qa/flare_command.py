@@ -12,8 +12,9 @@ from __future__ import annotations
 import codecs
 import logging
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from jsonargparse import ArgumentParser
 
@@ -26,7 +27,7 @@ from ralm.eval.qa.flare_options import FlareOptions
 from ralm.eval.qa.flare_sweep import parse_flare_sweep, run_flare_sweep
 from ralm.eval.qa.metrics import score_answer
 from ralm.eval.qa.predictions import RESULTS, PredictionWriter, mean_of, recorded_settings, write_results
-from ralm.eval.qa.retrieval import RENAMED_OPTIONS, open_source
+from ralm.eval.qa.retrieval import RENAMED_OPTIONS, PassageSource, open_source
 from ralm.lm.options import LMOptions
 from ralm.progress import progress
 from ralm.retrieval.options import RetrievalOptions
@@ -109,20 +110,22 @@ def eval_flare(
     examples = load_examples(data, format, split, limit)
     shots = load_exemplars(exemplars)
     recorded = recorded_settings(_RECORDED, arguments, lm, retrieval)
-    settings = {"command": "eval flare", "predictions_format": FORMAT, **recorded,
-                "data": str(Path(data).resolve()), "flare": asdict(flare)}  # fmt: skip
+    settings = {
+        "command": "eval flare",
+        "predictions_format": FORMAT,
+        **recorded,
+        "data": str(Path(data).resolve()),
+        "flare": asdict(flare),
+    }
     model = lm.load()
     input_length = lm.input_length(model.max_length)  # the one cap rule, applied once
     # No retrieval needs no index (and no reranker), unless a sweep runs the retrieving methods too.
     needs_source = flare.method != "no-retrieval" or plan is not None
     source = open_source(retrieval, model, reranker, input_length) if needs_source else None
+    run = FlareRun(model, source, examples, shots, batch_size, input_length, overwrite)
     if plan is not None:
-        return run_flare_sweep(plan, output, lambda cfg, out: run_flare(
-            model, source, cfg, examples, shots, out, {**settings, "flare": asdict(cfg)},
-            batch_size=batch_size, input_length=input_length, overwrite=overwrite,
-        ))  # fmt: skip
-    return run_flare(model, source, flare, examples, shots, output, settings,
-                     batch_size=batch_size, input_length=input_length, overwrite=overwrite)  # fmt: skip
+        return run_flare_sweep(plan, output, lambda cfg, out: run_flare(run, cfg, out, settings))
+    return run_flare(run, flare, output, settings)
 
 
 def _checked(flare: FlareOptions, format: str, retrieval: RetrievalOptions) -> FlareOptions:
@@ -138,44 +141,33 @@ def _checked(flare: FlareOptions, format: str, retrieval: RetrievalOptions) -> F
     return flare
 
 
-def run_flare(
-    model, source, flare: FlareOptions, examples: list[QAExample], shots: list, output: str, settings: dict, *,
-    batch_size: int, input_length: int, overwrite: bool,
-) -> dict:  # fmt: skip
-    """One method on `examples` into `output` (resumable), with its summary line; returns results.json.
-    `input_length`: the LM input length, resolved once by the command (``LMOptions.input_length``)."""
-    writer = PredictionWriter(output, settings, overwrite=overwrite)
-    todo = [ex for ex in examples if ex.id not in writer.done]
-    retriever = source if flare.method != "no-retrieval" else None
-    runner = FlareRunner(model, flare, retriever, shots, input_length=input_length)
-    runner.check(examples)
+@dataclass(frozen=True)
+class FlareRun:
+    """What every method of one `eval flare` call shares: the LM, the passage source (None: no index), the
+    questions and exemplars, and how they run (`input_length`: resolved once, ``LMOptions.input_length``)."""
+
+    model: Any
+    source: PassageSource | None
+    examples: list[QAExample]
+    shots: list
+    batch_size: int
+    input_length: int
+    overwrite: bool
+
+
+def run_flare(run: FlareRun, flare: FlareOptions, output: str, settings: dict) -> dict:
+    """One method on the run's examples into `output` (resumable), with its summary line; returns
+    results.json. `settings` are run.json's, with `flare` recorded as these options."""
+    settings = {**settings, "flare": asdict(flare)}
+    writer = PredictionWriter(output, settings, overwrite=run.overwrite)
+    retriever = run.source if flare.method != "no-retrieval" else None
+    runner = FlareRunner(run.model, flare, retriever, run.shots, input_length=run.input_length)
+    runner.check(run.examples)
     start = time.perf_counter()
-    with (
-        writer,
-        progress(
-            len(examples), initial=len(examples) - len(todo), desc=f"flare[{flare.method}]", unit="question"
-        ) as bar,
-    ):
-        if flare.method in ("no-retrieval", "single"):
-            for i in range(0, len(todo), batch_size):
-                chunk = todo[i : i + batch_size]
-                for ex, out in zip(chunk, run_batched(runner, chunk, batch_size), strict=True):
-                    writer.write(_record(ex, out))
-                bar.update(len(chunk))
-        else:
-            for ex in todo:
-                writer.write(_record(ex, runner.answer(ex)))
-                bar.update(1)
-        records = writer.records([ex.id for ex in examples])
-    results = write_results(
-        output,
-        FORMAT,
-        settings,
-        summarize(records, len(examples)),
-        runner.fitter.cuts,
-        start,
-        model,
-    )
+    with writer:
+        records = _answer_all(runner, run, writer)
+    summary = summarize(records, len(run.examples))
+    results = write_results(output, FORMAT, settings, summary, runner.fitter.cuts, start, run.model)
     m = results["metrics"]
     print(
         f"flare[{flare.method}] {len(records)} examples: EM {m.get('em', 0):.3f}  F1 {m.get('f1', 0):.3f}  "
@@ -184,6 +176,26 @@ def run_flare(
         f"s/ex {m['seconds_per_example']:.2f}  -> {Path(output) / RESULTS}"
     )
     return results
+
+
+def _answer_all(runner: FlareRunner, run: FlareRun, writer: PredictionWriter) -> list[dict]:
+    """Answer the examples not yet in `writer` (no-retrieval and single in batches); every finished
+    record, in order."""
+    examples, method = run.examples, runner.cfg.method
+    todo = [ex for ex in examples if ex.id not in writer.done]
+    done = len(examples) - len(todo)
+    with progress(len(examples), initial=done, desc=f"flare[{method}]", unit="question") as bar:
+        if method in ("no-retrieval", "single"):
+            for i in range(0, len(todo), run.batch_size):
+                chunk = todo[i : i + run.batch_size]
+                for ex, out in zip(chunk, run_batched(runner, chunk, run.batch_size), strict=True):
+                    writer.write(_record(ex, out))
+                bar.update(len(chunk))
+        else:
+            for ex in todo:
+                writer.write(_record(ex, runner.answer(ex)))
+                bar.update(1)
+    return writer.records([ex.id for ex in examples])
 
 
 def build_parser() -> ArgumentParser:

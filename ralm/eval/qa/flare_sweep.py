@@ -66,11 +66,16 @@ def sweep_row(label: str, results: dict, value: float | None = None) -> dict:
     """One point (or reference) of the sweep from a run's results.json."""
     m = results["metrics"]
     return {
-        "run": label, "value": value, "em": m.get("em"), "f1": m.get("f1"),
-        "retrieval_rate": m["retrieval_rate"], "search_rate": m["search_rate"],
-        "lm_calls_per_example": m["lm_calls_per_example"], "searches_per_example": m["searches_per_example"],
+        "run": label,
+        "value": value,
+        "em": m.get("em"),
+        "f1": m.get("f1"),
+        "retrieval_rate": m["retrieval_rate"],
+        "search_rate": m["search_rate"],
+        "lm_calls_per_example": m["lm_calls_per_example"],
+        "searches_per_example": m["searches_per_example"],
         "examples": results["done"],
-    }  # fmt: skip
+    }
 
 
 def run_flare_sweep(sweep: FlareSweep, output: str, run: Callable[[FlareOptions, str], dict]) -> dict:

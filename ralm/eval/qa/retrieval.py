@@ -135,5 +135,11 @@ def open_source(
         if rerank != "none":
             raise RalmInputError("--reranker needs --index")
         return None
-    return PassageSource(retrieval.open(), lm=lm, rerank=rerank, candidates=retrieval.k,
-                         input_length=input_length, threads=retrieval.threads)  # fmt: skip
+    return PassageSource(
+        retrieval.open(),
+        lm=lm,
+        rerank=rerank,
+        candidates=retrieval.k,
+        input_length=input_length,
+        threads=retrieval.threads,
+    )
