@@ -17,7 +17,8 @@ The trained reranker is an untrained 2-layer BERT (hidden 32, a 1000-token BPE t
 docstrings) exported in the reranker folder format: its choices do not matter, only its cost.
 
     OMP_NUM_THREADS=1 .venv/bin/python bench/compare.py               # CPU, fp32, 48 retrieving windows
-    .venv/bin/python bench/compare.py --device cuda --dtype bfloat16 --layers 12 --max-length 1024 --max-tokens 1424
+    .venv/bin/python bench/compare.py --device cuda --dtype bfloat16 --layers 12 \\
+        --max-length 1024 --max-tokens 1424
 """
 
 from __future__ import annotations
@@ -67,7 +68,8 @@ def gpt2_model(folder: Path, layers: int) -> Path:
 
 
 def tiny_reranker(folder: Path, texts: list[str]) -> Path:
-    """An untrained BERT cross-encoder in the reranker folder format (as tests/test_flare_rerank.py exports)."""
+    """An untrained BERT cross-encoder in the reranker folder format (as tests/test_flare_rerank.py
+    exports)."""
     from tokenizers import processors
     from transformers import BertConfig, BertForSequenceClassification, PreTrainedTokenizerFast
 
@@ -264,7 +266,8 @@ def main() -> None:
         windows, retrieving = counts["windows"], counts["retrieving_windows"]
         k = args.k
         print(
-            f"device {device.type}, dtype {args.dtype}, threads {torch.get_num_threads()}, {args.layers} layers, "
+            f"device {device.type}, dtype {args.dtype}, threads {torch.get_num_threads()}, "
+            f"{args.layers} layers, "
             f"max_length {args.max_length}, stride {args.stride}, k {k}, {args.max_tokens} tokens, "
             f"{windows} windows ({retrieving} retrieving, {n_queries} queries, cached), "
             f"batch {args.batch_size or default_batch_size(device)}, repeats {args.repeats}"
@@ -296,7 +299,8 @@ def main() -> None:
             print("token perplexity mismatch:\n  " + "\n  ".join(failures), file=sys.stderr)
             sys.exit(1)
         print(
-            f"all {len(separate)} conditions agree (token ppl relative difference <= {2e-2 if bf16 else 1e-5:g})"
+            f"all {len(separate)} conditions agree "
+            f"(token ppl relative difference <= {2e-2 if bf16 else 1e-5:g})"
         )
     finally:
         if args.keep is None:

@@ -143,8 +143,9 @@ def main() -> None:
     prefixes = bench_prefixes(lm, args.prefixes, args.k, args.max_length, args.stride)
     opts = {"max_length": args.max_length, "max_passage_tokens": args.max_passage_tokens}
     print(
-        f"LM {lm.name} ({lm.dtype}, {lm.device}), {args.prefixes} prefixes x ({args.k} candidates + no retrieval), "
-        f"max_length {args.max_length}, passages <= {args.max_passage_tokens} tokens, threads {torch.get_num_threads()}"
+        f"LM {lm.name} ({lm.dtype}, {lm.device}), {args.prefixes} prefixes x "
+        f"({args.k} candidates + no retrieval), max_length {args.max_length}, "
+        f"passages <= {args.max_passage_tokens} tokens, threads {torch.get_num_threads()}"
     )
 
     # The CPU is shared: measure the matmul rate before and after the runs and keep the better one.
@@ -195,7 +196,8 @@ def main() -> None:
     for name, secs, flops in (("naive", naive_s, flops_naive), ("data-gen", fast_s, flops_fast)):
         print(f"{name:8} {pairs / secs:9.2f} {flops / secs / 1e9:9.1f} {flops / secs / peak:14.0%}")
     print(
-        f"ratio data-gen / naive = {naive_s / fast_s:.2f}x   (measured fp32 1024^3 matmul: {peak / 1e9:.1f} GFLOP/s)"
+        f"ratio data-gen / naive = {naive_s / fast_s:.2f}x   "
+        f"(measured fp32 1024^3 matmul: {peak / 1e9:.1f} GFLOP/s)"
     )
 
     # The paper's run: 300k prefixes x (16 candidates + no retrieval), inputs of about 1024 tokens
@@ -205,7 +207,8 @@ def main() -> None:
     for gpu, tflops in (("H100 SXM bf16 dense, 989 TFLOP/s peak", 989e12),):
         for mfu in (0.3, 0.5):
             print(
-                f"projection 300k x 16 on {gpu} at {mfu:.0%} MFU: {total:.2e} FLOP -> {total / (tflops * mfu) / 60:.0f} min"
+                f"projection 300k x 16 on {gpu} at {mfu:.0%} MFU: {total:.2e} FLOP -> "
+                f"{total / (tflops * mfu) / 60:.0f} min"
             )
 
 

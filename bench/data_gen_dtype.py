@@ -47,7 +47,8 @@ def main() -> None:
     opts = {"max_length": args.max_length, "max_passage_tokens": args.max_passage_tokens}
     print(
         f"LM {lm.name}, {args.prefixes} prefixes x ({args.k} candidates + no retrieval), max_length "
-        f"{args.max_length}, threads {torch.get_num_threads()}, CPU capability {torch.backends.cpu.get_cpu_capability()}"
+        f"{args.max_length}, threads {torch.get_num_threads()}, "
+        f"CPU capability {torch.backends.cpu.get_cpu_capability()}"
     )
     for model in lms.values():
         score_prefix(model, *prefixes[0], **opts)  # warm-up
@@ -71,8 +72,10 @@ def main() -> None:
         print(f"{dtype:9} {pairs / seconds[dtype]:7.2f} pairs/s")
     print(f"ratio bf16 / fp32 = {seconds['float32'] / seconds['bfloat16']:.2f}x")
     print(
-        f"|log-prob difference| per token: max {max(token_diffs):.3f}, mean {sum(token_diffs) / len(token_diffs):.4f}; "
-        f"per summed label ({args.stride} tokens): max {max(sum_diffs):.3f}, mean {sum(sum_diffs) / len(sum_diffs):.3f} nats"
+        f"|log-prob difference| per token: max {max(token_diffs):.3f}, "
+        f"mean {sum(token_diffs) / len(token_diffs):.4f}; "
+        f"per summed label ({args.stride} tokens): max {max(sum_diffs):.3f}, "
+        f"mean {sum(sum_diffs) / len(sum_diffs):.3f} nats"
     )
     print(f"best candidate the same in fp32 and bf16: {agree} of {args.prefixes} prefixes")
 

@@ -110,7 +110,8 @@ def main() -> None:
     print(
         f"keeping confident look-aheads: {regen['calls'] / flare['calls']:.2f}x fewer LM calls, "
         f"{regen['seconds'] / flare['seconds']:.2f}x faster; KV reuse: "
-        f"{rows[5]['fed'] / flare['fed']:.2f}x fewer tokens fed, {rows[5]['seconds'] / flare['seconds']:.2f}x faster"
+        f"{rows[5]['fed'] / flare['fed']:.2f}x fewer tokens fed, "
+        f"{rows[5]['seconds'] / flare['seconds']:.2f}x faster"
     )
 
 

@@ -178,7 +178,10 @@ def check_eval_ppl(args, tmp: Path) -> None:
                 f"{scored / seconds:,.0f} scored tokens/s ({scored} tokens)",
                 "reference"
                 if dtype == "float32"
-                else f"total NLL {abs(totals[dtype] - totals['float32']) / abs(totals['float32']):.1e} relative",
+                else (
+                    f"total NLL {abs(totals[dtype] - totals['float32']) / abs(totals['float32']):.1e} "
+                    "relative"
+                ),
             )
         )
 

@@ -185,17 +185,21 @@ def main() -> None:
         )
         scored = results["metrics"]["scored_tokens"]
         print(
-            f"device {device.type}, dtype {str(dtype).removeprefix('torch.')}, threads {torch.get_num_threads()}, "
+            f"device {device.type}, dtype {str(dtype).removeprefix('torch.')}, "
+            f"threads {torch.get_num_threads()}, "
             f"{len(windows)} windows ({len(windows) - 1} with retrieval), {scored} scored tokens, "
-            f"max_length {args.max_length}, stride {args.stride}, batch {args.batch_size or default_batch_size(device)}"
+            f"max_length {args.max_length}, stride {args.stride}, "
+            f"batch {args.batch_size or default_batch_size(device)}"
         )
         print("| path | wall s | scored tokens/s | total NLL | ppl |")
         print("|---|---|---|---|---|")
         print(
-            f"| naive loop (eval_lm.py style) | {naive_s:.1f} | {scored / naive_s:.2f} | {naive:.4f} | {math.exp(naive / scored):.3f} |"
+            f"| naive loop (eval_lm.py style) | {naive_s:.1f} | {scored / naive_s:.2f} | {naive:.4f} | "
+            f"{math.exp(naive / scored):.3f} |"
         )
         print(
-            f"| ralm eval ppl | {ralm_s:.1f} | {scored / ralm_s:.2f} | {ours:.4f} | {math.exp(ours / scored):.3f} |"
+            f"| ralm eval ppl | {ralm_s:.1f} | {scored / ralm_s:.2f} | {ours:.4f} | "
+            f"{math.exp(ours / scored):.3f} |"
         )
         print(f"speedup {naive_s / ralm_s:.2f}x, relative NLL difference {rel:.1e}")
     finally:

@@ -169,12 +169,15 @@ def main() -> None:
             plain_rates.append(run_plain(args, data, tokenizer, state))
             lightning_rates.append(run_lightning(args, data, tokenizer, state, os.path.join(tmp, f"logs{r}")))
             print(
-                f"repeat {r}: plain {plain_rates[-1][0]:.3f} steps/s wall, {plain_rates[-1][1]:.3f} per CPU s; "
+                f"repeat {r}: plain {plain_rates[-1][0]:.3f} steps/s wall, "
+                f"{plain_rates[-1][1]:.3f} per CPU s; "
                 f"lightning {lightning_rates[-1][0]:.3f} wall, {lightning_rates[-1][1]:.3f} per CPU s"
             )
     print(
-        f"\nencoder {args.encoder}, {args.batch_size} prefixes x {args.k} candidates, max_length {args.max_length}, "
-        f"{args.steps - args.warmup} timed steps, {torch.get_num_threads()} thread(s), median of {args.repeats}"
+        f"\nencoder {args.encoder}, {args.batch_size} prefixes x {args.k} candidates, "
+        f"max_length {args.max_length}, "
+        f"{args.steps - args.warmup} timed steps, {torch.get_num_threads()} thread(s), "
+        f"median of {args.repeats}"
     )
     print("| loop | clock | steps/s | prefixes/s | ratio to plain |")
     print("|---|---|---|---|---|")
@@ -183,10 +186,12 @@ def main() -> None:
         light = statistics.median(r[which] for r in lightning_rates)
         print(f"| plain PyTorch | {clock} | {plain:.3f} | {plain * args.batch_size:.2f} | 1.000 |")
         print(
-            f"| Lightning (ralm train) | {clock} | {light:.3f} | {light * args.batch_size:.2f} | {light / plain:.3f} |"
+            f"| Lightning (ralm train) | {clock} | {light:.3f} | {light * args.batch_size:.2f} | "
+            f"{light / plain:.3f} |"
         )
         print(
-            f"Lightning overhead ({clock} clock): {100 * (plain / light - 1):+.1f}% time per step (target < 10%)"
+            f"Lightning overhead ({clock} clock): {100 * (plain / light - 1):+.1f}% time per step "
+            "(target < 10%)"
         )
 
 

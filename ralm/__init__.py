@@ -10,7 +10,8 @@ Stages live in subpackages: ``ralm.retrieval``, ``ralm.lm``, ``ralm.data_gen``, 
 - ``Reranker``: an exported reranker (``Reranker.from_pretrained(path).rank(prefix, passages)``);
 - ``evaluate_perplexity``, ``evaluate_flare``, ``evaluate_qa``: ``ralm eval ppl|flare|qa``;
 - ``run_pipeline``: ``ralm run`` (the whole pipeline on your own data); ``prepare_wikitext103``;
-- ``LMOptions``, ``RetrievalOptions``, ``WindowOptions``: the option groups every LM and retrieval stage takes.
+- ``LMOptions``, ``RetrievalOptions``, ``WindowOptions``: the option groups every LM and retrieval stage
+  takes.
 """
 
 from __future__ import annotations

@@ -33,7 +33,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "eval flare": ("ralm.eval.qa.flare_command", "FLARE active retrieval and its baselines on QA data."),
     "eval qa": ("ralm.eval.qa.qa_command", "Open-domain QA, closed-book and open-book, exact match."),
-    "run": ("ralm.pipeline.run_command", "The whole pipeline on your own corpus and eval text, with a report."),
+    "run": (
+        "ralm.pipeline.run_command",
+        "The whole pipeline on your own corpus and eval text, with a report.",
+    ),
     "demo": ("ralm.demo.demo_command", "`ralm run` on real offline assets (the Bibles, or the Python docs)."),
 }
 

@@ -50,7 +50,8 @@ class OptionNames:
     the group's dataclass names that field in its ``shorthand`` attribute)."""
 
     def spelling(self, key: str) -> str:
-        """How a user writes `key`: its leaf when that is unambiguous (``--stride``), else ``--window.stride``."""
+        """How a user writes `key`: its leaf when that is unambiguous (``--stride``), else
+        ``--window.stride``."""
         leaf = key.rpartition(".")[2]
         return "--" + (leaf if self.leaves.get(leaf) == key or leaf == key else key).replace("_", "-")
 
@@ -266,7 +267,8 @@ def _refuse_renamed_keys(config_file: str, names: OptionNames) -> None:
 def _expand_config(config_file: str, names: OptionNames) -> str:
     """`config_file`, or, when it writes a value as the command line may (a group's field by its leaf,
     ``index: idx``; a shorthand group's value, ``lm: gpt2``), the same values nested as jsonargparse reads
-    them (``retrieval: {index: idx}``, ``lm: {model: gpt2}``) as a YAML string, which ``--config`` also takes."""
+    them (``retrieval: {index: idx}``, ``lm: {model: gpt2}``) as a YAML string, which ``--config`` also
+    takes."""
     if not (names.shorthands or names.leaves) or not Path(config_file).is_file():
         return config_file
     try:
@@ -296,7 +298,8 @@ def _expand_config(config_file: str, names: OptionNames) -> str:
 
 
 def _dotted_keys(values: Any, prefix: str = "") -> list[str]:
-    """Every key of a YAML mapping, nested ones dotted (``optim: {accumulate: 2}`` -> ``optim.accumulate``)."""
+    """Every key of a YAML mapping, nested ones dotted (``optim: {accumulate: 2}`` ->
+    ``optim.accumulate``)."""
     if not isinstance(values, dict):
         return []
     keys = []

@@ -1,10 +1,10 @@
 """Line-delimited JSON in and out: one reader with one wording for every bad line, and one resumable log.
 
 Every JSONL input of ralm (documents, passages, evaluation text, QA questions) is read here, so a bad
-line reads the same everywhere: ``file:line:column: not valid JSON (reason at line L, column C)``, ``file:line: not UTF-8``,
-``file:line: expected a JSON object, got list``. ``looks_like_jsonl`` decides a file's format by its
-content (a ``.json`` file of one object per line is JSONL; a text file that starts with ``{`` on every
-line is too), so a file is never read as raw text with its braces.
+line reads the same everywhere: ``file:line:column: not valid JSON (reason at line L, column C)``,
+``file:line: not UTF-8``, ``file:line: expected a JSON object, got list``. ``looks_like_jsonl`` decides a
+file's format by its content (a ``.json`` file of one object per line is JSONL; a text file that starts with
+``{`` on every line is too), so a file is never read as raw text with its braces.
 
 ``JsonlLog`` is the one append-only log of finished units (eval windows, QA examples, retrieved queries):
 a killed run loses at most the unit it was writing, and a rerun reads the finished ones back.

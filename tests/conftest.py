@@ -2,7 +2,8 @@
 
 Fast tests use models built from configs (GPT-2 with 2 layers of width 64, BERT of width 32) and BPE
 tokenizers trained here on real English text (the standard library's own docstrings), saved with
-``save_pretrained`` so the real loading path is exercised. Slow tests use the offline weights of docs/assets.md.
+``save_pretrained`` so the real loading path is exercised. Slow tests use the offline weights of
+docs/assets.md.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Helpers for the data-gen tests (imported by them; no conftest): a corpus on disk and a bm25s index of it."""
+"""Helpers for the data-gen tests (imported by them; no conftest): a corpus on disk and a bm25s index of
+it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Helpers for the perplexity tests: a tiny GPT-2 with a longer context, a real bm25s index, a naive reference.
+"""Helpers for the perplexity tests: a tiny GPT-2 with a longer context, a real bm25s index, a naive
+reference.
 
 The reference is deliberately naive and written from eval_lm.py's description, not from ralm's code: one
 unbatched forward per window (and per candidate), full logits, ``CrossEntropyLoss`` on the scored

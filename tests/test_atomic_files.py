@@ -1,4 +1,5 @@
-"""ralm.atomic_files: a target appears whole or not at all, the temporary lives beside it, failures clean up."""
+"""ralm.atomic_files: a target appears whole or not at all, the temporary lives beside it, failures clean
+up."""
 
 import json
 import os

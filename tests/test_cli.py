@@ -121,5 +121,8 @@ def test_a_nested_former_key_in_a_config_file_is_refused_with_its_new_name(tmp_p
     config.write_text("data: d\noutput: o\noptim:\n  accumulate: 2\n")
     with pytest.raises(SystemExit):
         train_command.main(["--config", str(config)])
-    expected = f"error: {config}: key 'optim.accumulate' was renamed 'trainer.accumulate_grad_batches' (README, Usage)"
+    expected = (
+        f"error: {config}: key 'optim.accumulate' was renamed 'trainer.accumulate_grad_batches' "
+        "(README, Usage)"
+    )
     assert capsys.readouterr().err.strip() == expected

@@ -42,7 +42,8 @@ def _book(osis: str, chapters: list[list[str | None]], back_matter: str = "") ->
         slots += verses
     last = next(i for i in range(len(slots) - 1, -1, -1) if slots[i])
     slots[last] += (
-        f'<chapter eID="{osis}.{len(chapters)}"/><div eID="b{osis}" osisID="{osis}" type="book"/>{back_matter}'
+        f'<chapter eID="{osis}.{len(chapters)}"/>'
+        f'<div eID="b{osis}" osisID="{osis}" type="book"/>{back_matter}'
     )
     return slots
 
@@ -55,12 +56,14 @@ def tiny_module(tmp_path) -> Path:
         "Gen",
         [
             [
-                'In the <w lemma="strong:H7225">beginning</w> God created.<note placement="foot">A footnote.</note>',
+                'In the <w lemma="strong:H7225">beginning</w> God created.'
+                '<note placement="foot">A footnote.</note>',
                 "And the earth was void; &amp; dark.",
             ],
             [
                 None,
-                '<title canonical="true" type="psalm">A Song.</title> Thus the heavens<title>Editorial</title> were finished.',
+                '<title canonical="true" type="psalm">A Song.</title> '
+                "Thus the heavens<title>Editorial</title> were finished.",
             ],
         ],
     )
@@ -92,7 +95,8 @@ def test_books_join_verses_and_chapters(tiny_module):
     assert [b["id"] for b in books] == ["Gen", "Exod", "Matt"]
     assert [b["title"] for b in books] == ["Genesis", "Exodus", "Matthew"]
     assert books[0]["text"] == (
-        "In the beginning God created. And the earth was void; & dark.\nA Song. Thus the heavens were finished."
+        "In the beginning God created. And the earth was void; & dark.\n"
+        "A Song. Thus the heavens were finished."
     )
 
 
@@ -108,7 +112,10 @@ def test_read_ztext_rejects_a_truncated_index(tiny_module):
 
 
 def test_osis_to_text_spacing_around_tags():
-    markup = '<w>God</w>, <q who="x">“<w>Let</w> there be light,”</q> <lb/>and <divineName>Lord</divineName> (sic) .'
+    markup = (
+        '<w>God</w>, <q who="x">“<w>Let</w> there be light,”</q> '
+        "<lb/>and <divineName>Lord</divineName> (sic) ."
+    )
     assert osis_to_text(markup) == "God, “Let there be light,” and Lord (sic)."
 
 

@@ -99,7 +99,8 @@ def test_dataset_schema_rows_and_metadata(reference, corpus, tiny_lm_dir, real_d
 
 def test_the_recorded_config_is_the_one_written_before_the_option_groups(reference, corpus, tiny_lm_dir):
     """`config` for this command line as ralm wrote it before the shared option groups (commit ec25360, run
-    on this fixture: the same values, the same hashes), so a dataset folder made then is accepted and resumes."""
+    on this fixture: the same values, the same hashes), so a dataset folder made then is accepted and
+    resumes."""
     from ralm.retrieval.index_meta import index_fingerprint, read_meta
 
     docs, _, index = corpus
@@ -299,7 +300,12 @@ def test_a_foreign_shard_in_the_output_is_refused_with_fields_named(tmp_path, re
     shutil.copytree(donor / "shards" / "shard-00000-of-00002", out / "shards" / "shard-00000-of-00002")
     with pytest.raises(
         RalmInputError,
-        match=r"shard-00000-of-00002/ralm_shard.json: made with a different .*num_examples: found 4, this run 40.*num_prefixes: found 4, this run 40.*num_shards: found 2, this run 8",
+        match=(
+            r"shard-00000-of-00002/ralm_shard.json: made with a different "
+            r".*num_examples: found 4, this run 40"
+            r".*num_prefixes: found 4, this run 40"
+            r".*num_shards: found 2, this run 8"
+        ),
     ):
         _data_gen(docs, index, tiny_lm_dir, out, num_shards=8)
 
@@ -316,7 +322,8 @@ def test_index_of_the_same_documents_under_other_ids_is_refused(tmp_path, tiny_l
     docs, _, index = write_corpus(tmp_path / "renamed", real_documents, id_prefix="wiki:")
     with pytest.raises(RalmInputError, match=r"documents and index disagree: .*under another doc_id"):
         _data_gen(docs, index, tiny_lm_dir, tmp_path / "out", num_prefixes=8)
-    # with exclusion off (the bare switch, as the issue spells it) the same corpus is fine; the choice is recorded
+    # with exclusion off (the bare switch, as the issue spells it) the same corpus is fine; the choice is
+    # recorded
     out = tmp_path / "out2"
     run_in_process(
         [*cli_args(docs, index, tiny_lm_dir, out, **{**OPTIONS, "num_prefixes": 4}), "--allow-same-doc"]
@@ -377,7 +384,8 @@ def test_merge_subcommand_reports_missing_shards(tmp_path, corpus, tiny_lm_dir, 
 
 
 def test_candidates_equal_filtering_the_whole_ranking(corpus, real_documents):
-    """Fetch-more-and-filter (with deeper retries) equals ranking every passage and dropping own-document ones."""
+    """Fetch-more-and-filter (with deeper retries) equals ranking every passage and dropping own-document
+    ones."""
     from ralm.data_gen.candidates import retrieve_candidates
     from ralm.retrieval.index import open_index
 

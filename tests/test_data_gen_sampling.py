@@ -1,4 +1,5 @@
-"""Prefix sampling: stride boundaries, seeded sample, token slices; checked against brute-force enumeration."""
+"""Prefix sampling: stride boundaries, seeded sample, token slices; checked against brute-force
+enumeration."""
 
 from __future__ import annotations
 

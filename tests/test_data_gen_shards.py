@@ -166,7 +166,8 @@ def test_summary_against_hand_computation():
     none = [-6.0, -1.5, -9.0, -2.5]
     ntok = [4, 2, 4, 1]
     stats = summarize(lm, none, ntok)
-    # rows with candidates: best - top1 = 2/4, 0/2, 0/1; best - none = 4/4, 0.5/2, 0.5/1; agree: no, yes, yes (tie)
+    # rows with candidates: best - top1 = 2/4, 0/2, 0/1; best - none = 4/4, 0.5/2, 0.5/1; agree: no, yes, yes
+    # (tie)
     assert stats["examples"] == 4 and stats["examples_with_candidates"] == 3
     assert math.isclose(stats["gain_best_over_bm25_top1"], (0.5 + 0 + 0) / 3)
     assert math.isclose(stats["gain_best_over_no_retrieval"], (1.0 + 0.25 + 0.5) / 3)

@@ -1,4 +1,5 @@
-"""`ralm demo --quick` on the real offline assets: the clean protocol and what it measures (slow: real weights).
+"""`ralm demo --quick` on the real offline assets: the clean protocol and what it measures (slow: real
+weights).
 
 SmolLM2-135M-Instruct, the King James Bible minus the dev (Mark) and test books (2 Chronicles: related;
 Ruth: unrelated) as retrieval corpus, the World English Bible's other books as training text, the first

@@ -397,7 +397,8 @@ def test_an_eval_text_too_short_for_one_retrieving_window_stops_before_any_work(
 
 
 def test_ralm_run_is_the_pipeline_for_own_data(texts, tiny_lm_dir, tiny_encoder_dir, tmp_path, capsys):
-    """`ralm run` runs the demo's stages on the user's files; its report equals the demo's on the same data."""
+    """`ralm run` runs the demo's stages on the user's files; its report equals the demo's on the same
+    data."""
     from ralm.cli import main as ralm_main
 
     run_dir = tmp_path / "run"

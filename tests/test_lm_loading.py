@@ -135,7 +135,8 @@ def test_first_gguf_load_piped_to_a_file_is_one_line_with_no_bars_and_no_deepspe
     loaded = [line for line in lines if line.startswith("loaded ")]
     assert len(loaded) == 1 and len(lines) == 3, first
     assert re.fullmatch(
-        r"loaded Tiny-Llama-Instruct \(GGUF Q4_1, de-quantised and cached as fp32\) in [\d.]+ s; runs as fp32 on cpu",
+        r"loaded Tiny-Llama-Instruct \(GGUF Q4_1, de-quantised and cached as fp32\) in [\d.]+ s; "
+        r"runs as fp32 on cpu",
         loaded[0],
     )
     assert "\r" not in second

@@ -1,4 +1,5 @@
-"""Continuation scoring against a naive reference: one unpadded forward per request, full logits, CrossEntropyLoss."""
+"""Continuation scoring against a naive reference: one unpadded forward per request, full logits,
+CrossEntropyLoss."""
 
 from __future__ import annotations
 

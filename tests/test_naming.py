@@ -1,5 +1,5 @@
-"""The naming rule of docs/architecture.md ("Names of option groups, settings and records"): a command's option
-groups are `<Thing>Options`; no other dataclass takes that suffix's place (`*Args`, `*Config`)."""
+"""The naming rule of docs/architecture.md ("Names of option groups, settings and records"): a command's
+option groups are `<Thing>Options`; no other dataclass takes that suffix's place (`*Args`, `*Config`)."""
 
 from __future__ import annotations
 

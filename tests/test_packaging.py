@@ -60,8 +60,8 @@ pyserini 1.6.0 requires uvicorn>=0.38, which is not installed.
 
 
 def test_setup_says_in_one_line_that_pyserinis_missing_requirements_are_expected():
-    """The --no-deps install of pyserini is deliberate: pip's 7-line ERROR block becomes one line that says so,
-    and every other line of pip's output passes unchanged."""
+    """The --no-deps install of pyserini is deliberate: pip's 7-line ERROR block becomes one line that says
+    so, and every other line of pip's output passes unchanged."""
     setup = (REPO / "scripts" / "setup.sh").read_text()
     function = re.search(r"^quiet_pyserini_conflicts\(\) \{\n.*?^\}\n", setup, re.M | re.S)
     assert function, "setup.sh defines quiet_pyserini_conflicts"

@@ -1,5 +1,5 @@
-"""`ralm run`'s stage plan: every stage gets its settings as the stage's own typed groups, and the command line
-written to commands.sh parses back (with the stage's own parser) to exactly those objects."""
+"""`ralm run`'s stage plan: every stage gets its settings as the stage's own typed groups, and the command
+line written to commands.sh parses back (with the stage's own parser) to exactly those objects."""
 
 from __future__ import annotations
 

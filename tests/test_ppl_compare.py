@@ -58,7 +58,8 @@ def _run(ppl_setup, out, cache, **kwargs):
 class RequestCounter:
     """Wraps the real score_continuations of a module and counts the LM rows it scores (no mocking).
 
-    Every run, single or compared, scores its LM rows in ``ralm.eval.ppl.perplexity`` (the condition engine)."""
+    Every run, single or compared, scores its LM rows in ``ralm.eval.ppl.perplexity`` (the condition
+    engine)."""
 
     def __init__(self, monkeypatch, module):
         self.rows = 0

@@ -1,4 +1,5 @@
-"""`ralm eval ppl` end to end (real bm25s index, tiny GPT-2) against a naive eval_lm.py-style reference loop."""
+"""`ralm eval ppl` end to end (real bm25s index, tiny GPT-2) against a naive eval_lm.py-style reference
+loop."""
 
 # ruff: noqa: F811  (the session fixture `ppl_setup` is imported from ppl_fixtures and used as an argument)
 

@@ -2,10 +2,11 @@
 
 Why the demo excludes its evaluation books from the corpus, on real weights: with the King James Mark in
 the corpus, retrieving for the World English Mark finds its own translation and lowers perplexity by more
-than 10% (docs/assets.md measured 13.11 -> 6.53 in a similar setup); with Mark's King James text removed, most of
-that gain is gone. Retrieval from the same corpus for an unrelated text (fortunes) must not lower it by more
-than 2% (docs/assets.md: 42.18 -> 42.71). Perplexities are compared over the retrieving windows (window 0 never
-retrieves and is identical in every run), with a short context so the test fits a few minutes on two cores.
+than 10% (docs/assets.md measured 13.11 -> 6.53 in a similar setup); with Mark's King James text removed, most
+of that gain is gone. Retrieval from the same corpus for an unrelated text (fortunes) must not lower it by
+more than 2% (docs/assets.md: 42.18 -> 42.71). Perplexities are compared over the retrieving windows (window 0
+never retrieves and is identical in every run), with a short context so the test fits a few minutes on two
+cores.
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ def test_a_translation_in_the_corpus_is_a_leak_and_an_unrelated_text_gains_nothi
     fortune_base = run("fortunes.txt", "fortunes-base", 10)
     fortune_kjv = run("fortunes.txt", "fortunes-kjv", 10, clean)
     print(
-        f"Mark (WEB): {mark_base:.2f}; with KJV Mark in the corpus {mark_leaky:.2f}; without it {mark_clean:.2f}; "
+        f"Mark (WEB): {mark_base:.2f}; with KJV Mark in the corpus {mark_leaky:.2f}; "
+        f"without it {mark_clean:.2f}; "
         f"fortunes: {fortune_base:.2f} -> {fortune_kjv:.2f}"
     )
     # Measured: 13.44 without retrieval, 6.70 with KJV Mark in the corpus, 11.93 without it; fortunes

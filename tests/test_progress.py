@@ -51,7 +51,8 @@ _SAVE_IN_A_FRESH_PROCESS = """
 import sys
 from transformers import GPT2Config, GPT2LMHeadModel
 from ralm.progress import save_pretrained_quietly
-save_pretrained_quietly(GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=64, bos_token_id=0, eos_token_id=0)), sys.argv[1])
+config = GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=64, bos_token_id=0, eos_token_id=0)
+save_pretrained_quietly(GPT2LMHeadModel(config), sys.argv[1])
 print("deepspeed imported:", "deepspeed" in sys.modules)
 """
 

@@ -39,7 +39,8 @@ def test_every_stage_has_an_example():
 
 
 def export_logits(folder: str, hits) -> list[float]:
-    """The export's logits for the README's prefix by ralm's own encoding (no prior): CrossEncoder's target."""
+    """The export's logits for the README's prefix by ralm's own encoding (no prior): CrossEncoder's
+    target."""
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 

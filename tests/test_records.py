@@ -1,4 +1,5 @@
-"""ralm.records.JsonlLog (the one resumable log) and ralm.fingerprints.fingerprint, against hand-written files."""
+"""ralm.records.JsonlLog (the one resumable log) and ralm.fingerprints.fingerprint, against hand-written
+files."""
 
 import hashlib
 import re

@@ -1,4 +1,5 @@
-"""The exported reranker: loads without Lightning, scores like a plain per-pair forward, refuses foreign folders."""
+"""The exported reranker: loads without Lightning, scores like a plain per-pair forward, refuses foreign
+folders."""
 
 from __future__ import annotations
 
@@ -99,7 +100,8 @@ def _imports(module: str) -> set[str]:
 
 
 def test_inference_imports_no_lightning():
-    """eval loads rerankers through this module; nothing it imports, directly or through ralm, is Lightning."""
+    """eval loads rerankers through this module; nothing it imports, directly or through ralm, is
+    Lightning."""
     imported = _imports("ralm.rerank.inference")
     assert "transformers" in imported and "ralm.rerank.inputs" in imported  # the walk does follow imports
     assert not imported & {"lightning", "pytorch_lightning", "ralm.rerank.lit_module", "ralm.rerank.fit"}

@@ -1,4 +1,5 @@
-"""wandb: auto never stops a training, on without a key stops before any work, a run gets what the summary says."""
+"""wandb: auto never stops a training, on without a key stops before any work, a run gets what the summary
+says."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Losses and validation metrics against direct formulas computed independently in exact decimal arithmetic."""
+"""Losses and validation metrics against direct formulas computed independently in exact decimal
+arithmetic."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The BM25 prior (``--bm25-prior``): score = f + w * z(BM25); untrained, the reranker ranks exactly like BM25."""
+"""The BM25 prior (``--bm25-prior``): score = f + w * z(BM25); untrained, the reranker ranks exactly like
+BM25."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The reranker on real `ralm data-gen` output: the tiny LM (fast, format compatibility) and SmolLM2 (slow)."""
+"""The reranker on real `ralm data-gen` output: the tiny LM (fast, format compatibility) and SmolLM2
+(slow)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from tests.data_gen_fixtures import cli_args, write_corpus
 
 
 def test_trains_on_data_gen_output_of_the_tiny_lm(tmp_path, real_documents, tiny_lm_dir, tiny_encoder_dir):
-    """Whatever data-gen writes, the reader takes as is: columns, per-row groups, the no-retrieval log-prob."""
+    """Whatever data-gen writes, the reader takes as is: columns, per-row groups, the no-retrieval
+    log-prob."""
     docs, _, _ = write_corpus(tmp_path / "train", real_documents[:12], id_prefix="train-")
     _, _, index = write_corpus(tmp_path / "corpus", real_documents[12:], id_prefix="corpus-")
     out = tmp_path / "data"
@@ -76,7 +78,8 @@ _BOOKS = [
 
 @pytest.mark.slow
 def test_minilm_reranker_recovers_gain_on_smollm2_data(tmp_path, smollm2_gguf, minilm_dir):
-    """World English Bible prefixes, King James Bible passages (docs/assets.md's same-domain pair), SmolLM2 scores.
+    """World English Bible prefixes, King James Bible passages (docs/assets.md's same-domain pair), SmolLM2
+    scores.
 
     Both translations file a book under its own id, so data-gen's own-document rule keeps a prefix's own
     book (in its other translation) out of its candidates: the reranker never learns to find the answer.

@@ -1,5 +1,5 @@
-"""`ralm train`'s trainer group is pl.Trainer's own signature: --print_config shows every setting with the value
-ralm uses, a setting given on the command line reaches the Trainer, ralm's own ones are refused."""
+"""`ralm train`'s trainer group is pl.Trainer's own signature: --print_config shows every setting with the
+value ralm uses, a setting given on the command line reaches the Trainer, ralm's own ones are refused."""
 
 from __future__ import annotations
 

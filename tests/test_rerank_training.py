@@ -29,7 +29,8 @@ def data_dir(tmp_path_factory, real_documents) -> Path:
 
 @pytest.fixture(scope="module")
 def quiet_encoder_dir(tmp_path_factory, tiny_encoder_dir) -> Path:
-    """The tiny BERT without dropout: runs that split a batch differently can then agree to float precision."""
+    """The tiny BERT without dropout: runs that split a batch differently can then agree to float
+    precision."""
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 
     out = tmp_path_factory.mktemp("quiet_encoder")
@@ -228,7 +229,8 @@ def test_ddp_on_two_cpu_processes_matches_one_process_with_the_global_batch(
 
 
 def test_abstain_learns_when_the_lm_is_better_alone(tmp_path, real_documents, tiny_encoder_dir):
-    """Key-word candidates help (-3) but none of them does when the prefix has no key word (no retrieval: -6)."""
+    """Key-word candidates help (-3) but none of them does when the prefix has no key word (no retrieval:
+    -6)."""
     from tests.rerank_fixtures import keyword_rows, save_rows
 
     rows = keyword_rows(real_documents, 80, k=3, seed=11)
@@ -284,7 +286,8 @@ def test_gradient_checkpointing_gives_the_same_gradients(data_dir, quiet_encoder
 
 
 def test_optional_loggers(tmp_path, data_dir, tiny_encoder_dir, monkeypatch):
-    """CSV is always written; TensorBoard asked for without the package is a clear error; wandb offline works."""
+    """CSV is always written; TensorBoard asked for without the package is a clear error; wandb offline
+    works."""
     import importlib.util
 
     settings = _settings(tiny_encoder_dir, max_steps=2)

@@ -155,7 +155,8 @@ def test_cli_prints_one_line_and_exits_2(tmp_path):
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [
-        f"error: {docs}:2:2: not valid JSON (Expecting property name enclosed in double quotes at line 2, column 2)"
+        f"error: {docs}:2:2: not valid JSON "
+        "(Expecting property name enclosed in double quotes at line 2, column 2)"
     ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["docs.jsonl"]
 
@@ -169,7 +170,8 @@ def test_cli_prints_one_line_and_exits_2(tmp_path):
     ],
 )
 def test_trec_fields_with_whitespace_are_refused_by_name(qid, doc_id, tag, field):
-    """trec_eval splits on whitespace: 'first book.txt' or --tag 'my run' would write lines of 7 or 8 fields."""
+    """trec_eval splits on whitespace: 'first book.txt' or --tag 'my run' would write lines of 7 or 8
+    fields."""
     from ralm.retrieval.run_files import trec_lines
     from ralm.retrieval.types import Hit
 

@@ -118,7 +118,9 @@ def test_minilm_ranks_the_source_passage_of_a_paraphrase_first(tmp_path, minilm_
     )
     retriever = open_index(tmp_path / "idx")
     paraphrases = {
-        "a priority queue kept as a binary tree in a list, where the smallest item always comes out first": "heapq",
+        (
+            "a priority queue kept as a binary tree in a list, where the smallest item always comes out first"
+        ): "heapq",
         "turning Python objects into the JavaScript object text format and parsing it back": "json",
         "reading and writing compressed archive files that bundle many files together": "zipfile",
         "reading and writing spreadsheet rows stored as comma separated values": "csv",

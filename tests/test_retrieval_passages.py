@@ -84,7 +84,8 @@ def test_overlapping_passages_start_every_stride_words_and_cover_the_text(real_d
     for doc in real_documents:
         words = doc["text"].split()
         parts = [p for p in passages if p.doc_id == doc["id"]]
-        # independent reference: passage n is words[32n : 32n + 64], and passages stop once one reaches the end
+        # independent reference: passage n is words[32n : 32n + 64], and passages stop once one reaches the
+        # end
         n_expected = 1 if len(words) <= words_per else 1 + -(-(len(words) - words_per) // stride)
         assert len(parts) == n_expected
         for n, p in enumerate(parts):

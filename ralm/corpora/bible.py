@@ -111,7 +111,8 @@ def _keep(book: str, apocrypha: bool) -> bool:
 
 
 def bible_verses(name: str, *, apocrypha: bool = False) -> list[dict]:
-    """Every verse of Bible `name` ("kjv", "web"): {id "Gen.1.1", title "Genesis 1:1", text, book, chapter, verse}.
+    """Every verse of Bible `name` ("kjv", "web"):
+    {id "Gen.1.1", title "Genesis 1:1", text, book, chapter, verse}.
 
     Books outside the 66 shared ones (the WEB's deuterocanon) only with ``apocrypha=True``.
     """
@@ -145,5 +146,6 @@ def books_from_verses(verses: Iterable[Verse]) -> list[dict]:
 
 
 def bible_books(name: str, *, apocrypha: bool = False) -> list[dict]:
-    """Bible `name` ("kjv", "web") as one {id (OSIS "Gen"), title ("Genesis"), text} per book, canonical order."""
+    """Bible `name` ("kjv", "web") as one {id (OSIS "Gen"), title ("Genesis"), text} per book, canonical
+    order."""
     return books_from_verses(v for v in _verses(name) if _keep(v.book, apocrypha))

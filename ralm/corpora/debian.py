@@ -150,7 +150,8 @@ def _download(package: str, debs: Path) -> tuple[dict, Path]:
         got = file_sha256(files[0])
         if got != record["sha256"]:
             raise PackageFetchError(
-                f"{files[0].name}: SHA256 {got[:16]}... does not match apt's record {record['sha256'][:16]}...; "
+                f"{files[0].name}: SHA256 {got[:16]}... does not match apt's record "
+                f"{record['sha256'][:16]}...; "
                 "the mirror served a corrupt file, try again later"
             )
         deb = debs / record["filename"]

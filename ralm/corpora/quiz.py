@@ -26,7 +26,8 @@ def expand(pattern: str) -> list[str]:
 
 
 def _alternatives(s: str, i: int, closer: str | None) -> tuple[list[str], int]:
-    """Alternatives separated by ``|`` from `i` up to `closer` (or the end); returns (options, index after)."""
+    """Alternatives separated by ``|`` from `i` up to `closer` (or the end); returns (options, index
+    after)."""
     options: list[str] = []
     while True:
         seq, i = _sequence(s, i, closer)

@@ -1,4 +1,5 @@
-"""Readers for the other real texts of docs/assets.md, each from its Debian package, as {id, title, text} dicts.
+"""Readers for the other real texts of docs/assets.md, each from its Debian package, as {id, title, text}
+dicts.
 
 - `fortunes()`: short quotes and jokes, an unrelated control text for Bible retrieval;
 - `wordnet_glosses()`: one definition per WordNet synset, passages for open-domain QA;

@@ -1,7 +1,8 @@
 """`ralm prepare wikitext103`: WikiText-103 into the files the paper's configs read.
 
 ralm prepare wikitext103 --output data/wikitext103                      # from the hub (needs network)
-ralm prepare wikitext103 --output data/wikitext103 --source ./wikitext   # a saved copy (save_to_disk or parquet)
+ralm prepare wikitext103 --output data/wikitext103 --source ./wikitext  # a saved copy
+                                                                        # (save_to_disk or parquet)
 
 Writes ``OUTPUT/train.jsonl``, ``OUTPUT/validation.jsonl`` and ``OUTPUT/test.jsonl`` (one article per line:
 ``{"id", "title", "text"}``, for ``ralm passages``/``ralm index``/``ralm data-gen``), ``OUTPUT/test`` and
@@ -67,7 +68,8 @@ def load_splits(source: str) -> dict:
             missing = [s for s, f in files.items() if not f]
             if missing:
                 raise RalmInputError(
-                    f"--source {source}: no save_to_disk DatasetDict and no parquet files for split(s) {missing} "
+                    f"--source {source}: no save_to_disk DatasetDict and no parquet files "
+                    f"for split(s) {missing} "
                     "(expected SPLIT-*.parquet or SPLIT.parquet, as on the hub)"
                 )
             data = datasets.load_dataset("parquet", data_files=files)
@@ -108,7 +110,8 @@ def prepare_wikitext103(output: Path = Path("data/wikitext103"), source: str = "
     info = {"source": source if source != "hub" else f"{HUB_ID}/{HUB_CONFIG}", "splits": counts}
     write_json_atomic(output / "prepare.json", info)
     print(
-        f"wrote {output}: train.jsonl (data-gen, index), test (eval ppl --text), eval_titles.txt (--exclude-file)"
+        f"wrote {output}: train.jsonl (data-gen, index), test (eval ppl --text), "
+        "eval_titles.txt (--exclude-file)"
     )
     return info
 

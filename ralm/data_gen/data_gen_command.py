@@ -126,7 +126,8 @@ def _write_my_shards(
     todo = [s for s in mine if not ctx.store.is_complete(s)]
     rate = score_shards(ctx, todo, progress)
     print(
-        f"{len(todo)} shard(s) written by this process, {len(mine) - len(todo)} already complete; {rate:.1f} pairs/s"
+        f"{len(todo)} shard(s) written by this process, {len(mine) - len(todo)} already complete; "
+        f"{rate:.1f} pairs/s"
     )
 
 
@@ -155,7 +156,8 @@ def _merge_when_complete(out: Path, meta: dict, config: dict, keep_shards: bool)
             print(f"{out}: merged by another process\n{format_summary(merged_meanwhile.get('summary', {}))}")
             return merged_meanwhile
         print(
-            f"{len(missing)} shard(s) still missing (other workers?); `ralm data-gen merge --output {out}` joins them"
+            f"{len(missing)} shard(s) still missing (other workers?); "
+            f"`ralm data-gen merge --output {out}` joins them"
         )
         return {**meta, "missing_shards": missing}
     return merge(str(out), keep_shards) or meta
@@ -166,13 +168,15 @@ def print_warnings(summary: dict) -> None:
     gain = summary.get("gain_bm25_top1_over_no_retrieval")
     if isinstance(gain, float) and gain < 0:
         print(
-            f"data-gen: warning: BM25's top passage LOWERS the target's log-prob on average ({gain:+.3f} nats/token "
-            "against no retrieval); train with --abstain so the reranker can decline to retrieve"
+            "data-gen: warning: BM25's top passage LOWERS the target's log-prob on average "
+            f"({gain:+.3f} nats/token against no retrieval); "
+            "train with --abstain so the reranker can decline to retrieve"
         )
     copies = summary.get("candidates_copying_target", 0)
     if copies:
         print(
-            f"data-gen: note: {copies} candidate(s) ({summary.get('candidates_copying_target_rate', 0):.1%}) hold "
+            f"data-gen: note: {copies} candidate(s) "
+            f"({summary.get('candidates_copying_target_rate', 0):.1%}) hold "
             "8 consecutive tokens of their prefix's target: copies of the training text in the corpus?"
         )
 

@@ -116,7 +116,8 @@ def check_corpus_matches_index(
     if doc_ids and len(leaks) * 2 > len(doc_ids):
         doc_id, passage_id = leaks[0]
         raise RalmInputError(
-            f"{documents_path}: documents and index disagree: {len(leaks)} of {len(doc_ids)} checked prefixes "
+            f"{documents_path}: documents and index disagree: "
+            f"{len(leaks)} of {len(doc_ids)} checked prefixes "
             f"retrieve their own text under another doc_id (document {doc_id!r} in passage {passage_id!r}); "
             "build the index from these documents, or pass --allow-same-doc"
         )

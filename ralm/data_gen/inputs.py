@@ -26,7 +26,8 @@ def open_candidates_index(retrieval: RetrievalOptions) -> Retriever:
 
 
 def check_input_fits(max_length: int, window: WindowOptions) -> None:
-    """Refuse an LM input (already capped at the LM's context) too short for a passage, a query and a target."""
+    """Refuse an LM input (already capped at the LM's context) too short for a passage, a query and a
+    target."""
     needed = window.max_passage_tokens + window.query_tokens + window.stride
     if max_length < needed:
         raise RalmInputError(
@@ -73,7 +74,8 @@ def sample_documents(
     num_examples = min(len(sample.doc), sampling.limit or len(sample.doc))
     if num_examples == 0:
         raise RalmInputError(
-            f"{documents}: no document is long enough for a {floor}-token prefix and a {window.stride}-token target"
+            f"{documents}: no document is long enough for a {floor}-token prefix "
+            f"and a {window.stride}-token target"
         )
     return SampledPrefixes(corpus, sample, num_examples, count_shards(num_examples, sharding, world_size))
 

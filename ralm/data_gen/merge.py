@@ -122,7 +122,8 @@ def _merge_locked(output: Path, meta: dict, keep_shards: bool) -> dict:
         stats["pairs_per_second"] = pairs / seconds if seconds > 0 else float("nan")
         # Training documents --exclude left out (the evaluation documents): none of their prefixes is a row.
         stats["documents_excluded"] = meta.get("excluded", {}).get("excluded", 0)
-        # A leak check: candidates that hold 8 consecutive tokens of their prefix's target (retrieval.overlap).
+        # A leak check: candidates that hold 8 consecutive tokens of their prefix's target
+        # (retrieval.overlap).
         stats["candidates_copying_target"] = copies
         stats["candidates_copying_target_rate"] = copies / pairs if pairs else 0.0
         meta = {

@@ -87,7 +87,8 @@ def boundary_counts(lengths: np.ndarray, stride: int, min_prefix_tokens: int) ->
 
 @dataclass(frozen=True)
 class PrefixSample:
-    """The seeded sample, in sample order: prefix ``i`` is document ``doc[i]`` cut at token ``position[i]``."""
+    """The seeded sample, in sample order: prefix ``i`` is document ``doc[i]`` cut at token
+    ``position[i]``."""
 
     doc: np.ndarray  # int64 document indices
     position: np.ndarray  # int64 offsets of the first target token
@@ -98,7 +99,8 @@ class PrefixSample:
 def sample_prefixes(
     lengths: np.ndarray, stride: int, min_prefix_tokens: int, num_prefixes: int, seed: int
 ) -> PrefixSample:
-    """Draw `num_prefixes` distinct boundaries uniformly (all of them if fewer exist), deterministic for a seed."""
+    """Draw `num_prefixes` distinct boundaries uniformly (all of them if fewer exist), deterministic for a
+    seed."""
     counts = boundary_counts(lengths, stride, min_prefix_tokens)
     available = int(counts.sum())
     n = min(num_prefixes, available)

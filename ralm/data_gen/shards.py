@@ -5,9 +5,9 @@ Layout under the output folder::
     shards/shard-00003-of-00008/          a saved `datasets` dataset + ralm_shard.json (complete)
     shards/.shard-00003-of-00008.tmp-HOST-PID/   being written by process PID on HOST
 
-A shard directory appears under its final name only by a rename (``atomic_files.publish_first``) of a fully written temporary
-directory, so a killed run leaves either a complete shard or a temporary one (removed on the next run
-once its process is gone), never a half shard under a final name.
+A shard directory appears under its final name only by a rename (``atomic_files.publish_first``) of a fully
+written temporary directory, so a killed run leaves either a complete shard or a temporary one (removed on the
+next run once its process is gone), never a half shard under a final name.
 """
 
 from __future__ import annotations

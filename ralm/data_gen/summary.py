@@ -91,7 +91,8 @@ def gain_by_bm25_strength(
 def format_strength(bands: list[dict]) -> str:
     """One line per band of ``gain_by_bm25_strength``."""
     return "\n".join(
-        f"  best BM25 score {b['bm25_from']:6.1f}-{b['bm25_to']:6.1f}: {b['prefixes']:5d} prefixes, BM25 top-1 vs no "
+        f"  best BM25 score {b['bm25_from']:6.1f}-{b['bm25_to']:6.1f}: {b['prefixes']:5d} prefixes, "
+        "BM25 top-1 vs no "
         f"retrieval {b['gain_bm25_top1_over_no_retrieval']:+.3f} nats/token"
         for b in bands
     )

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 
 
 def check_bible_books(books: BookSplit) -> None:
-    """The dev and test books must be OSIS ids of the canon (checked before anything is fetched or written)."""
+    """The dev and test books must be OSIS ids of the canon (checked before anything is fetched or
+    written)."""
     from ralm.corpora import CANON
 
     options = {
@@ -71,7 +72,8 @@ def bible_texts(data_dir: Path, books: BookSplit, split: str = "test") -> Pipeli
     description = {
         "corpus": f"King James Bible minus the dev and test books ({', '.join(books.heldout_books)}): "
         f"{len(kept)} books, {words(kept):,} words (Debian sword-text-kjv)",
-        "train": f"World English Bible minus the dev and test books: {len(train)} books, {words(train):,} words",
+        "train": "World English Bible minus the dev and test books: "
+        f"{len(train)} books, {words(train):,} words",
         "eval": "; ".join(
             f"{name}: World English Bible {', '.join(d['id'] for d in rows)} ({words(rows):,} words)"
             for name, rows in scored.items()
@@ -126,10 +128,10 @@ def python_docs_texts(data_dir: Path, split: str = "test") -> PipelineTexts:
         return sum(len(r["text"].split()) for r in rows)
 
     description = {
-        "corpus": f"Python 3.11 library reference: {len(roles['corpus'])} pages, {words(roles['corpus']):,} words "
-        "(Debian python3.11-doc)",
-        "train": f"Python 3.11 HOWTOs, FAQ, language reference, extending and using guides: {len(roles['train'])} "
-        f"pages, {words(roles['train']):,} words",
+        "corpus": f"Python 3.11 library reference: {len(roles['corpus'])} pages, "
+        f"{words(roles['corpus']):,} words (Debian python3.11-doc)",
+        "train": "Python 3.11 HOWTOs, FAQ, language reference, extending and using guides: "
+        f"{len(roles['train'])} pages, {words(roles['train']):,} words",
         "eval": "; ".join(
             f"{name}: Python tutorial pages {', '.join(PYTHON_DOCS[name])} ({words(roles[name]):,} words)"
             for name in sets

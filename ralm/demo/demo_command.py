@@ -54,9 +54,11 @@ def demo(
         quick: The small scale (one seed, fewer prefixes and windows) instead of the full demo (three seeds).
         output: Folder for every output and the commands (default: runs/demo or runs/demo-quick).
         split: Score the test books (default; what the README reports: the related and the unrelated set) or
-            the dev books (for choosing settings; never reported). All are kept out of the corpus and training text.
+            the dev books (for choosing settings; never reported). All are kept out of the corpus and training
+            text.
         domain: The offline preset: the Bibles (King James corpus, World English text), or the Python 3.11
-            documentation (library reference as corpus, HOWTOs and references to train, tutorial pages held out).
+            documentation (library reference as corpus, HOWTOs and references to train, tutorial pages held
+            out).
         corpus: Your own retrieval corpus (JSONL {id, title, text}, folder of .txt, or datasets folder)
             instead of the King James Bible.
         train_text: Your own training documents for data-gen (default: the corpus; candidates from a

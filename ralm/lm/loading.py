@@ -1,4 +1,5 @@
-"""Load a frozen causal LM (Hugging Face id, local folder, or GGUF file) with device and dtype chosen at run time.
+"""Load a frozen causal LM (Hugging Face id, local folder, or GGUF file) with device and dtype chosen at run
+time.
 
 A GGUF file (the offline SmolLM2 of docs/assets.md) is dequantised once and cached as an ordinary Hugging Face
 folder under ``$RALM_CACHE`` (default ``~/.cache/ralm``), keyed by the file's SHA-256, so later loads take
@@ -189,7 +190,8 @@ def load_line(
 
 
 def _split_gguf(name_or_path: str, gguf_file: str | None) -> tuple[str, str | None]:
-    """Accept ``file.gguf`` as well as ``folder`` + ``gguf_file``; return (folder or id, gguf path or None)."""
+    """Accept ``file.gguf`` as well as ``folder`` + ``gguf_file``; return (folder or id, gguf path or
+    None)."""
     if gguf_file is not None:
         path = Path(gguf_file)
         if not path.is_absolute():

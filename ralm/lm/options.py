@@ -69,7 +69,8 @@ class WindowOptions:
     and cut each passage before it is prepended."""
 
     stride: PositiveInt = 4
-    """s: retrieve every s tokens; each window (or training prefix) scores its next s tokens (the paper: 4)."""
+    """s: retrieve every s tokens; each window (or training prefix) scores its next s tokens
+    (the paper: 4)."""
     query_tokens: PositiveInt = 32
     """ℓ: the BM25 query is the decoded last ℓ tokens before the targets (the paper: 32)."""
     max_passage_tokens: NonNegativeInt = 256

@@ -48,7 +48,8 @@ def compose(
     room = max_length - len(passage) - len(target)
     if room < 0:
         raise ValueError(
-            f"a {len(passage)}-token passage and {len(target)} target tokens do not fit in max_length {max_length}"
+            f"a {len(passage)}-token passage and {len(target)} target tokens do not fit "
+            f"in max_length {max_length}"
         )
     prefix = list(prefix)
     kept = prefix[len(prefix) - room :] if room < len(prefix) else prefix
@@ -141,9 +142,9 @@ def score_continuations(
 ) -> list[torch.Tensor]:
     """Float32 log p(target_t | passage, prefix, target_<t) for each request, in request order.
 
-    `batch_size` defaults to ``default_batch_size(lm.device)`` and `max_batch_tokens` to batch_size x max_length.
-    `max_batch_scored` bounds batch rows x scored positions (the (rows, positions, vocabulary) logits tensor).
-    `on_batch(num_requests, num_target_tokens)` is called after each batch (progress bars).
+    `batch_size` defaults to ``default_batch_size(lm.device)`` and `max_batch_tokens` to batch_size x
+    max_length. `max_batch_scored` bounds batch rows x scored positions (the (rows, positions, vocabulary)
+    logits tensor). `on_batch(num_requests, num_target_tokens)` is called after each batch (progress bars).
     """
     batch_size = batch_size or default_batch_size(lm.device)
     max_batch_tokens = max_batch_tokens or batch_size * max_length

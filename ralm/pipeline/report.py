@@ -144,7 +144,10 @@ def retrieving_table(comparisons: dict[str, dict], first_target: int) -> str:
         return "no retrieving windows"
     width = max([len(label(n)) for n in comparisons] + [18])
     any_row = next(iter(comparisons.values()))
-    head = f"{'retrieving windows':<{width}}  {'token ppl':>9}  {'vs BM25':>25}  {'vs no retrieval':>25}  {'vs context-matched':>25}"
+    head = (
+        f"{'retrieving windows':<{width}}  {'token ppl':>9}  {'vs BM25':>25}  {'vs no retrieval':>25}  "
+        f"{'vs context-matched':>25}"
+    )
     lines = [head]
     for name, c in comparisons.items():
         cells = [format_change(c[k]) if k in c else "" for k in ("vs_bm25", "vs_no_retrieval", "vs_matched")]
@@ -154,7 +157,8 @@ def retrieving_table(comparisons: dict[str, dict], first_target: int) -> str:
     change = any_row["vs_no_retrieval"]
     lines.append(
         f"retrieving windows only (targets from token {first_target} on): {any_row['windows']} windows, "
-        f"{any_row['scored_tokens']} tokens; CIs: paired bootstrap over {change['blocks']} blocks of consecutive windows "
+        f"{any_row['scored_tokens']} tokens; "
+        f"CIs: paired bootstrap over {change['blocks']} blocks of consecutive windows "
         f"({change['resamples']} resamples, seed {change['seed']}); 'tie': the interval holds 0."
     )
     return "\n".join(lines)
@@ -177,7 +181,8 @@ def set_section(name: str, metrics: dict[str, dict], comparisons: dict[str, dict
     spread = seed_spread(metrics)
     if spread and len(spread["seeds"]) > 1:
         lines.append(
-            f"trained over seeds {','.join(spread['seeds'])}: token ppl {spread['mean']:.3f} ± {spread['sd']:.3f} "
+            f"trained over seeds {','.join(spread['seeds'])}: "
+            f"token ppl {spread['mean']:.3f} ± {spread['sd']:.3f} "
             f"(mean ± sd; {', '.join(f'{v:.3f}' for v in spread['token_ppl'])})"
         )
     return "\n".join(lines)
@@ -305,7 +310,8 @@ def build_report(
             *sections,
             "",
             *decision_lines(train_dirs),
-            f"stage times: {stage_times}; all stages {sum(times.values()):.0f}s, this run {total_seconds:.0f}s "
+            f"stage times: {stage_times}; all stages {sum(times.values()):.0f}s, "
+            f"this run {total_seconds:.0f}s "
             "(finished stages are reused)",
         ]
     )

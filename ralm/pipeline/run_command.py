@@ -70,7 +70,10 @@ def run(
     lm_path, encoder_path = lm or default_lm(), encoder or default_encoder()
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
-    print(f"[demo] {'quick' if quick else 'full'} run in {out}\n[demo] settings: {describe(settings)}", flush=True)
+    print(
+        f"[demo] {'quick' if quick else 'full'} run in {out}\n[demo] settings: {describe(settings)}",
+        flush=True,
+    )
     for role, text in texts.description.items():
         print(f"[demo] {role}: {text}", flush=True)
     print(f"[demo] {describe_copies(copies)}", flush=True)

@@ -56,29 +56,32 @@ class ScaleSettings:
     def __post_init__(self) -> None:
         if self.val_fraction + self.decision_fraction >= 1:
             raise RalmInputError(
-                f"--scale.val_fraction {self.val_fraction} + --scale.decision_fraction {self.decision_fraction}: "
+                f"--scale.val_fraction {self.val_fraction} + "
+                f"--scale.decision_fraction {self.decision_fraction}: "
                 "must leave training prefixes (sum below 1)"
             )
         if self.max_passage_tokens * 4 > self.max_length:
             raise RalmInputError(
-                f"--scale.max_passage_tokens {self.max_passage_tokens}: more than a quarter of --scale.max_length "
-                f"{self.max_length}; the passage would displace the context it should inform (the paper: 256 of 1,024)"
+                f"--scale.max_passage_tokens {self.max_passage_tokens}: more than a quarter of "
+                f"--scale.max_length {self.max_length}; the passage would displace the context it should "
+                "inform (the paper: 256 of 1,024)"
             )
 
 
 # Cost model (2-core CPU): SmolLM2-135M reads about 1,000-2,000 tokens/s in bf16 on a CPU that computes it
-# natively, 2-3x fewer in fp32. data-gen reads num_prefixes x (k + 1) inputs of max_length tokens; each eval set
-# (one --compare table) about (eval_tokens - max_length) / stride x (k + 2) inputs; training reads
+# natively, 2-3x fewer in fp32. data-gen reads num_prefixes x (k + 1) inputs of max_length tokens; each eval
+# set (one --compare table) about (eval_tokens - max_length) / stride x (k + 2) inputs; training reads
 # train_steps x batch_size x (k + 1) pairs of encoder_max_length tokens, once per seed.
 #
 # The window: a passage of at most 128 tokens in a 512-token input (a quarter: the paper's proportion, and the
-# bound ScaleSettings enforces), 100-word passages without overlap (the paper's split) and k = 4, as chosen on the
-# dev book Mark (README, "How the settings were chosen"): on the same targets (Mark's tokens 1,024-2,047),
+# bound ScaleSettings enforces), 100-word passages without overlap (the paper's split) and k = 4, as chosen on
+# the dev book Mark (README, "How the settings were chosen"): on the same targets (Mark's tokens 1,024-2,047),
 # `ralm eval ppl --sweep max_length=512,1024` gave BM25 top-1 12.50 against no retrieval 14.71 at 512 tokens
 # and 12.38 against 14.23 at 1,024 (the best of 4: 11.61 and 11.58), so the paper's 1,024 buys nothing here
-# at twice the cost; a 96-token passage in 192 tokens (the former preset) gained only 2.9%. The first max_length tokens of an
-# eval set are scored without a passage in every condition; eval_tokens is sized so most scored tokens are in
-# retrieving windows, and the report gives both. (The demo's dev and test books: ralm.demo.presets.)
+# at twice the cost; a 96-token passage in 192 tokens (the former preset) gained only 2.9%. The first
+# max_length tokens of an eval set are scored without a passage in every condition; eval_tokens is sized so
+# most scored tokens are in retrieving windows, and the report gives both. (The demo's dev and test books:
+# ralm.demo.presets.)
 QUICK = ScaleSettings(
     eval_tokens=2560,
     stride=32,
@@ -123,7 +126,8 @@ class ScaleOptions:
     """Change one setting of the chosen scale (`--quick` or full); unset options keep the scale's value."""
 
     eval_tokens: AtLeastTwoInt | None = None
-    """Score only the first this-many LM tokens of each eval set (the first max_length of them have no passage)."""
+    """Score only the first this-many LM tokens of each eval set (the first max_length of them have no
+    passage)."""
     stride: PositiveInt | None = None
     """s: retrieve every s tokens (eval) and predict s tokens (data-gen)."""
     query_tokens: PositiveInt | None = None
@@ -168,7 +172,8 @@ class ScaleOptions:
     train_seeds: list[int] | None = None
     """One reranker per seed, all in the same eval table (their spread is the training noise)."""
     abstain: bool | None = None
-    """Train with the empty passage as a candidate, so the reranker (and validation) can decline to retrieve."""
+    """Train with the empty passage as a candidate, so the reranker (and validation) can decline to
+    retrieve."""
     dtype: Literal["fastest", "auto", "fp32", "bf16"] | None = None
     """The frozen LM's dtype in data-gen and eval: fastest (bf16 where the device computes it natively and a
     measurement here finds it faster, else fp32; the report states bf16's change in NLL against fp32), auto

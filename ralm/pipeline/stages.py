@@ -48,7 +48,8 @@ class StagePlan:
     output: Path
     """The folder or file whose existence (with the done mark) means the stage is complete."""
     resume: Mapping[str, Any] = field(default_factory=dict)
-    """Arguments added only when a killed run left partial work (``ckpt_path="last"``); not part of the key."""
+    """Arguments added only when a killed run left partial work (``ckpt_path="last"``); not part of the
+    key."""
 
     @property
     def command(self) -> list[str]:
@@ -115,12 +116,15 @@ class StageRunner:
         resuming = stage.output.exists()
         before = self.state.get(stage.key)
         if before and before.get("command") != command:
-            # Output folders are keyed by the inputs' contents and the settings: a new folder means one changed.
+            # Output folders are keyed by the inputs' contents and the settings: a new folder means one
+            # changed.
             print(
                 f"[demo] {stage.key}: its inputs or settings changed since the last run; running it again",
                 flush=True,
             )
-        print(f"[demo] {stage.key}: ralm {shlex.join(command)}{' (resuming)' if resuming else ''}", flush=True)
+        print(
+            f"[demo] {stage.key}: ralm {shlex.join(command)}{' (resuming)' if resuming else ''}", flush=True
+        )
         started = time.perf_counter()
         stage.call(resuming)
         sys.stdout.flush()

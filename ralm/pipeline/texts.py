@@ -1,5 +1,5 @@
-"""The texts a pipeline run reads (`PipelineTexts`): the retrieval corpus, the training text and the eval sets,
-and the user's own files checked before any work (`user_texts`, `check_user_texts`)."""
+"""The texts a pipeline run reads (`PipelineTexts`): the retrieval corpus, the training text and the eval
+sets, and the user's own files checked before any work (`user_texts`, `check_user_texts`)."""
 
 from __future__ import annotations
 

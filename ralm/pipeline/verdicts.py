@@ -1,4 +1,5 @@
-"""What each eval set of a run says, in numbers and in words: the retrieving windows' comparisons and the verdicts.
+"""What each eval set of a run says, in numbers and in words: the retrieving windows' comparisons and the
+verdicts.
 
 An eval set's first window scores its first ``max_length`` tokens with no passage in every condition; the
 conditions differ only in the windows after it (the *retrieving windows*). Their comparisons are computed

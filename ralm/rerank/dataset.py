@@ -26,7 +26,8 @@ from ralm.rerank.inputs import bm25_prior
 
 DATA_FORMAT = "ralm-rerank-data/1"
 DECISION_FRACTION = 0.1
-"""``LoaderOptions.decision_fraction``'s default (the schema's value, here for Python callers of the loader)."""
+"""``LoaderOptions.decision_fraction``'s default (the schema's value, here for Python callers of the
+loader)."""
 META_FILE = "ralm_data_gen.json"
 _COLUMNS = ["prefix", "doc_id", "candidate_texts", "lm_logprobs"]
 
@@ -147,7 +148,8 @@ def load_rerank_data(
     docs = sorted({doc_ids[i] for i in usable})
     if len(docs) < 3:
         raise RalmInputError(
-            f"{path}: {len(usable)} usable prefixes from {len(docs)} source document(s); training, checkpoint "
+            f"{path}: {len(usable)} usable prefixes from {len(docs)} source document(s); "
+            "training, checkpoint "
             "selection and the export decision each take whole documents and need at least 3"
         )
     row_docs = [doc_ids[i] for i in usable]
@@ -199,7 +201,8 @@ def _checked_candidates(path: str, table, *, abstain: bool, bm25_prior: bool) ->
         none = table.column("no_retrieval_logprob").to_numpy(zero_copy_only=False).astype(np.float64)
         if not np.isfinite(none).all():
             raise RalmInputError(
-                f"{path}: row {int(np.flatnonzero(~np.isfinite(none))[0])}: no_retrieval_logprob is not finite"
+                f"{path}: row {int(np.flatnonzero(~np.isfinite(none))[0])}: "
+                "no_retrieval_logprob is not finite"
             )
     return n_texts
 

@@ -70,7 +70,8 @@ def check_compatible(path: str, hyper_parameters: dict, expected: dict) -> None:
             and hyper_parameters.get(key, False if key == "bm25_prior" else None) != expected[key]
         ):
             raise RalmInputError(
-                f"{path}: checkpoint has {key}={hyper_parameters.get(key)!r}, this run asks for {expected[key]!r}"
+                f"{path}: checkpoint has {key}={hyper_parameters.get(key)!r}, "
+                f"this run asks for {expected[key]!r}"
             )
 
 
@@ -157,7 +158,8 @@ def _prior_of(checkpoint_path: str, checkpoint: dict, hp: dict) -> dict | None:
         state = checkpoint["state_dict"]
         if "abstain_bias" not in state or "abstain_weight" not in state:
             raise RalmInputError(
-                f"{checkpoint_path}: trained with bm25_prior and abstain but holds no abstain_bias/abstain_weight"
+                f"{checkpoint_path}: trained with bm25_prior and abstain "
+                "but holds no abstain_bias/abstain_weight"
             )
         prior.update(
             abstain_bias=float(state["abstain_bias"].detach()),

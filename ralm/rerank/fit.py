@@ -2,7 +2,8 @@
 (``ralm.rerank.training_callbacks``: BM25 fallback, last validation, the decided export and summary).
 
 Everything cheap is checked first (options in their types, the Trainer settings, the dataset's columns
-and rows, a resumed checkpoint's model), so bad input fails in seconds with a one-line ``RalmInputError``, before any model loads.
+and rows, a resumed checkpoint's model), so bad input fails in seconds with a one-line ``RalmInputError``,
+before any model loads.
 """
 
 from __future__ import annotations

@@ -92,7 +92,8 @@ class PredictiveReranker:
         self.prior_weight: float | None = float(prior["weight"]) if prior else None
         """Trained with ``--bm25-prior``: ``score`` needs the candidates' BM25 scores and adds w * z."""
         self.abstention = {k: float(prior[k]) for k in ABSTAIN_FIELDS} if prior and self.abstain else None
-        """With the prior and abstention: how the empty passage is scored instead of w * z (ABSTAIN_FIELDS)."""
+        """With the prior and abstention: how the empty passage is scored instead of w * z
+        (ABSTAIN_FIELDS)."""
         self.decision: str = info.get("decision", "trained")
         """``bm25``: ``rank``/``order`` give BM25's order (candidate 0 first); ``no-retrieval``: they always
         decline (the held-out decision prefixes preferred that rule to the trained picks)."""
@@ -140,7 +141,8 @@ class PredictiveReranker:
             raise ValueError(f"{len(prefixes)} prefixes but {len(candidates)} candidate lists")
         if self.model is None:
             raise RalmInputError(
-                f"{DECISION_NOTES.get(self.decision, 'this export holds no model')}; the folder holds no model "
+                f"{DECISION_NOTES.get(self.decision, 'this export holds no model')}; "
+                "the folder holds no model "
                 "weights to score with (rank and order apply the decision)"
             )
         if self.prior_weight is not None:

@@ -53,7 +53,8 @@ def check_lengths(max_length: int, max_prefix_tokens: int, field: str = "max_pre
     """The prefix must leave room for specials and some passage; raises ValueError naming the field."""
     if max_prefix_tokens < 1 or max_prefix_tokens + _PREFIX_SLACK + 4 > max_length:
         raise ValueError(
-            f"{field}={max_prefix_tokens} must be between 1 and max_length - {_PREFIX_SLACK + 4} ({max_length})"
+            f"{field}={max_prefix_tokens} must be between 1 and "
+            f"max_length - {_PREFIX_SLACK + 4} ({max_length})"
         )
 
 

@@ -27,7 +27,8 @@ WANDB_PROJECT = "ralm-rerank"
 
 
 def wandb_api_key_configured(env: dict[str, str] | None = None) -> bool:
-    """An API key in the environment or in the netrc file ``wandb login`` writes (for WANDB_BASE_URL's host)."""
+    """An API key in the environment or in the netrc file ``wandb login`` writes (for WANDB_BASE_URL's
+    host)."""
     env = os.environ if env is None else env
     if env.get("WANDB_API_KEY"):
         return True

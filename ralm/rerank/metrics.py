@@ -82,7 +82,8 @@ def selection_sums(
     mask: torch.Tensor,
     is_empty: torch.Tensor | None = None,
 ) -> SelectionSums:
-    """Sums of the reranker's pick statistics for one batch; all inputs are (batch, k), candidate 0 is BM25's top-1.
+    """Sums of the reranker's pick statistics for one batch; all inputs are (batch, k), candidate 0 is BM25's
+    top-1.
 
     ``is_empty`` marks the empty passage of ``--abstain`` groups. BM25's top-1 is always candidate 0 (a
     real passage), so abstaining counts against the "always retrieve" baseline, as it should.

@@ -32,7 +32,8 @@ def load_cross_encoder(name_or_path: str, *, gradient_checkpointing: bool = Fals
     if looks_local and not os.path.isdir(name_or_path):
         raise RalmInputError(f"encoder {name_or_path}: no such folder")
     verbosity = transformers_logging.get_verbosity()
-    transformers_logging.set_verbosity_error()  # its "newly initialized ... TRAIN this model" reads like an error
+    # its "newly initialized ... TRAIN this model" reads like an error
+    transformers_logging.set_verbosity_error()
     try:
         with library_bars_quiet_in_logs():
             model, info = AutoModelForSequenceClassification.from_pretrained(

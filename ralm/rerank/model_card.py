@@ -17,9 +17,9 @@ CARD = "README.md"
 REQUIRED_METADATA = ("library_name", "pipeline_tag", "base_model", "tags")
 DECISION_NOTES = {
     "bm25": (
-        "This export ranks as BM25: its export decision is `bm25` (the trained picks did not beat BM25's top-1 "
-        "on the held-out decision prefixes), so use BM25's own order (its top-1); the model's scores are not "
-        "a reranker that beat BM25"
+        "This export ranks as BM25: its export decision is `bm25` "
+        "(the trained picks did not beat BM25's top-1 on the held-out decision prefixes), "
+        "so use BM25's own order (its top-1); the model's scores are not a reranker that beat BM25"
     ),
     "no-retrieval": (
         "This export never retrieves: its export decision is `no-retrieval` (no passage beat prepending "
@@ -83,7 +83,8 @@ def _prior_text(prior: dict | None) -> str:
     if "abstain_bias" in prior:
         text += (
             f" The empty passage (no retrieval) scores logit + b + c * t, b = {prior['abstain_bias']:.4f}, "
-            f"c = {prior['abstain_weight']:.4f}, t = (best BM25 score of the group - {prior['bm25_top_mean']:.3f}) "
+            f"c = {prior['abstain_weight']:.4f}, "
+            f"t = (best BM25 score of the group - {prior['bm25_top_mean']:.3f}) "
             f"/ {prior['bm25_top_std']:.3f}."
         )
     return text
@@ -101,9 +102,10 @@ def decision_lines(evidence: dict) -> list[str]:
         )
     if dec:
         lines.append(
-            f"- **Export decided on**: {dec.get('prefixes')} decision prefixes from {dec.get('documents')} other "
-            f"documents, scored once for the selected step (documents shared with selection or training: "
-            f"{evidence.get('overlap')}); a rule replaces a simpler one only when its 95% CI is above 0, and a "
+            f"- **Export decided on**: {dec.get('prefixes')} decision prefixes "
+            f"from {dec.get('documents')} other documents, scored once for the selected step "
+            f"(documents shared with selection or training: {evidence.get('overlap')}); "
+            "a rule replaces a simpler one only when its 95% CI is above 0, and a "
             "tie goes to the simpler rule (no retrieval, then BM25, then trained)"
         )
     for name, d in (evidence.get("comparisons") or {}).items():
@@ -133,18 +135,22 @@ def render_model_card(info: dict) -> str:
             "# ralm predictive reranker",
             "",
             *first,
-            "A cross-encoder that picks, among BM25's candidates, the passage a frozen causal LM should read before "
-            "a prefix (In-Context RALM, Ram et al. 2023, §6.2), trained by [ralm](https://github.com/) on the LM's "
-            "own log-probabilities." + ("" if weights else " This folder holds no model weights."),
+            "A cross-encoder that picks, among BM25's candidates, the passage a frozen causal LM "
+            "should read before a prefix (In-Context RALM, Ram et al. 2023, §6.2), "
+            "trained by [ralm](https://github.com/) on the LM's own log-probabilities."
+            + ("" if weights else " This folder holds no model weights."),
             "",
             f"- **Base model**: {info.get('base_model')}",
             f"- **LM that labelled the data**: {data.get('lm')}",
-            f"- **Data**: {data.get('train_prefixes')} training prefixes, {data.get('val_prefixes')} selection "
-            f"prefixes, {data.get('decision_prefixes', 'n/a')} decision prefixes ({data.get('format')})",
+            f"- **Data**: {data.get('train_prefixes')} training prefixes, "
+            f"{data.get('val_prefixes')} selection prefixes, "
+            f"{data.get('decision_prefixes', 'n/a')} decision prefixes ({data.get('format')})",
             f"- **Loss**: {info.get('loss')}",
-            f"- **Input**: `{info.get('input_format')}`: the prefix cut to its last {info.get('max_prefix_tokens')} "
-            f"tokens, the passage cut from its end to fit {info.get('max_length')} tokens",
-            f"- **Abstention**: {'the empty passage is a candidate (no retrieval)' if info.get('abstain') else 'no'}",
+            f"- **Input**: `{info.get('input_format')}`: "
+            f"the prefix cut to its last {info.get('max_prefix_tokens')} tokens, "
+            f"the passage cut from its end to fit {info.get('max_length')} tokens",
+            "- **Abstention**: "
+            f"{'the empty passage is a candidate (no retrieval)' if info.get('abstain') else 'no'}",
             f"- **BM25 prior**: {_prior_text(info.get('bm25_prior'))}",
             f"- **Validation of the selected step**: {validation}",
             f"- **Export decision**: `{info.get('decision')}`",
@@ -164,13 +170,17 @@ def render_model_card(info: dict) -> str:
             "```python",
             *warn,
             "from sentence_transformers import CrossEncoder",
-            "model = CrossEncoder(PATH, trust_remote_code=True)  # runs cross_encoder_input.py from this folder",
-            "logits = model.predict([(prefix, passage) for passage in passages])  # whole prefixes, ralm's cut",
+            "model = CrossEncoder(PATH, trust_remote_code=True)  "
+            "# runs cross_encoder_input.py from this folder",
+            "logits = model.predict([(prefix, passage) for passage in passages])  "
+            "# whole prefixes, ralm's cut",
             "```",
             "",
-            "The folder's input module (`cross_encoder_input.py`, `pair_rule.py`) cuts each prefix to its last "
-            f"{info.get('max_prefix_tokens')} tokens and then the passage to fit {info.get('max_length')} tokens, "
-            "as ralm does, so `predict` returns ralm's model score; add the BM25 prior above yourself when it is not "
+            "The folder's input module (`cross_encoder_input.py`, `pair_rule.py`) "
+            f"cuts each prefix to its last {info.get('max_prefix_tokens')} tokens "
+            f"and then the passage to fit {info.get('max_length')} tokens, "
+            "as ralm does, so `predict` returns ralm's model score; "
+            "add the BM25 prior above yourself when it is not "
             'None (abstention: score the empty passage `""` too).',
             "",
             "## With transformers only",
@@ -182,7 +192,8 @@ def render_model_card(info: dict) -> str:
             "tokenizer = AutoTokenizer.from_pretrained(PATH)",
             "model = AutoModelForSequenceClassification.from_pretrained(PATH)",
             f"tail = prefix_tails(tokenizer, [prefix], {info.get('max_prefix_tokens')})[0]",
-            f"inputs = tokenizer([tail] * len(passages), passages, truncation='only_second', max_length={info.get('max_length')}, "
+            "inputs = tokenizer([tail] * len(passages), passages, truncation='only_second', "
+            f"max_length={info.get('max_length')}, "
             "padding=True, return_tensors='pt')",
             "logits = model(**inputs).logits.squeeze(-1)  # add the BM25 prior above when it is not None",
             "```",

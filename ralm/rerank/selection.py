@@ -117,8 +117,9 @@ class ValidationHistory(Callback):
     def __init__(self) -> None:
         self.steps: list[tuple[int, dict[str, float]]] = []
         self.per_prefix: dict[int, torch.Tensor] = {}
-        """Step -> (selection prefixes, 3) log-probs given the pick, BM25's top-1, no passage (RerankerModule):
-        what each validation saw, kept with the run (the export is decided on other prefixes)."""
+        """Step -> (selection prefixes, 3) log-probs given the pick, BM25's top-1, no passage
+        (RerankerModule): what each validation saw, kept with the run (the export is decided on other
+        prefixes)."""
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.sanity_checking:
@@ -188,7 +189,8 @@ def bm25_threshold(best_bm25: Sequence[float], gains: Sequence[float]) -> float:
 
 
 def fit_bm25_threshold(data_dir: str) -> float:
-    """``bm25_threshold`` on every row of a ``ralm data-gen`` dataset (gain: summed log-probs of the target)."""
+    """``bm25_threshold`` on every row of a ``ralm data-gen`` dataset (gain: summed log-probs of the
+    target)."""
     import datasets
 
     ds = datasets.load_from_disk(data_dir).select_columns(

@@ -79,7 +79,8 @@ class LoaderOptions:
         check_fields(self)
         if self.val_fraction + self.decision_fraction >= 1.0:
             raise RalmInputError(
-                f"loader.decision_fraction={self.decision_fraction}: with val_fraction={self.val_fraction} it "
+                f"loader.decision_fraction={self.decision_fraction}: "
+                f"with val_fraction={self.val_fraction} it "
                 "leaves no prefixes to train on (the two must sum to less than 1)"
             )
 
@@ -175,7 +176,8 @@ def trainer_settings(trainer: dict | None, optim: OptimOptions) -> dict:
         raise RalmInputError(
             f"trainer.max_steps={given['max_steps']!r}: it is optim.max_steps, set that instead"
         )
-    # Lightning's defaults of the settings ralm reads itself (batching, hardware checks), then ralm's, then yours
+    # Lightning's defaults of the settings ralm reads itself (batching, hardware checks), then ralm's, then
+    # yours
     read = {"accelerator": "auto", "strategy": "auto", "accumulate_grad_batches": 1}
     settings = {**read, **TRAINER_DEFAULTS, **given, "max_steps": optim.max_steps}
     if settings["precision"] == "auto":  # ralm's rule, as None

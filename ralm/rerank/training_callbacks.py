@@ -67,7 +67,8 @@ class ExportSettings:
     hardware: dict
     """The accelerator, precision and strategy resolved at run time (JSON-safe)."""
     config: dict
-    """The run's options as given (encoder, loader, optim, run, trainer, flags, seed, data), for summary.json."""
+    """The run's options as given (encoder, loader, optim, run, trainer, flags, seed, data), for
+    summary.json."""
     seed: int
     abstain: bool
     bm25_prior: bool

@@ -4,12 +4,12 @@ Lucene's chain is StandardTokenizer -> EnglishPossessiveFilter -> LowerCaseFilte
 -> PorterStemFilter. This copy: trailing possessive 's stripped, Lucene's 33 English stop words, Porter
 stemming via PyStemmer with tokens of two characters or fewer left as they are (Lucene skips them too).
 
-Tokens follow StandardTokenizer's word-break rules (Unicode UAX #29) more closely than the pattern docs/assets.md
-measured (``\\w+(?:['.]\\w+)*``): letters stay joined across ``. ' ’ :`` ("u.s", "don’t", "c:char"), digits
-across ``. , ; '`` ("1,024", "3.14"), but a dot between a letter and a digit or underscore breaks
-("p._asdict" -> "p", "_asdict"), and underscore-only runs are no word. On 8,432 lines of standard-library
-docstrings this matched Lucene's analyzer on 99.8% of lines (the docs/assets.md pattern: 98.6%); what remains is
-mostly Porter variants ("possibly": Lucene "possibl", Snowball's porter "possibli").
+Tokens follow StandardTokenizer's word-break rules (Unicode UAX #29) more closely than the pattern
+docs/assets.md measured (``\\w+(?:['.]\\w+)*``): letters stay joined across ``. ' ’ :`` ("u.s", "don’t",
+"c:char"), digits across ``. , ; '`` ("1,024", "3.14"), but a dot between a letter and a digit or underscore
+breaks ("p._asdict" -> "p", "_asdict"), and underscore-only runs are no word. On 8,432 lines of
+standard-library docstrings this matched Lucene's analyzer on 99.8% of lines (the docs/assets.md pattern:
+98.6%); what remains is mostly Porter variants ("possibly": Lucene "possibl", Snowball's porter "possibli").
 """
 
 from __future__ import annotations

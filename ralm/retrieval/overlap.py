@@ -27,7 +27,8 @@ def copies_span(
     stop: int,
     n: int = COPY_TOKENS,
 ) -> bool:
-    """True when the passage contains ``text[i : i + n]`` for some ``start <= i < stop`` with ``i + n <= len(text)``.
+    """True when the passage contains ``text[i : i + n]`` for some ``start <= i < stop``
+    with ``i + n <= len(text)``.
 
     `passage` may be its token ids or their precomputed ``ngrams`` (a passage checked against many spans).
     """

@@ -134,7 +134,8 @@ def split_passages(
     stride = words if stride is None else stride
     if not 1 <= stride <= words:
         raise RalmInputError(
-            f"passage stride (--passage-stride): must be between 1 and the passage words ({words}), got {stride}"
+            f"passage stride (--passage-stride): must be between 1 and the passage words ({words}), "
+            f"got {stride}"
         )
     passages = 0
     for doc in filter_documents(docs, exclude, stats):

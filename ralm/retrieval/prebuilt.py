@@ -51,7 +51,8 @@ def stored_raw(result) -> str:
     raw = raw if isinstance(raw, str) else result.lucene_document.get("raw")
     if raw is None:
         raise RalmInputError(
-            f"hit {result.docid}: the Lucene index stores no 'raw' field (index it with Anserini's -storeRaw, "
+            f"hit {result.docid}: the Lucene index stores no 'raw' field "
+            "(index it with Anserini's -storeRaw, "
             "as Pyserini's prebuilt indexes are)"
         )
     return raw
@@ -95,7 +96,8 @@ def open_searcher(name: str):
         return searcher_class.from_prebuilt_index(name)
     except Exception as err:  # network errors, a truncated download: pyserini raises its own kinds
         raise RalmInputError(
-            f"--prebuilt {name}: cannot download it ({type(err).__name__}: {str(err).splitlines()[0][:120]}); "
+            f"--prebuilt {name}: cannot download it "
+            f"({type(err).__name__}: {str(err).splitlines()[0][:120]}); "
             "download it where online and pass the index folder instead"
         ) from None
 

@@ -77,7 +77,8 @@ def retrieve(
     }
     print(
         f"retrieve: {len(todo)} queries, top-{k} from {retriever.meta['backend']} index {index} "
-        f"in {seconds:.2f} s ({summary['queries_per_second']} queries/s, {threads} thread(s)) -> {output}, {jsonl_output}",
+        f"in {seconds:.2f} s ({summary['queries_per_second']} queries/s, {threads} thread(s)) "
+        f"-> {output}, {jsonl_output}",
         file=sys.stderr,
     )
     return summary

@@ -77,7 +77,8 @@ def trained_reranker(
 ) -> list[int | None]:
     """Chosen candidate per window by a ``PredictiveReranker`` (its ``rank``: abstention and prior inside).
 
-    The result lines up with `windows` (which may be a resumed run's remaining subset), not with window indices.
+    The result lines up with `windows` (which may be a resumed run's remaining subset), not with window
+    indices.
     """
     slots = [pos for pos, w in enumerate(windows) if w.retrieves and candidates[w.index]]
     todo = [windows[pos] for pos in slots]
@@ -108,7 +109,8 @@ def zero_shot_other_lm(
 ) -> list[int | None]:
     """Chosen candidate per window by log p_φ(y' | [d_i; x]) under a reranking LM with its own tokenizer.
 
-    The result lines up with `windows` (which may be a resumed run's remaining subset), not with window indices.
+    The result lines up with `windows` (which may be a resumed run's remaining subset), not with window
+    indices.
     """
     slots = {w.index: pos for pos, w in enumerate(windows)}
     todo = [w for w in windows if w.retrieves and candidates[w.index]]

@@ -125,8 +125,8 @@ def format_compare_table(rows: list[tuple[str, float, dict]], bootstrap: dict | 
     and a footer that says how the intervals were resampled (`bootstrap`: ``TableBlocks.as_dict()``)."""
     width = max([len(row[0]) for row in rows] + [9])
     lines = [
-        f"{'condition':<{width}}  {'token ppl':>9}  {'vs BM25 [95% CI]':>25}  {'vs no retrieval [95% CI]':>25}"
-        f"  {'passage':>7}  {'copies':>6}"
+        f"{'condition':<{width}}  {'token ppl':>9}  {'vs BM25 [95% CI]':>25}  "
+        f"{'vs no retrieval [95% CI]':>25}  {'passage':>7}  {'copies':>6}"
     ]
     for name, token_ppl, stats in rows:
         rate = stats["windows_with_passage"] / max(stats["retrieving_windows"], 1)
@@ -137,10 +137,11 @@ def format_compare_table(rows: list[tuple[str, float, dict]], bootstrap: dict | 
     if rows:
         stats = rows[0][2]
         lines.append(
-            f"{stats['windows']} windows, {stats['retrieving_windows']} retrieving (their query found a passage; "
-            f"the others are scored with no passage in every condition); CIs: {_resampling(stats, bootstrap)}, "
-            f"{stats['vs_bm25']['resamples']} resamples, seed {stats['vs_bm25']['seed']}; 'tie': the interval "
-            "holds 0. passage: share of retrieving windows given a passage; copies: share whose passage holds "
+            f"{stats['windows']} windows, {stats['retrieving_windows']} retrieving "
+            "(their query found a passage; the others are scored with no passage in every condition); "
+            f"CIs: {_resampling(stats, bootstrap)}, {stats['vs_bm25']['resamples']} resamples, "
+            f"seed {stats['vs_bm25']['seed']}; 'tie': the interval holds 0. "
+            "passage: share of retrieving windows given a passage; copies: share whose passage holds "
             f"{stats['copy_tokens']} consecutive target tokens (a leak)."
         )
     return "\n".join(lines)

@@ -56,7 +56,8 @@ class Condition:
     name: str
     """Output folder under ``--compare``: the kind, or NAME of NAME=PATH."""
     model: str | None = None
-    """trained: the reranker folder; zero-shot: the reranking LM (``--rerank-lm``), None for the evaluated LM."""
+    """trained: the reranker folder; zero-shot: the reranking LM (``--rerank-lm``), None for the evaluated
+    LM."""
     threshold: float | None = None
     """bm25-above: the BM25 score from which BM25's top-1 is prepended."""
 
@@ -91,7 +92,8 @@ class Condition:
 
 
 def parse_conditions(spec: str) -> list[Condition]:
-    """``"no-retrieval,bm25,trained=runs/r"`` -> Conditions; bad names, duplicates and missing folders fail."""
+    """``"no-retrieval,bm25,trained=runs/r"`` -> Conditions; bad names, duplicates and missing folders
+    fail."""
     conditions: list[Condition] = []
     for item in (part.strip() for part in spec.split(",")):
         condition = _parse_item(item)
@@ -126,7 +128,8 @@ def _parse_item(item: str) -> Condition:
 
 
 def single_condition(no_retrieval: bool, reranker: str, rerank_lm: str | None = None) -> Condition:
-    """The one condition of a run without ``--compare`` (``--no-retrieval``, ``--reranker``, ``--rerank-lm``)."""
+    """The one condition of a run without ``--compare`` (``--no-retrieval``, ``--reranker``,
+    ``--rerank-lm``)."""
     if no_retrieval:
         return Condition(NO_RETRIEVAL, NO_RETRIEVAL)
     if reranker in RERANKER_VALUES:

@@ -22,7 +22,8 @@ from ralm.retrieval.overlap import copies_span, ngrams
 
 @dataclass(frozen=True)
 class Candidate:
-    """A retrieved passage: its id, its ``contents`` text and its LM tokens already cut to max_passage_tokens."""
+    """A retrieved passage: its id, its ``contents`` text and its LM tokens already cut to
+    max_passage_tokens."""
 
     id: str
     text: str

@@ -6,7 +6,8 @@ ralm eval ppl --text test.txt --lm gpt2 --no-retrieval --output runs/base
 ralm eval ppl ... --reranker zero-shot --k 16 [--rerank-lm distilgpt2]              # §6.1
 ralm eval ppl ... --reranker runs/reranker/export                                    # §6.2, a trained folder
 ralm eval ppl ... --sweep stride=4,8,16,32                                           # Figure 5
-ralm eval ppl ... --compare no-retrieval,bm25,zero-shot,oracle,trained=runs/reranker/export  # k+1 LM rows/window
+ralm eval ppl ... --compare no-retrieval,bm25,zero-shot,oracle,trained=runs/reranker/export
+                                                                                     # k+1 LM rows/window
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ if TYPE_CHECKING:
 @dataclass
 class RerankingOptions:
     reranker: str = "none"
-    """none (BM25 top-1), zero-shot (§6.1), oracle (best candidate on the true targets), or a trained reranker folder."""
+    """none (BM25 top-1), zero-shot (§6.1), oracle (best candidate on the true targets), or a trained reranker
+    folder."""
     rerank_lm: str | None = None
     """Zero-shot reranking LM (id, folder or .gguf), may use another tokenizer; default: the evaluated LM."""
     rank_tokens: PositiveInt = 16
@@ -164,10 +166,10 @@ def eval_ppl(
             each point's perplexity on the targets every point scores with a passage).
         compare: Several conditions from one table of candidate scores (k + 1 LM rows per window), e.g.
             no-retrieval,bm25,zero-shot,oracle,trained=runs/reranker/export (NAME=PATH: a trained reranker);
-            writes OUTPUT/<condition>/results.json and windows.jsonl, OUTPUT/candidates.jsonl and compare.json.
-            Built-in conditions: no-retrieval, bm25, random (seeded, among the top k), zero-shot, oracle (best
-            of k), oracle-or-none (best of k or no passage). Each is compared with BM25 and with no retrieval
-            by a paired bootstrap (95% CI, see --bootstrap).
+            writes OUTPUT/<condition>/results.json and windows.jsonl, OUTPUT/candidates.jsonl and
+            compare.json. Built-in conditions: no-retrieval, bm25, random (seeded, among the top k),
+            zero-shot, oracle (best of k), oracle-or-none (best of k or no passage). Each is compared with
+            BM25 and with no retrieval by a paired bootstrap (95% CI, see --bootstrap).
         print_table: Print the --compare table (off in `ralm demo`, whose report prints it with labels).
         seed: Seed of the random condition and of the bootstrap's resamples (--compare).
         bootstrap_resamples: Resamples of the paired bootstrap (--compare).
@@ -344,7 +346,8 @@ def _report_compare(compared: dict, out: Path, print_table: bool = True) -> dict
         f"ralm eval ppl --compare: {len(compared)} conditions on the same {c['windows']} windows "
         f"(s={cfg['stride']}, ℓ={cfg['query_tokens']}, max_length={cfg['max_length']}), "
         f"{first['metrics']['scored_tokens']} scored tokens, {c['words']} words\n"
-        f"  one scoring pass for every condition {t['scoring_s']:.1f}s ({(t['tokens_per_s'] or 0):.1f} tok/s), "
+        f"  one scoring pass for every condition {t['scoring_s']:.1f}s "
+        f"({(t['tokens_per_s'] or 0):.1f} tok/s), "
         f"retrieval {t['retrieval_s']:.1f}s" + (f", reranking: {', '.join(rerank)}" if rerank else "")
     )
     if print_table:
@@ -360,14 +363,17 @@ def _print_summary(results: dict, out_dir: Path) -> None:
     m, c, t = results["metrics"], results["counts"], results["timings"]
     cfg = results["config"]
     lines = [
-        f"ralm eval ppl: {cfg['mode']} (s={cfg['stride']}, ℓ={cfg['query_tokens']}, max_length={cfg['max_length']})",
+        f"ralm eval ppl: {cfg['mode']} (s={cfg['stride']}, ℓ={cfg['query_tokens']}, "
+        f"max_length={cfg['max_length']})",
         f"  token perplexity {m['token_ppl']:.4f} over {m['scored_tokens']} scored tokens",
         f"  word perplexity  {m['word_ppl']:.4f} over {c['words']} words"
-        f" (eval_lm.py divisors: {m['word_ppl_eval_lm'] or float('nan'):.4f} words, {m['token_ppl_eval_lm']:.4f} tokens)",
+        f" (eval_lm.py divisors: {m['word_ppl_eval_lm'] or float('nan'):.4f} words, "
+        f"{m['token_ppl_eval_lm']:.4f} tokens)",
         f"  windows {c['windows']}, {c['retrieving_windows']} retrieving (the query found a passage); given a"
         f" passage {c['windows_with_passage']} of {c['retrieving_windows']} retrieving windows"
         f" (rate {m['retrieval_rate']:.3f})",
-        f"  scoring {t['scoring_s']:.1f}s ({(t['tokens_per_s'] or 0):.1f} tok/s), retrieval {t['retrieval_s']:.1f}s",
+        f"  scoring {t['scoring_s']:.1f}s ({(t['tokens_per_s'] or 0):.1f} tok/s), "
+        f"retrieval {t['retrieval_s']:.1f}s",
         f"  -> {out_dir / 'results.json'}",
     ]
     print("\n".join(lines))

@@ -50,7 +50,8 @@ class Window:
         return min(self.begin + passage_len, self.target_start)
 
     def query_span(self, query_tokens: int) -> tuple[int, int]:
-        """Token span of the retrieval query: the last ℓ tokens before ``prev_end`` (from the whole prefix)."""
+        """Token span of the retrieval query: the last ℓ tokens before ``prev_end`` (from the whole
+        prefix)."""
         return max(0, self.prev_end - query_tokens), self.prev_end
 
 
