@@ -3,11 +3,11 @@
 The set (``ralm.eval.qa.quiz.quiz_qa_set``): 364 BSD quiz questions (atomic numbers; capitals of European,
 African, American and Asian countries and of US states; the two exemplars' questions left out; the files
 interleaved), every third one ``dev`` (122), the rest ``test`` (242: reported; ``--limit N`` takes the first
-N, the kinds mixed unevenly: the counts are in bench/RESULTS.md). theta is FLARE's default 0.8, fixed before any run; the dev sweep shows the curve and
-chooses ``--dev-theta``, run once more on test. Retrieval corpus: WordNet 3.0's 82,115 noun glosses (BM25,
-bm25s); the script prints how often the answer is in BM25's top 1 and 2 for the question. LM:
-SmolLM2-135M-Instruct (offline: its Q4_1 GGUF, dequantized to fp32), greedy. Every run goes through
-``ralm eval flare`` (resumable folders under --work), so a killed bench resumes.
+N, the kinds mixed unevenly: the counts are in bench/RESULTS.md). theta is FLARE's default 0.8, fixed before
+any run; the dev sweep shows the curve and chooses ``--dev-theta``, run once more on test. Retrieval corpus:
+WordNet 3.0's 82,115 noun glosses (BM25, bm25s); the script prints how often the answer is in BM25's top 1 and
+2 for the question. LM: SmolLM2-135M-Instruct (offline: its Q4_1 GGUF, dequantized to fp32), greedy. Every run
+goes through ``ralm eval flare`` (resumable folders under --work), so a killed bench resumes.
 
     OMP_NUM_THREADS=2 .venv/bin/python bench/flare_qa.py --split dev --limit 45 --sweep theta=0.2,0.5,0.8,1.0
     OMP_NUM_THREADS=2 .venv/bin/python bench/flare_qa.py --split test --limit 120 --k 4 \

@@ -1,6 +1,6 @@
-"""The shared option groups (`LMOptions`, `RetrievalOptions`, `WindowOptions`) on the command line and in YAML:
-the leaves and the ``--lm`` shorthand keep the former spellings working, the input-length cap is one rule,
-and `command_line` renders a typed call that parses back to itself."""
+"""The shared option groups (`LMOptions`, `RetrievalOptions`, `WindowOptions`) on the command line and in
+YAML: the leaves and the ``--lm`` shorthand keep the former spellings working, the input-length cap is one
+rule, and `command_line` renders a typed call that parses back to itself."""
 
 from __future__ import annotations
 

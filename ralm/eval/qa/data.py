@@ -37,7 +37,8 @@ class QAExample:
     answers: list[str]
     context: str | None = None
     task: str = "short"
-    """``short`` (EM/F1), ``yesno`` (StrategyQA accuracy) or ``long`` (ASQA: EM over short answers, ROUGE-L)."""
+    """``short`` (EM/F1), ``yesno`` (StrategyQA accuracy) or ``long`` (ASQA: EM over short answers,
+    ROUGE-L)."""
     long_answers: list[str] = field(default_factory=list)
     ctxs: list[dict] | None = None
     """Passages given with the question (DPR results format): ``[{"id"?, "title", "text"}]``."""
@@ -213,7 +214,8 @@ def load_examples(
 
 
 def load_exemplars(path: str | Path | None) -> list[tuple[str, str]]:
-    """Few-shot exemplars: JSONL of ``{"question", "answer"}`` (the full target output, reasoning included)."""
+    """Few-shot exemplars: JSONL of ``{"question", "answer"}`` (the full target output, reasoning
+    included)."""
     if path is None:
         return []
     path = Path(path)

@@ -24,7 +24,8 @@ from collections.abc import Callable, Sequence
 from ralm.eval.qa.lookahead import is_punctuation, low_confidence_terms
 
 QUESTION_PROMPT = (
-    '{text}\n\nGiven the above passage, ask a question to which the answer is the term/entity/phrase "{term}".\n'
+    "{text}\n\nGiven the above passage, ask a question to which the answer is the term/entity/phrase "
+    '"{term}".\n'
     "Question:"
 )
 """The authors' question-generation prompt (``templates.py:313``) with ralm's completion cue."""

@@ -264,7 +264,8 @@ class FlareRunner:
         return self.lm.decode(gen.token_ids)
 
     def _explicit_queries(self, state: _State, piece: list[int], probs, step: dict) -> list[str]:
-        """One question per term of unsure tokens (replies without "?" dropped); with no term, the sentence."""
+        """One question per term of unsure tokens (replies without "?" dropped); with no term, the
+        sentence."""
         terms = question_terms(self.lm.decode, piece, probs, self.cfg.beta)
         step["terms"] = terms
         if not terms:  # no token at or below beta (only theta was crossed), or punctuation only

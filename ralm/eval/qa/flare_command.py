@@ -84,7 +84,8 @@ def eval_flare(
     """FLARE active retrieval and its baselines (no-retrieval, single, window, sentence) on QA data.
 
     Args:
-        data: Questions: JSONL {id, question, answers[, context]} or a 2WikiMultihopQA / StrategyQA / ASQA file.
+        data: Questions: JSONL {id, question, answers[, context]} or a 2WikiMultihopQA / StrategyQA / ASQA
+            file.
         output: Folder for predictions.jsonl, run.json and results.json (a rerun resumes).
         lm: The frozen LM (--lm MODEL, --max-length, --device, --dtype, --gguf-file); its input is
             --max-length tokens (default 1024), never more than the LM's context.

@@ -1,4 +1,5 @@
-"""``ralm eval flare --sweep theta=0.2,0.4,0.6,0.8,1.0``: FLARE's answer quality against how often it retrieves.
+"""``ralm eval flare --sweep theta=0.2,0.4,0.6,0.8,1.0``: FLARE's answer quality against how often it
+retrieves.
 
 FLARE's paper (Figure 8 and §6) reports it best when 40-80% of sentences trigger retrieval. Each value is
 one FLARE run (``OUTPUT/theta=V``, resumable, the single run's files); single-time retrieval

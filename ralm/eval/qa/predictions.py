@@ -99,7 +99,8 @@ def write_results(
     out_dir: str | Path, fmt: str, settings: dict, summary: dict, passages_cut: int, started: float, model
 ) -> dict:
     """``results.json`` of a QA-style run: format, settings, the run's `summary` (counts, metrics), how many
-    passages were cut to fit, and wall time since `started` (a ``time.perf_counter()``) on `model`'s device."""
+    passages were cut to fit, and wall time since `started` (a ``time.perf_counter()``) on `model`'s
+    device."""
     results = {
         "format": fmt,
         "config": settings,

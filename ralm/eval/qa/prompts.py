@@ -99,7 +99,8 @@ class PassageFitter:
         n = len(self.lm.encode(render([])))
         if n + min(reserve, 1) > self.max_length:
             raise RalmInputError(
-                f"{where}: the prompt without passages is {n} tokens, longer than the LM's context ({self.max_length})"
+                f"{where}: the prompt without passages is {n} tokens, longer than the LM's context "
+                f"({self.max_length})"
             )
 
     def fit(
