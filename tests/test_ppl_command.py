@@ -10,6 +10,7 @@ import pytest
 from ppl_fixtures import build_bm25_index, ppl_setup  # noqa: F401
 
 from ralm.cli import main as ralm_main
+from ralm.errors import RalmInputError
 from ralm.eval.ppl.ppl_command import RerankingOptions, eval_ppl
 from ralm.eval.ppl.windows import strided_windows
 from ralm.lm.options import LMOptions, WindowOptions
@@ -227,3 +228,9 @@ def test_cli_with_a_shipped_config_end_to_end(ppl_setup, tmp_path, capsys):
         and len((out / "windows.jsonl").read_text().splitlines()) == 7
     )
     assert f"token perplexity {results['metrics']['token_ppl']:.4f}" in summary
+
+
+def test_a_missing_lm_fails_naming_the_option_before_the_output_exists(ppl_setup, tmp_path):
+    with pytest.raises(RalmInputError, match="^--lm: required"):
+        eval_ppl(text=str(ppl_setup["text"]), output=str(tmp_path / "out"), no_retrieval=True)
+    assert not (tmp_path / "out").exists()

@@ -133,7 +133,7 @@ def _run_paper_config(tmp_path, data: Path, tiny_encoder_dir, *extra: str) -> di
             str(tmp_path / "out"),
             "--name",
             str(tiny_encoder_dir),
-            "--max-length",
+            "--max-pair-tokens",
             "40",
             "--max-prefix-tokens",
             "12",

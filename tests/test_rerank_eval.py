@@ -39,7 +39,7 @@ def setup(tmp_path_factory, real_documents, tiny_encoder_dir):
     summary = fit_reranker(
         str(save_rows(rows, root / "data")),
         str(root / "train"),
-        encoder=EncoderOptions(name=str(tiny_encoder_dir), max_length=96, max_prefix_tokens=48),
+        encoder=EncoderOptions(name=str(tiny_encoder_dir), max_pair_tokens=96, max_prefix_tokens=48),
         loader=LoaderOptions(batch_size=4, val_fraction=0.25),
         optim=OptimOptions(lr=2e-3, warmup_steps=2, max_steps=8),
         run=RunOptions(val_every=8, save_every=8, wandb="off"),

@@ -25,7 +25,7 @@ def exported(tmp_path_factory, real_documents, tiny_encoder_dir) -> Path:
     summary = fit_reranker(
         str(data),
         str(root / "out"),
-        encoder=EncoderOptions(name=str(tiny_encoder_dir), max_length=40, max_prefix_tokens=12),
+        encoder=EncoderOptions(name=str(tiny_encoder_dir), max_pair_tokens=40, max_prefix_tokens=12),
         loader=LoaderOptions(batch_size=4, val_fraction=0.25),
         optim=OptimOptions(lr=1e-3, warmup_steps=1, max_steps=3),
         run=RunOptions(val_every=3, save_every=3, wandb="off"),

@@ -32,7 +32,7 @@ def trained(tmp_path_factory, real_documents, tiny_encoder_dir):
     summary = train(
         str(data),
         str(root / "out"),
-        encoder=EncoderOptions(name=str(tiny_encoder_dir), max_length=64, max_prefix_tokens=32),
+        encoder=EncoderOptions(name=str(tiny_encoder_dir), max_pair_tokens=64, max_prefix_tokens=32),
         loader=LoaderOptions(batch_size=8, val_batch_size=64, val_fraction=0.2),
         optim=OptimOptions(lr=3e-3, warmup_steps=15, max_steps=150, weight_decay=0.0),
         run=RunOptions(val_every=50, save_every=50, wandb="off"),

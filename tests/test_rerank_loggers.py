@@ -80,7 +80,7 @@ def test_an_offline_wandb_run_gets_the_config_the_validation_metrics_and_the_dec
     summary = fit_reranker(
         str(data),
         str(tmp_path / "out"),
-        encoder=EncoderOptions(name=str(tiny_encoder_dir), max_length=40, max_prefix_tokens=12),
+        encoder=EncoderOptions(name=str(tiny_encoder_dir), max_pair_tokens=40, max_prefix_tokens=12),
         loader=LoaderOptions(batch_size=4, val_batch_size=16, val_fraction=0.25),
         optim=OptimOptions(lr=1e-3, warmup_steps=1, max_steps=2),
         run=RunOptions(val_every=2, save_every=2, wandb="on"),

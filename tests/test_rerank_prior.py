@@ -32,7 +32,7 @@ def prior_run(tmp_path_factory, real_documents, tiny_encoder_dir) -> tuple[Path,
     summary = fit_reranker(
         str(data),
         str(root / "out"),
-        encoder=EncoderOptions(name=str(tiny_encoder_dir), max_length=40, max_prefix_tokens=12),
+        encoder=EncoderOptions(name=str(tiny_encoder_dir), max_pair_tokens=40, max_prefix_tokens=12),
         loader=LoaderOptions(batch_size=4, val_batch_size=16, val_fraction=0.25),
         optim=OptimOptions(lr=1e-3, warmup_steps=1, max_steps=4),
         run=RunOptions(val_every=2, save_every=2, wandb="off"),
@@ -171,7 +171,7 @@ def test_without_a_validation_win_the_export_is_bm25_itself(tmp_path, real_docum
     summary = fit_reranker(
         str(data),
         str(tmp_path / "out"),
-        encoder=EncoderOptions(name=str(tiny_encoder_dir), max_length=40, max_prefix_tokens=12),
+        encoder=EncoderOptions(name=str(tiny_encoder_dir), max_pair_tokens=40, max_prefix_tokens=12),
         loader=LoaderOptions(batch_size=4, val_batch_size=16, val_fraction=0.25),
         optim=OptimOptions(lr=1e-3, head_lr=1e-2, warmup_steps=1, max_steps=3),
         run=RunOptions(val_every=1, save_every=1, wandb="off"),
@@ -219,7 +219,7 @@ def test_when_no_passage_beats_every_candidate_the_export_never_retrieves(
     summary = fit_reranker(
         str(data),
         str(tmp_path / "out"),
-        encoder=EncoderOptions(name=str(tiny_encoder_dir), max_length=40, max_prefix_tokens=12),
+        encoder=EncoderOptions(name=str(tiny_encoder_dir), max_pair_tokens=40, max_prefix_tokens=12),
         loader=LoaderOptions(batch_size=4, val_batch_size=16, val_fraction=0.25),
         optim=OptimOptions(lr=1e-3, head_lr=1e-2, warmup_steps=1, max_steps=3),
         run=RunOptions(val_every=1, save_every=1, wandb="off", keep_checkpoints=False),

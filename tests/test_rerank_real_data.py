@@ -45,7 +45,7 @@ def test_trains_on_data_gen_output_of_the_tiny_lm(tmp_path, real_documents, tiny
     summary = fit_reranker(
         str(out),
         str(tmp_path / "train_out"),
-        encoder=EncoderOptions(name=str(tiny_encoder_dir), max_length=128, max_prefix_tokens=48),
+        encoder=EncoderOptions(name=str(tiny_encoder_dir), max_pair_tokens=128, max_prefix_tokens=48),
         loader=LoaderOptions(batch_size=4, val_fraction=0.25),
         optim=OptimOptions(lr=1e-3, warmup_steps=1, max_steps=2),
         run=RunOptions(val_every=2, save_every=2, wandb="off"),
@@ -112,7 +112,7 @@ def test_minilm_reranker_recovers_gain_on_smollm2_data(tmp_path, smollm2_gguf, m
     summary = fit_reranker(
         str(out),
         str(tmp_path / "train"),
-        encoder=EncoderOptions(name=str(minilm_dir), max_length=128, max_prefix_tokens=32),
+        encoder=EncoderOptions(name=str(minilm_dir), max_pair_tokens=128, max_prefix_tokens=32),
         loader=LoaderOptions(batch_size=8, val_batch_size=16, val_fraction=0.3),
         optim=OptimOptions(lr=3e-4, head_lr=3e-3, warmup_steps=5, max_steps=40),
         run=RunOptions(val_every=10, save_every=50, wandb="off"),

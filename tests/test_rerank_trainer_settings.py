@@ -107,6 +107,8 @@ def test_building_the_trainer_prints_no_lightning_banner(tmp_path, caplog):
         ("--log-every", "--log-every-n-steps"),
         ("--grad-clip", "--gradient-clip-val"),
         ("--progress-bar", "--enable-progress-bar"),
+        ("--max-length", "--max-pair-tokens"),  # the LM's input elsewhere; here the reranker's pair
+        ("--encoder.max-length", "--encoder.max-pair-tokens"),
     ],
 )
 def test_a_former_option_name_is_refused_naming_the_new_one(old, new, capsys):

@@ -47,7 +47,7 @@ _CPU = {"accelerator": "cpu", "devices": 1, "log_every_n_steps": 1, "enable_prog
 
 def _settings(encoder_dir, accumulate=1, **optim):
     return dict(
-        encoder=EncoderOptions(name=str(encoder_dir), max_length=48, max_prefix_tokens=24),
+        encoder=EncoderOptions(name=str(encoder_dir), max_pair_tokens=48, max_prefix_tokens=24),
         loader=LoaderOptions(batch_size=4, val_batch_size=16, val_fraction=0.25),
         optim=OptimOptions(**{"lr": 1e-3, "warmup_steps": 2, "max_steps": 10, **optim}),
         run=RunOptions(val_every=4, save_every=2, wandb="off"),
@@ -161,7 +161,7 @@ def test_ddp_on_two_cpu_processes_matches_one_process_with_the_global_batch(
         str(data_dir),
         "--name",
         str(quiet_encoder_dir),
-        "--max-length",
+        "--max-pair-tokens",
         "48",
         "--max-prefix-tokens",
         "24",
@@ -256,7 +256,7 @@ def test_parser_accepts_the_documented_options():
     cfg = parser.parse_args(
         ["--data", "d", "--output", "o", "--optim.loss", "kl", "--trainer.strategy", "ddp"]
     )
-    assert cfg.optim.loss == "kl" and cfg.trainer.strategy == "ddp" and cfg.encoder.max_length == 512
+    assert cfg.optim.loss == "kl" and cfg.trainer.strategy == "ddp" and cfg.encoder.max_pair_tokens == 512
     with pytest.raises(SystemExit):
         parser.parse_args(["--data", "d", "--output", "o", "--optim.loss", "hinge"])
 

@@ -141,7 +141,9 @@ def _train_stage(
     arguments = {
         "data": str(data_dir),
         "encoder": EncoderOptions(
-            name=encoder, max_length=settings.encoder_max_length, max_prefix_tokens=settings.max_prefix_tokens
+            name=encoder,
+            max_pair_tokens=settings.max_pair_tokens,
+            max_prefix_tokens=settings.max_prefix_tokens,
         ),
         # The export is decided once, at the end, on documents that chose nothing (neither trained on nor
         # selecting the checkpoint): no LM scoring, only encoder passes, so it gets the larger share (power).

@@ -44,7 +44,7 @@ class ScaleSettings:
     head_lr: float
     warmup_steps: int
     loss: str
-    encoder_max_length: int
+    max_pair_tokens: int
     max_prefix_tokens: int
     val_fraction: float
     decision_fraction: float
@@ -71,7 +71,7 @@ class ScaleSettings:
 # Cost model (2-core CPU): SmolLM2-135M reads about 1,000-2,000 tokens/s in bf16 on a CPU that computes it
 # natively, 2-3x fewer in fp32. data-gen reads num_prefixes x (k + 1) inputs of max_length tokens; each eval
 # set (one --compare table) about (eval_tokens - max_length) / stride x (k + 2) inputs; training reads
-# train_steps x batch_size x (k + 1) pairs of encoder_max_length tokens, once per seed.
+# train_steps x batch_size x (k + 1) pairs of max_pair_tokens tokens, once per seed.
 #
 # The window: a passage of at most 128 tokens in a 512-token input (a quarter: the paper's proportion, and the
 # bound ScaleSettings enforces), 100-word passages without overlap (the paper's split) and k = 4, as chosen on
@@ -99,7 +99,7 @@ QUICK = ScaleSettings(
     head_lr=3e-3,
     warmup_steps=5,
     loss="marginal",
-    encoder_max_length=192,
+    max_pair_tokens=192,
     max_prefix_tokens=32,
     val_fraction=0.2,
     decision_fraction=0.3,
@@ -158,7 +158,7 @@ class ScaleOptions:
     """Linear warmup steps of the reranker."""
     loss: Literal["marginal", "kl", "listwise_ce"] | None = None
     """Reranker loss: marginal (the paper), kl or listwise_ce."""
-    encoder_max_length: PositiveInt | None = None
+    max_pair_tokens: PositiveInt | None = None
     """Reranker tokens per (prefix, passage) pair."""
     max_prefix_tokens: PositiveInt | None = None
     """The reranker reads the last this-many tokens of the prefix."""

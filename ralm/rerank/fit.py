@@ -86,6 +86,7 @@ def resolve_ckpt_path(ckpt_path: str | None, output: str) -> str | None:
 
 NOT_MODULE_ARGUMENTS = {
     "EncoderOptions.name": "it reaches the module as encoder_name (the checkpoint's name for the model)",
+    "EncoderOptions.max_pair_tokens": "the module's max_length (the key of checkpoints and exports)",
 }
 """Option fields that are deliberately not ``RerankerModule`` keyword arguments under their own name, and
 why. Any other field that is not one is an error in ``module_hparams``: dropped, it would change nothing in
@@ -97,7 +98,7 @@ def module_hparams(encoder: EncoderOptions, optim: OptimOptions, **flags) -> dic
     signature (its ``save_hyperparameters()`` records them in every checkpoint). A field it has no argument
     for, or one given twice, is a TypeError naming it, unless ``NOT_MODULE_ARGUMENTS`` lists it."""
     accepted = inspect.signature(RerankerModule.__init__).parameters
-    values = {"encoder_name": encoder.name}
+    values = {"encoder_name": encoder.name, "max_length": encoder.max_pair_tokens}
     sources = [(type(group).__name__, asdict(group)) for group in (encoder, optim)] + [("flag", flags)]
     for source, fields in sources:
         for name, value in fields.items():
@@ -229,7 +230,7 @@ def fit_reranker(
         batch_size=loader.batch_size,
         val_batch_size=loader.val_batch_size,
         total_batches=optim.max_steps * settings["accumulate_grad_batches"],
-        max_length=encoder.max_length,
+        max_length=encoder.max_pair_tokens,
         max_prefix_tokens=encoder.max_prefix_tokens,
         num_workers=loader.num_workers,
         seed=seed,

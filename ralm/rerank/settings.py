@@ -33,8 +33,9 @@ class EncoderOptions:
 
     name: str = "roberta-base"
     """Hugging Face encoder id or local folder (the offline all-MiniLM-L6-v2 folder works)."""
-    max_length: PositiveInt = 512
-    """Tokens per (prefix, passage) pair; the passage is cut from its end to fit."""
+    max_pair_tokens: PositiveInt = 512
+    """Reranker tokens per (prefix, passage) pair; the passage is cut from its end to fit (recorded in the
+    export as ``max_length``; not the LM's ``--max-length``)."""
     max_prefix_tokens: PositiveInt = 256
     """The prefix is cut to its last this-many reranker tokens."""
     gradient_checkpointing: bool = False
@@ -43,7 +44,7 @@ class EncoderOptions:
     def __post_init__(self) -> None:
         check_fields(self)
         try:
-            check_lengths(self.max_length, self.max_prefix_tokens, field="encoder.max_prefix_tokens")
+            check_lengths(self.max_pair_tokens, self.max_prefix_tokens, field="encoder.max_prefix_tokens")
         except ValueError as err:
             raise RalmInputError(str(err)) from None
 

@@ -35,6 +35,7 @@ from ralm.rerank.settings import (
 # ``--log-every``, are former too: ``command_args.option_names`` derives them).
 RENAMED = {
     "out_dir": "output",
+    "encoder.max_length": "encoder.max_pair_tokens",  # `--max-length` is the frozen LM's input everywhere
     "run.log_every": "trainer.log_every_n_steps",
     "run.progress_bar": "trainer.enable_progress_bar",
     "optim.accumulate": "trainer.accumulate_grad_batches",

@@ -183,6 +183,7 @@ def eval_ppl(
     from ralm.eval.ppl.run import evaluate
 
     started = time.perf_counter()
+    lm.require()  # before the output folder is made
     _check_options(reranking, no_retrieval, retrieval.index, compare)
     conditions = [single_condition(no_retrieval, reranking.reranker, reranking.rerank_lm)]
     if compare is not None:
