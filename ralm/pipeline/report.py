@@ -16,7 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ralm.atomic_files import write_text_atomic
-from ralm.eval.ppl.compare_stats import format_compare_table
+from ralm.eval.ppl.compare_stats import TableRow, format_compare_table
 from ralm.eval.ppl.outputs import read_windows
 from ralm.pipeline.scale import ScaleSettings
 from ralm.pipeline.verdicts import TRAINED_PREFIX, retrieving_comparisons, verdicts
@@ -166,7 +166,7 @@ def retrieving_table(comparisons: dict[str, dict], first_target: int) -> str:
 
 def set_section(name: str, metrics: dict[str, dict], comparisons: dict[str, dict], first_target: int) -> str:
     """One eval set: the whole text's table, the retrieving windows' table and the verdicts."""
-    rows = [(label(n, m), m["token_ppl"], m["comparison"]) for n, m in metrics.items()]
+    rows = [TableRow(label(n, m), m["token_ppl"], m["comparison"]) for n, m in metrics.items()]
     first = next(iter(metrics.values()), {})
     lines = [
         "",

@@ -119,23 +119,34 @@ def condition_statistics(
     }
 
 
-def format_compare_table(rows: list[tuple[str, float, dict]], bootstrap: dict | None = None) -> str:
-    """One line per (label, token perplexity, comparison statistics): the changes against BM25 and no
-    retrieval with their 95% intervals, the share of retrieving windows given a passage, the copy rate;
-    and a footer that says how the intervals were resampled (`bootstrap`: ``TableBlocks.as_dict()``)."""
-    width = max([len(row[0]) for row in rows] + [9])
+@dataclass(frozen=True)
+class TableRow:
+    """One condition's line of a comparison table."""
+
+    label: str
+    token_ppl: float
+    comparison: dict
+    """The condition's ``condition_statistics`` (``results.json``'s ``comparison``)."""
+
+
+def format_compare_table(rows: list[TableRow], bootstrap: dict | None = None) -> str:
+    """One line per condition: token perplexity, the changes against BM25 and no retrieval with their 95%
+    intervals, the share of retrieving windows given a passage, the copy rate; and a footer that says how
+    the intervals were resampled (`bootstrap`: ``TableBlocks.as_dict()``)."""
+    width = max([len(row.label) for row in rows] + [9])
     lines = [
         f"{'condition':<{width}}  {'token ppl':>9}  {'vs BM25 [95% CI]':>25}  "
         f"{'vs no retrieval [95% CI]':>25}  {'passage':>7}  {'copies':>6}"
     ]
-    for name, token_ppl, stats in rows:
+    for row in rows:
+        stats = row.comparison
         rate = stats["windows_with_passage"] / max(stats["retrieving_windows"], 1)
         lines.append(
-            f"{name:<{width}}  {token_ppl:>9.3f}  {format_change(stats['vs_bm25']):>25}  "
+            f"{row.label:<{width}}  {row.token_ppl:>9.3f}  {format_change(stats['vs_bm25']):>25}  "
             f"{format_change(stats['vs_no_retrieval']):>25}  {rate:>7.0%}  {stats['copy_rate']:>6.1%}"
         )
     if rows:
-        stats = rows[0][2]
+        stats = rows[0].comparison
         lines.append(
             f"{stats['windows']} windows, {stats['retrieving_windows']} retrieving "
             "(their query found a passage; the others are scored with no passage in every condition); "

@@ -334,7 +334,7 @@ def _load_rerank_lms(
 
 def _report_compare(compared: dict, out: Path, print_table: bool = True) -> dict:
     """What the conditions share (windows, tokens, one scoring pass) once, then one table row each."""
-    from ralm.eval.ppl.compare_stats import format_compare_table
+    from ralm.eval.ppl.compare_stats import TableRow, format_compare_table
 
     first = next(iter(compared.values()))
     cfg, c, t = first["config"], first["counts"], first["timings"]
@@ -352,8 +352,8 @@ def _report_compare(compared: dict, out: Path, print_table: bool = True) -> dict
         f"retrieval {t['retrieval_s']:.1f}s" + (f", reranking: {', '.join(rerank)}" if rerank else "")
     )
     if print_table:
-        rows = [(n, r["metrics"]["token_ppl"], r["comparison"]) for n, r in compared.items()]
-        print(format_compare_table(rows, bootstrap=rows[0][2]["bootstrap"] if rows else None))
+        rows = [TableRow(n, r["metrics"]["token_ppl"], r["comparison"]) for n, r in compared.items()]
+        print(format_compare_table(rows, bootstrap=rows[0].comparison["bootstrap"] if rows else None))
     print(
         f"compare: {out / 'compare.json'}, {out}/<condition>/results.json (table: {out / 'candidates.jsonl'})"
     )
