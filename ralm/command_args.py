@@ -1,18 +1,20 @@
 """Build a command's parser from a typed function: the signature (dataclass groups included) is the schema.
 
 jsonargparse turns parameters and dataclass attribute docstrings into ``--help``, reads ``--config FILE.yaml``
-and lets later command-line options override it, as litgpt's entry points do. Two conveniences on top:
-``--max-length`` and ``--max_length`` are the same option, and a group's option may be given by its leaf
-name when no other option shares it (``--stride 8`` for ``--window.stride 8``), and a boolean option given
-bare (``--quick``) means ``--quick true``. A parameter may also be a group made from a class's own
-signature (`ClassGroup`, as LightningCLI adds ``pl.Trainer``'s): its values reach the function as a dict.
+and lets later command-line options override it, as litgpt's entry points do. Conveniences on top:
+``--max-length`` and ``--max_length`` are the same option; a group's option may be given by its leaf name
+when no other option shares it (``--stride 8`` for ``--window.stride 8``), on the command line and as a
+top-level YAML key; a group whose dataclass names a ``shorthand`` field takes a plain value for it
+(``--lm gpt2`` and YAML ``lm: gpt2`` for ``--lm.model gpt2``); a boolean option given bare (``--quick``)
+means ``--quick true``. A parameter may also be a group made from a class's own signature (`ClassGroup`,
+as LightningCLI adds ``pl.Trainer``'s): its values reach the function as a dict. The reverse, a typed call
+as its command line, is ``ralm.command_render``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
-import json
 import re
 import sys
 import typing
@@ -314,46 +316,6 @@ def parse(parser: ArgumentParser, argv: list[str] | None) -> tuple[Namespace, Na
     argv = list(sys.argv[1:] if argv is None else argv)
     cfg = parser.parse_args(normalize_argv(parser, argv))
     return cfg, parser.instantiate_classes(cfg)
-
-
-def command_line(function: Callable[..., Any], arguments: Mapping[str, Any], names: OptionNames) -> list[str]:
-    """The options that make `function`'s parser give `arguments` back: a typed Python call (dataclass
-    groups, a `ClassGroup`'s dict) as the command line a user types to replay it. Values equal to the
-    parameter's (or the group's) default are left out; a group field by its leaf where unambiguous."""
-    parameters = inspect.signature(function).parameters
-    unknown = sorted(set(arguments) - set(parameters))
-    if unknown:
-        raise TypeError(f"{function.__name__}() has no parameter {', '.join(unknown)}")
-    argv: list[str] = []
-    for name, value in arguments.items():
-        default = parameters[name].default
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            base = default if type(default) is type(value) else type(value)()
-            for f in dataclasses.fields(value):
-                if getattr(value, f.name) != getattr(base, f.name):
-                    argv += [_spelled(names, f"{name}.{f.name}"), _as_text(getattr(value, f.name))]
-        elif isinstance(value, Mapping):  # a ClassGroup's keyword arguments
-            for key, item in value.items():
-                argv += [f"--{name}.{key}", _as_text(item)]
-        elif value != default:
-            argv += [_spelled(names, name), _as_text(value)]
-    return argv
-
-
-def _spelled(names: OptionNames, key: str) -> str:
-    group, _, leaf = key.partition(".")
-    return f"--{group}" if names.shorthands.get(group) == leaf else names.spelling(key)
-
-
-def _as_text(value: Any) -> str:
-    """A value as jsonargparse reads it back: booleans and None as YAML words, sequences as JSON."""
-    if isinstance(value, bool):
-        return str(value).lower()
-    if value is None:
-        return "null"
-    if isinstance(value, list | tuple):
-        return json.dumps([str(v) if isinstance(v, Path) else v for v in value])
-    return str(value)
 
 
 def call_with_args(function: Callable[..., Any], parser: ArgumentParser, argv: list[str] | None) -> Any:

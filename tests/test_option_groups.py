@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from ralm.command_args import command_line, parse, parser_for
+from ralm.command_args import parse, parser_for
+from ralm.command_render import command_line
 from ralm.errors import RalmInputError
 from ralm.lm.options import PAPER_MAX_LENGTH, LMOptions, WindowOptions
 from ralm.retrieval.options import RetrievalOptions

@@ -54,7 +54,7 @@ class StagePlan:
     @property
     def command(self) -> list[str]:
         """The command line that makes the same call: words, then the options rendered from `arguments`."""
-        from ralm.command_args import command_line
+        from ralm.command_render import command_line
 
         return [*self.words, *command_line(self.function, self.arguments, _option_names(self.words))]
 
