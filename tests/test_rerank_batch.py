@@ -74,6 +74,14 @@ def test_lightning_moves_and_converts_the_batch(data_path, tiny_encoder_dir):
     assert {getattr(moved, f.name).device.type for f in dataclasses.fields(RankBatch)} == {"meta"}
     converted = HalfPrecision("bf16-true").convert_input(batch)
     assert isinstance(converted, RankBatch) and converted.input_ids.dtype == torch.long
+    # The features are cast to the training dtype, the labels are not: the LM log-probs stay float32, exact.
+    assert converted.bm25_prior.dtype == torch.bfloat16
+    assert converted.lm_logprobs.dtype == torch.float32
+    assert torch.equal(converted.lm_logprobs, batch.lm_logprobs)
+    groups = GroupDataset(data_path, [0, 1, 2], abstain=True, bm25_prior=True)
+    expected = [torch.tensor(groups[i].lm_logprobs, dtype=torch.float32).tolist() for i in range(3)]
+    got = [row[mask].tolist() for row, mask in zip(converted.lm_logprobs, converted.mask, strict=True)]
+    assert got == expected
 
 
 def test_a_prior_module_refuses_a_batch_without_bm25_scores(data_path, tiny_encoder_dir):

@@ -41,8 +41,11 @@ class RankBatch:
     """Groups tokenized and padded on the candidate axis: `pairs` real pairs, `prefixes` x `k` slots.
 
     Not frozen: Lightning's precision plugins (DeepSpeed, ``*-true``) rebuild a batch field by field with
-    ``apply_to_collection``, which refuses frozen dataclasses. ``to`` is how Lightning moves it (any object
-    with a ``to(device)`` method) and how the export decision does.
+    ``apply_to_collection``, which refuses frozen dataclasses. They also cast every floating-point tensor of
+    the batch to the training dtype: the labels are therefore kept as their float32 bits
+    (``lm_logprobs_bits``, int32) and read back exactly through ``lm_logprobs`` (bf16 would round a log-prob
+    near -40 to a multiple of 0.25). ``to`` is how Lightning moves it (any object with a ``to(device)``
+    method) and how the export decision does.
     """
 
     input_ids: torch.Tensor
@@ -54,8 +57,9 @@ class RankBatch:
     (RoBERTa), and the encoder then gets none."""
     mask: torch.Tensor
     """(prefixes, k) bool: True where a real pair sits, False on padding."""
-    lm_logprobs: torch.Tensor
-    """(prefixes, k) float32: each candidate's LM log-prob; ``MASKED`` on padding."""
+    lm_logprobs_bits: torch.Tensor
+    """(prefixes, k) int32: the bits of each candidate's float32 LM log-prob (``MASKED`` on padding); read
+    them as ``lm_logprobs``."""
     is_empty: torch.Tensor
     """(prefixes, k) bool: the empty passage's slot (all False without ``--abstain``)."""
     bm25_prior: torch.Tensor
@@ -63,6 +67,11 @@ class RankBatch:
     shape (0,) without ``--bm25-prior``."""
     bm25_top: torch.Tensor
     """(prefixes,) float32: the groups' ``bm25_top``; shape (0,) without ``--bm25-prior``."""
+
+    @property
+    def lm_logprobs(self) -> torch.Tensor:
+        """(prefixes, k) float32: each candidate's LM log-prob, exactly as data-gen wrote it."""
+        return self.lm_logprobs_bits.view(torch.float32)
 
     @property
     def prefixes(self) -> int:
@@ -121,7 +130,7 @@ class GroupCollator:
             attention_mask=encoded["attention_mask"],
             token_type_ids=encoded.get("token_type_ids", _absent(torch.long)),
             mask=mask,
-            lm_logprobs=lm,
+            lm_logprobs_bits=lm.view(torch.int32),
             is_empty=is_empty,
             bm25_prior=prior,
             bm25_top=torch.tensor([g.bm25_top for g in groups], dtype=torch.float32)
