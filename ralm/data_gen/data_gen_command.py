@@ -63,12 +63,18 @@ def data_gen(
     Args:
         documents: Training documents (JSONL, folder of .txt, or datasets folder), as for `ralm index`.
         output: Dataset folder (shards are kept under OUTPUT/shards until merged).
+        lm: The frozen LM (``--lm`` is short for ``--lm.model``) and its input length.
+        retrieval: The index built by `ralm index` from the retrieval corpus, and the BM25 candidates per
+            prefix (``--k``).
         exclude: Titles or doc ids of training documents to leave out (the evaluation documents: no
             prefix of theirs may train or validate the reranker); `re:PATTERN` leaves out every document
             whose id or title the regular expression matches in full, as `ralm passages --exclude`.
             Recorded in the metadata with the ids left out.
         allow_same_doc: Keep passages of the prefix's own document among its candidates (excluded by
             default; recorded in the metadata).
+        sampling: How many prefixes, from which seed, and the shortest prefix.
+        window: s (the target length), ℓ (the query length) and the passage cut, as `ralm eval ppl` has them.
+        sharding: Shards and which of them this process writes.
         progress: Show progress bars.
     """
     lm.require()
