@@ -231,8 +231,7 @@ def normalize_argv(parser: ArgumentParser, argv: list[str]) -> list[str]:
                 raise RalmInputError(f"--{name.replace('_', '-')}: renamed --{new} (README, Usage)")
             if name == "config":
                 given = value if eq else (argv[i + 1] if i + 1 < len(argv) else "")
-                _refuse_renamed_keys(given, names)
-                expanded = _expand_config(given, names)
+                expanded = _config_argument(given, names)
                 if eq:
                     value = expanded
                 elif i + 1 < len(argv):
@@ -243,7 +242,6 @@ def normalize_argv(parser: ArgumentParser, argv: list[str]) -> list[str]:
                     name = f"{name}.{names.shorthands[name]}"
             name = names.leaves.get(name, name)
             out.append(f"--{name}{eq}{value}")
-            following = argv[i + 1] if i + 1 < len(argv) else None
             if name in names.booleans and not eq and (following is None or following.startswith("--")):
                 out.append("true")
             continue
@@ -251,52 +249,46 @@ def normalize_argv(parser: ArgumentParser, argv: list[str]) -> list[str]:
     return out
 
 
-def _refuse_renamed_keys(config_file: str, names: OptionNames) -> None:
-    """A YAML file that still uses a former option name fails naming the file, the key and its new name."""
-    if not names.renamed or not Path(config_file).is_file():
-        return  # jsonargparse reports a missing file itself
+def _config_argument(config_file: str, names: OptionNames) -> str:
+    """``--config``'s value after reading the file once: a former option name in it fails naming the file,
+    the key and its new name; values written as the command line may write them are nested
+    (`_nested_config`). A missing, unreadable or malformed file is left for jsonargparse to report."""
+    if not Path(config_file).is_file():
+        return config_file
     try:
         values = yaml.safe_load(Path(config_file).read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError, UnicodeDecodeError):
-        return  # jsonargparse reports an unreadable or malformed file itself
+        return config_file
     for key in _dotted_keys(values):
         if key in names.renamed:
             raise RalmInputError(
                 f"{config_file}: key {key!r} was renamed {names.renamed[key]!r} (README, Usage)"
             )
-
-
-def _expand_config(config_file: str, names: OptionNames) -> str:
-    """`config_file`, or, when it writes a value as the command line may (a group's field by its leaf,
-    ``index: idx``; a shorthand group's value, ``lm: gpt2``), the same values nested as jsonargparse reads
-    them (``retrieval: {index: idx}``, ``lm: {model: gpt2}``) as a YAML string, which ``--config`` also
-    takes."""
-    if not (names.shorthands or names.leaves) or not Path(config_file).is_file():
-        return config_file
-    try:
-        values = yaml.safe_load(Path(config_file).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError, UnicodeDecodeError):
-        return config_file  # jsonargparse reports an unreadable or malformed file itself
     if not isinstance(values, dict):
         return config_file
+    nested = _nested_config(values, names)
+    return yaml.safe_dump(nested, sort_keys=False) if nested != values else config_file
+
+
+def _nested_config(values: dict, names: OptionNames) -> dict:
+    """A YAML mapping with a group's field written by its leaf (``index: idx``) or a shorthand group's plain
+    value (``lm: gpt2``) nested as jsonargparse reads them (``retrieval: {index: idx}``, ``lm: {model:
+    gpt2}``), which ``--config`` also takes as a YAML string."""
     nested: dict[str, Any] = {}
-    changed = False
     for key, value in values.items():
         if key in names.shorthands and not isinstance(value, dict | None):
-            key, value, changed = f"{key}.{names.shorthands[key]}", value, True
+            key = f"{key}.{names.shorthands[key]}"
         elif key not in names.keys and key in names.leaves:
-            key, changed = names.leaves[key], True
+            key = names.leaves[key]
         group, dot, leaf = key.partition(".")
         if dot:
-            nested.setdefault(group, {})
-            nested[group] = (
-                {**nested[group], leaf: value} if isinstance(nested[group], dict) else nested[group]
-            )
+            present = nested.setdefault(group, {})
+            nested[group] = {**present, leaf: value} if isinstance(present, dict) else present
         elif isinstance(value, dict) and isinstance(nested.get(key), dict):
             nested[key] = {**value, **nested[key]}
         else:
             nested[key] = value
-    return yaml.safe_dump(nested, sort_keys=False) if changed else config_file
+    return nested
 
 
 def _dotted_keys(values: Any, prefix: str = "") -> list[str]:

@@ -89,7 +89,7 @@ _LM, _RETRIEVAL, _WINDOW, _RERANKING, _BATCHING = (
 
 
 def _check_options(
-    reranking: RerankingOptions, no_retrieval: bool, index: str | None, compare: str | None
+    reranking: RerankingOptions, no_retrieval: bool, retrieval: RetrievalOptions, compare: str | None
 ) -> None:
     """The rules between option groups and top-level options (each group checks its own fields)."""
     if compare is not None:
@@ -103,12 +103,11 @@ def _check_options(
                 raise RalmInputError(
                     f"--compare: cannot be combined with {option} (list the conditions instead)"
                 )
-        if index is None:
-            raise RalmInputError("--index: required with --compare")
+        retrieval.require("with --compare")
     if no_retrieval and (reranking.reranker != "none" or reranking.rerank_lm):
         raise RalmInputError(f"--no-retrieval: cannot be combined with --reranker {reranking.reranker}")
-    if not no_retrieval and index is None:
-        raise RalmInputError("--index: required unless --no-retrieval")
+    if not no_retrieval:
+        retrieval.require("unless --no-retrieval")
 
 
 def _check_lengths(
@@ -184,7 +183,7 @@ def eval_ppl(
 
     started = time.perf_counter()
     lm.require()  # before the output folder is made
-    _check_options(reranking, no_retrieval, retrieval.index, compare)
+    _check_options(reranking, no_retrieval, retrieval, compare)
     conditions = [single_condition(no_retrieval, reranking.reranker, reranking.rerank_lm)]
     if compare is not None:
         conditions = parse_conditions(compare)
