@@ -65,16 +65,22 @@ def texts(tmp_path_factory, real_documents) -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory, texts, tiny_lm_dir, tiny_encoder_dir):
     run_dir = tmp_path_factory.mktemp("demo_run")
-    report = demo(
-        quick=True,
-        output=str(run_dir),
-        corpus=str(texts["corpus"]),
-        eval_text=str(texts["eval"]),
-        lm=str(tiny_lm_dir),
-        encoder=str(tiny_encoder_dir),
-        scale=TINY,
-    )
+    report = own_data_demo(texts, tiny_lm_dir, tiny_encoder_dir, run_dir)
     return run_dir, report
+
+
+def own_data_demo(texts: dict[str, Path], lm_dir: Path, encoder_dir: Path, run_dir: Path, **changes) -> dict:
+    """`ralm demo --quick` on the module's own texts at TINY's scale; `changes` replace any argument."""
+    arguments = {
+        "quick": True,
+        "output": str(run_dir),
+        "corpus": str(texts["corpus"]),
+        "eval_text": str(texts["eval"]),
+        "lm": str(lm_dir),
+        "encoder": str(encoder_dir),
+        "scale": TINY,
+    }
+    return demo(**{**arguments, **changes})
 
 
 def no_retrieval_ppl(eval_path: Path, lm_dir: Path) -> float:
@@ -184,15 +190,7 @@ def test_second_run_reuses_finished_stages_and_redoes_a_missing_one(
     run_dir, first = finished_run
     for name in ("compare.json", "trained-seed0/results.json"):
         next(run_dir.glob(f"eval-*/{name}")).unlink()  # as if the run was killed during the eval stage
-    second = demo(
-        quick=True,
-        output=str(run_dir),
-        corpus=str(texts["corpus"]),
-        eval_text=str(texts["eval"]),
-        lm=str(tiny_lm_dir),
-        encoder=str(tiny_encoder_dir),
-        scale=TINY,
-    )
+    second = own_data_demo(texts, tiny_lm_dir, tiny_encoder_dir, run_dir)
     stages = json.loads((run_dir / "stages.json").read_text())
     assert [k for k, v in stages.items() if not v.get("reused")] == ["eval"]
     before, after = first["sets"]["eval"]["metrics"], second["sets"]["eval"]["metrics"]
@@ -310,15 +308,12 @@ def test_bible_demo_keeps_dev_and_test_books_out_of_corpus_and_training(
 def test_own_data_exclusion_by_pattern_is_counted(texts, tiny_lm_dir, tiny_encoder_dir, tmp_path):
     run_dir = tmp_path / "own"
     corpus_ids = [json.loads(line)["id"] for line in texts["corpus"].read_text().splitlines()]
-    demo(
-        quick=True,
-        output=str(run_dir),
-        corpus=str(texts["corpus"]),
-        eval_text=str(texts["eval"]),
+    own_data_demo(
+        texts,
+        tiny_lm_dir,
+        tiny_encoder_dir,
+        run_dir,
         exclude=[f"re:{corpus_ids[0][:3]}.*", "no-such-document"],
-        lm=str(tiny_lm_dir),
-        encoder=str(tiny_encoder_dir),
-        scale=TINY,
     )
     excluded = json.loads(next(run_dir.glob("index-*.passages.jsonl.excluded.json")).read_text())
     want = [i for i in corpus_ids if i.startswith(corpus_ids[0][:3])]
@@ -364,15 +359,7 @@ def test_a_malformed_eval_line_stops_the_run_before_any_work(texts, tiny_lm_dir,
     bad.write_text("\n".join([lines[0], '{"id": "broken", "text": ', *lines[1:]]) + "\n")
     run_dir = tmp_path / "run"
     with pytest.raises(RalmInputError, match=rf"{bad}:2:\d+: not valid JSON"):
-        demo(
-            quick=True,
-            output=str(run_dir),
-            corpus=str(texts["corpus"]),
-            eval_text=str(bad),
-            lm=str(tiny_lm_dir),
-            encoder=str(tiny_encoder_dir),
-            scale=TINY,
-        )
+        own_data_demo(texts, tiny_lm_dir, tiny_encoder_dir, run_dir, eval_text=str(bad))
     assert not run_dir.exists()  # nothing written: no run folder, no index, no commands.sh
 
 
@@ -384,15 +371,7 @@ def test_an_eval_text_too_short_for_one_retrieving_window_stops_before_any_work(
     run_dir = tmp_path / "run"
     need = (TINY.max_length + TINY.stride) * 2 // 3  # the first window (no passage) and one retrieving window
     with pytest.raises(RalmInputError, match=rf"{short}: 6 words; at least {need} are needed"):
-        demo(
-            quick=True,
-            output=str(run_dir),
-            corpus=str(texts["corpus"]),
-            eval_text=str(short),
-            lm=str(tiny_lm_dir),
-            encoder=str(tiny_encoder_dir),
-            scale=TINY,
-        )
+        own_data_demo(texts, tiny_lm_dir, tiny_encoder_dir, run_dir, eval_text=str(short))
     assert not run_dir.exists()
 
 

@@ -324,35 +324,13 @@ def test_cli_compare(runs, ppl_setup, tmp_path, capsys):
     from ralm.cli import main as ralm_main
 
     out = tmp_path / "cli"
-    ralm_main(
-        [
-            "eval",
-            "ppl",
-            "--text",
-            str(ppl_setup["text"]),
-            "--lm",
-            str(ppl_setup["lm_dir"]),
-            "--output",
-            str(out),
-            "--index",
-            str(ppl_setup["index"]),
-            "--max-length",
-            "128",
-            "--max-passage-tokens",
-            "64",
-            "--k",
-            "4",
-            "--max-tokens",
-            str(N),
-            "--retrieval-cache",
-            str(runs["cache"]),
-            "--progress=false",
-            "--device",
-            "cpu",
-            "--compare",
-            "no-retrieval,oracle",
-        ]
-    )
+    argv = [
+        *("eval", "ppl", "--text", str(ppl_setup["text"]), "--lm", str(ppl_setup["lm_dir"])),
+        *("--output", str(out), "--index", str(ppl_setup["index"]), "--retrieval-cache", str(runs["cache"])),
+        *("--max-length", "128", "--max-passage-tokens", "64", "--k", "4", "--max-tokens", str(N)),
+        *("--progress=false", "--device", "cpu", "--compare", "no-retrieval,oracle"),
+    ]
+    ralm_main(argv)
     printed = capsys.readouterr().out.splitlines()
     oracle = json.loads((out / "oracle" / "results.json").read_text())
     assert oracle["metrics"]["token_ppl"] == pytest.approx(
@@ -368,37 +346,7 @@ def test_cli_compare(runs, ppl_setup, tmp_path, capsys):
     )
 
     # `ralm demo` prints the table once, in its report: its eval stage leaves it out.
-    ralm_main(
-        [
-            "eval",
-            "ppl",
-            "--text",
-            str(ppl_setup["text"]),
-            "--lm",
-            str(ppl_setup["lm_dir"]),
-            "--output",
-            str(out),
-            "--index",
-            str(ppl_setup["index"]),
-            "--max-length",
-            "128",
-            "--max-passage-tokens",
-            "64",
-            "--k",
-            "4",
-            "--max-tokens",
-            str(N),
-            "--retrieval-cache",
-            str(runs["cache"]),
-            "--progress=false",
-            "--device",
-            "cpu",
-            "--compare",
-            "no-retrieval,oracle",
-            "--print-table",
-            "false",
-        ]
-    )
+    ralm_main([*argv, "--print-table", "false"])
     printed = capsys.readouterr().out.splitlines()
     assert not any(line.startswith(("condition ", "oracle ")) for line in printed)
     assert sum("scoring" in line for line in printed) == 1

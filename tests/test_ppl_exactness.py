@@ -5,6 +5,7 @@ loop."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 
@@ -185,7 +186,8 @@ def test_a_bos_adding_tokenizer_is_scored_as_eval_lm_scores_it(ppl_setup, tmp_pa
         window=WindowOptions(stride=4, query_tokens=32, max_passage_tokens=64),
     )["metrics"]
     tokens = lm.tokenizer(ppl_setup["text"].read_text(), add_special_tokens=False)["input_ids"][:n]
-    want, scored = reference_total_nll(
+    reference = functools.partial(
+        reference_total_nll,
         lm.model,
         lm.tokenizer,
         tokens,
@@ -195,23 +197,13 @@ def test_a_bos_adding_tokenizer_is_scored_as_eval_lm_scores_it(ppl_setup, tmp_pa
         retriever=open_index(ppl_setup["index"]),
         k=1,
         max_passage_tokens=64,
-        passage_special_tokens=True,
     )
+    want, scored = reference(passage_special_tokens=True)
     assert got["scored_tokens"] == scored
     assert abs(got["total_nll"] - want) <= 1e-7 * abs(want), got["total_nll"] - want
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     assert results["config"]["passage_bos"] == lm.bos_id  # recorded: a resumed run cannot mix the two
-    plain, _ = reference_total_nll(
-        lm.model,
-        lm.tokenizer,
-        tokens,
-        max_length=128,
-        stride=4,
-        strategy="first",
-        retriever=open_index(ppl_setup["index"]),
-        k=1,
-        max_passage_tokens=64,
-    )
+    plain, _ = reference()
     assert abs(plain - want) > 1e-6 * abs(
         want
     )  # without the passages' BOS it differs (a tiny random LM: a little)
