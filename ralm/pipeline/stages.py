@@ -98,16 +98,17 @@ class StageRunner:
         self.state: dict = json.loads(self.state_path.read_text()) if self.state_path.is_file() else {}
         self.commands: list[str] = []
 
-    def is_done(self, stage: StagePlan) -> bool:
+    def is_done(self, stage: StagePlan, command: list[str]) -> bool:
+        """Finished earlier with this command line (`stage.command`, rendered once by the caller)."""
         entry = self.state.get(stage.key)
-        return bool(entry and entry.get("command") == stage.command and stage.output.exists())
+        return bool(entry and entry.get("command") == command and stage.output.exists())
 
     def run(self, stage: StagePlan) -> float:
         """Run `stage` unless done; returns its seconds (this run's, or the recorded ones when reused)."""
         command = stage.command
         self.commands.append(f"{RALM} {shlex.join(command)}")
         self._write_commands()
-        if self.is_done(stage):
+        if self.is_done(stage, command):
             seconds = float(self.state[stage.key]["seconds"])
             print(f"[demo] {stage.key}: done earlier ({seconds:.0f} s), reusing {stage.output}", flush=True)
             self.state[stage.key]["reused"] = True
