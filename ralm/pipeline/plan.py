@@ -170,6 +170,7 @@ def _train_stage(
         "bm25_prior": True,
         "abstain": settings.abstain,
         "seed": seed,
+        "margin": settings.margin,
     }
     draft = StagePlan("train", ("train",), arguments, run_dir)
     train_dir = run_dir / f"reranker-{short_hash(draft.command)}"

@@ -113,13 +113,23 @@ def decision_lines(train_dirs: dict[str, Path]) -> list[str]:
         summary = _summary(folder)
         evidence = summary.get("decision_evidence") or {}
         decided = evidence.get("decision") or {}
+        promise = evidence.get("promise") or {}
+        kept = [
+            f"{rule} {t['difference']:+.3f} (bound {t['bound']:+.3f} vs {t['margin']:+.3f}: "
+            f"{'kept' if t['passes'] else 'not kept'}, {t['items']} prefixes)"
+            for rule, t in (promise.get("tests") or {}).items()
+        ]
         parts = [
             f"{rule} {d['difference']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]"
             for rule, d in (evidence.get("comparisons") or {}).items()
         ]
+        threshold = promise.get("threshold")
         lines.append(
             f"{name}: exported {summary.get('decision', '?')} on {decided.get('prefixes', '?')} decision "
-            f"prefixes (nats per prefix, 95% CI: {'; '.join(parts) or 'n/a'})"
+            f"prefixes; the promise (not worse than {promise.get('reference', 'no retrieval')} by more than "
+            f"{promise.get('margin', 0.0):.0%}), nats per prefix, one-sided 95% bound: "
+            f"{'; '.join(kept) or 'n/a'}; T = {'n/a' if threshold is None else f'{threshold:.2f}'} "
+            f"(training prefixes); the ranking, 95% CI: {'; '.join(parts) or 'n/a'}"
         )
     return lines
 

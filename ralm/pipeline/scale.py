@@ -15,6 +15,7 @@ from typing import Literal
 
 from ralm.config_types import (
     AtLeastTwoInt,
+    HalfOpenUnitInterval,
     NonNegativeInt,
     OpenUnitInterval,
     PositiveFloat,
@@ -52,6 +53,8 @@ class ScaleSettings:
     train_seeds: tuple[int, ...]
     abstain: bool
     dtype: str = "fastest"
+    margin: float = 0.01
+    """δ of the export's promise: not worse than no retrieval by more than this share of token perplexity."""
 
     def __post_init__(self) -> None:
         if self.val_fraction + self.decision_fraction >= 1:
@@ -174,6 +177,9 @@ class ScaleOptions:
     abstain: bool | None = None
     """Train with the empty passage as a candidate, so the reranker (and validation) can decline to
     retrieve."""
+    margin: HalfOpenUnitInterval | None = None
+    """δ: the exported rule must be shown not worse than no retrieval by more than this share of token
+    perplexity (one-sided 95% bound on the decision prefixes; `ralm train --margin`)."""
     dtype: Literal["fastest", "auto", "fp32", "bf16"] | None = None
     """The frozen LM's dtype in data-gen and eval: fastest (bf16 where the device computes it natively and a
     measurement here finds it faster, else fp32; the report states bf16's change in NLL against fp32), auto

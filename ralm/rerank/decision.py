@@ -1,20 +1,23 @@
-"""The export decision's own prefixes: scored once, at the end of training, for the selected checkpoint.
+"""The export decision's inputs: scored once, at the end of training, for the selected checkpoint.
 
-Checkpoint selection saw the selection prefixes at every validation and chose the best step on them; the
-decision prefixes come from other documents (``ralm.rerank.dataset``) and are scored here, once, for that
-one checkpoint. No LM runs: each data-gen row holds the LM log-prob of its target given every candidate
-and given no passage, so the decision costs the reranker's encoder passes over each prefix's k (+1) pairs.
-The rule itself is ``ralm.rerank.selection.export_decision``; this module gathers its inputs and records
-what decided it (``evidence``: the two parts' sizes, their document overlap, the comparisons).
+Checkpoint selection saw the selection prefixes at every validation (and, with ``--bm25-prior``, the
+step-0 model, which is the threshold rule with ``--abstain``: ``ralm.rerank.scalar_init``) and chose the
+best on them; the decision prefixes come from other documents (``ralm.rerank.dataset``) and are scored
+here, once, for that one model. No LM runs: each data-gen row holds the LM log-prob of its target given
+every candidate and given no passage, so the decision costs the reranker's encoder passes over each
+prefix's k (+1) pairs. The rule itself is ``ralm.rerank.promise.export_decision``; this module gathers its
+inputs (the threshold rule's T fitted on the training prefixes; BM25 against no retrieval on every
+data-gen prefix, since neither is fitted on any) and records what decided it (``evidence``).
 """
 
 from __future__ import annotations
 
 import inspect
+import math
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -25,7 +28,8 @@ from ralm.rerank.export import read_checkpoint
 from ralm.rerank.lit_module import RerankerModule
 from ralm.rerank.metrics import gain_recovered, per_prefix_logprobs
 from ralm.rerank.model import load_tokenizer
-from ralm.rerank.selection import POWER, export_decision
+from ralm.rerank.promise import DEFAULT_MARGIN, POWER, RULE_SENTENCE, PairedSample, export_decision
+from ralm.rerank.scalar_init import fit_threshold, read_rule_columns
 
 
 @dataclass(frozen=True)
@@ -43,14 +47,16 @@ class Selected:
 @dataclass(frozen=True)
 class Decision:
     choice: str
-    """``trained``, ``bm25`` or ``no-retrieval`` (``ralm.rerank.selection.CHOICES``)."""
+    """``trained``, ``bm25-above``, ``bm25`` or ``no-retrieval`` (``ralm.rerank.promise.CHOICES``)."""
     exported: str | None
     """The checkpoint whose weights the export holds; None: no weights (a no-retrieval decision without
     a step-0 model: the trained weights lost and must not look like a reranker)."""
     gain_recovered: float | None
     """Of what is exported, on the selection prefixes: the selected step's for ``trained``, 0 for ``bm25``
-    (BM25 itself), None for ``no-retrieval`` (nothing retrieved, nothing recovered)."""
+    (BM25 itself), None for ``no-retrieval`` and ``bm25-above`` (not validated as a reranker)."""
     evidence: dict
+    threshold: float | None = None
+    """The threshold rule's T (fitted on the training prefixes; None: never retrieve, or unavailable)."""
 
 
 def load_selected(
@@ -81,11 +87,15 @@ class DecisionLogprobs:
     """No passage; NaN without ``--abstain`` (the rows then hold no such log-prob)."""
     oracle: np.ndarray
     """The best candidate (of k, or none with ``--abstain``)."""
+    above: np.ndarray | None = None
+    """The threshold rule (BM25's top-1 when its score is at least T, else no passage); None without
+    ``--abstain``."""
 
     def rules(self, abstain: bool) -> dict[str, np.ndarray | None]:
         """``export_decision``'s values: each of ``CHOICES`` and its log-probs, None where unavailable."""
         return {
             "trained": self.trained,
+            "bm25-above": self.above if abstain else None,
             "bm25": self.bm25,
             "no-retrieval": self.no_retrieval if abstain else None,
         }
@@ -93,10 +103,17 @@ class DecisionLogprobs:
 
 @torch.inference_mode()
 def score_decision_prefixes(
-    data: RerankData, module: RerankerModule | None, *, batch_size: int, device: torch.device | str = "cpu"
+    data: RerankData,
+    module: RerankerModule | None,
+    *,
+    batch_size: int,
+    device: torch.device | str = "cpu",
+    rows: list[int] | None = None,
 ) -> DecisionLogprobs:
-    """What each rule's choice gives on the decision prefixes (``trained`` None without a module)."""
-    groups = GroupDataset(data.path, data.decision_rows, abstain=data.abstain, bm25_prior=data.bm25_prior)
+    """What each rule's choice gives on `rows` (the decision prefixes by default; ``trained`` None without a
+    module; ``above`` is left to the caller, who knows T)."""
+    rows = data.decision_rows if rows is None else rows
+    groups = GroupDataset(data.path, rows, abstain=data.abstain, bm25_prior=data.bm25_prior)
     collate = None
     if module is not None:
         hp = module.hparams
@@ -126,6 +143,18 @@ def _float64(values: list[float]) -> np.ndarray:
     return np.asarray(values, dtype=np.float64)
 
 
+def step0_selection(
+    data: RerankData, step0: str, hparams: dict, *, batch_size: int, device: torch.device | str = "cpu"
+) -> float | None:
+    """Gain recovered of the step-0 model on the selection prefixes, as validation computes it (the mean
+    log-probs of its picks, BM25's top-1 and the oracle): step 0 competes in checkpoint selection."""
+    if not data.val_rows:
+        return None
+    module, _ = load_selected(step0, hparams, device)
+    values = score_decision_prefixes(data, module, batch_size=batch_size, device=device, rows=data.val_rows)
+    return _finite(gain_recovered(*(float(v.mean()) for v in (values.trained, values.bm25, values.oracle))))
+
+
 def decide_export(
     data: RerankData,
     selected: Selected,
@@ -135,6 +164,7 @@ def decide_export(
     seed: int,
     batch_size: int,
     device: torch.device | str = "cpu",
+    margin: float = DEFAULT_MARGIN,
 ) -> Decision:
     """Score the decision prefixes for the selected checkpoint, decide, and say what the export holds."""
     started = time.perf_counter()
@@ -150,16 +180,42 @@ def decide_export(
         module, saved_step = load_selected(selected.checkpoint, hparams, device)
         step = saved_step if saved_step is not None else step
     values = score_decision_prefixes(data, module, batch_size=batch_size, device=device)
+    threshold, promise_samples = None, {}
+    if data.abstain:
+        threshold = fit_threshold(read_rule_columns(data.path, data.train_rows).with_candidates())
+        decision_columns = read_rule_columns(data.path, data.decision_rows)
+        values = replace(values, above=decision_columns.above(threshold))
+        promise_samples["bm25"] = bm25_on_every_prefix(data)
     candidates = values.rules(data.abstain)
-    choice, comparisons = export_decision(candidates, documents=data.decision_documents, seed=seed)
-    exported = {"trained": selected.checkpoint, "bm25": step0 or selected.checkpoint, "no-retrieval": step0}
-    recovered = {"trained": selected.gain_recovered, "bm25": 0.0, "no-retrieval": None}
+    # Selection kept the untrained model: "trained" is then the start, the threshold rule (BM25 without
+    # --abstain) as a model, and that rule competes for it under its own name (no encoder at inference).
+    start_won = step == 0 and step0 is not None and selected.checkpoint == step0
+    if start_won:
+        candidates["trained"] = None
+    target_tokens = data.meta.get("s")
+    outcome = export_decision(
+        candidates,
+        documents=data.decision_documents,
+        margin=margin,
+        target_tokens=target_tokens,
+        promise_samples=promise_samples,
+        seed=seed,
+    )
+    choice = outcome.choice
+    exported = {
+        "trained": selected.checkpoint,
+        "bm25": step0 or selected.checkpoint,
+        "bm25-above": step0,
+        "no-retrieval": step0,
+    }
+    recovered = {"trained": selected.gain_recovered, "bm25": 0.0, "bm25-above": None, "no-retrieval": None}
     trained_gain = (
         gain_recovered(*(float(v.mean()) for v in (values.trained, values.bm25, values.oracle)))
         if values.trained is not None and n
         else float("nan")
     )
     evidence = {
+        "rule": RULE_SENTENCE,
         "selection": {
             "prefixes": len(data.val_rows),
             "documents": data.documents.get("selection"),
@@ -175,15 +231,48 @@ def decide_export(
                 k: _finite(float(v.mean())) if n else None for k, v in candidates.items() if v is not None
             },
             "trained_gain_recovered": _finite(trained_gain),
-            "target_tokens": data.meta.get("s"),
+            "trained_is_start": start_won,
+            "target_tokens": target_tokens,
             "level": 0.95,
             "power": POWER,
             "seconds": round(time.perf_counter() - started, 2),
         },
+        "promise": {
+            "reference": outcome.reference,
+            "margin": margin,
+            "margin_nats": outcome.margin_nats,
+            "threshold": threshold if threshold is not None and math.isfinite(threshold) else None,
+            "tests": outcome.promise,
+        },
         "overlap": data.overlap,
-        "comparisons": comparisons,
+        "comparisons": outcome.comparisons,
     }
-    return Decision(choice, exported[choice], recovered[choice], evidence)
+    kept_threshold = threshold if choice == "bm25-above" else None
+    return Decision(choice, exported[choice], recovered[choice], evidence, kept_threshold)
+
+
+def bm25_on_every_prefix(data: RerankData) -> PairedSample:
+    """BM25's top-1 against no passage on every usable data-gen prefix (training, selection and decision:
+    neither rule is fitted on any), ordered by (document, position), blocks by document."""
+    import datasets
+
+    rows = sorted(data.train_rows + data.val_rows + data.decision_rows)
+    ds = datasets.load_from_disk(data.path)
+    columns = ["doc_id", "lm_logprobs", "no_retrieval_logprob"] + (
+        ["position"] if "position" in ds.column_names else []
+    )
+    table = ds.select_columns(columns).select(rows)
+    docs = table["doc_id"]
+    positions = table["position"] if "position" in columns else list(range(len(rows)))
+    order = sorted(range(len(rows)), key=lambda i: (docs[i], positions[i], i))
+    top1 = [float(lp[0]) for lp in table["lm_logprobs"]]
+    none = table["no_retrieval_logprob"]
+    return PairedSample(
+        rule=[top1[i] for i in order],
+        reference=[float(none[i]) for i in order],
+        documents=[docs[i] for i in order],
+        source="every data-gen prefix",
+    )
 
 
 def _finite(value: float) -> float | None:

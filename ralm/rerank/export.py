@@ -63,12 +63,10 @@ def check_compatible(path: str, hyper_parameters: dict, expected: dict) -> None:
     """A checkpoint made with another encoder or input rule cannot be resumed into this run."""
     if not hyper_parameters:
         raise RalmInputError(f"{path}: not a `ralm train` checkpoint (no hyper-parameters)")
-    for key in ("encoder_name", "abstain", "max_length", "max_prefix_tokens", "bm25_prior"):
-        # Checkpoints from before the prior existed lack the key and were trained without it.
-        if (
-            key in expected
-            and hyper_parameters.get(key, False if key == "bm25_prior" else None) != expected[key]
-        ):
+    # Checkpoints from before the prior (or the anchor) existed lack the key and were trained without it.
+    missing = {"bm25_prior": False, "abstain_anchor": "zero"}
+    for key in ("encoder_name", "abstain", "max_length", "max_prefix_tokens", "bm25_prior", "abstain_anchor"):
+        if key in expected and hyper_parameters.get(key, missing.get(key)) != expected[key]:
             raise RalmInputError(
                 f"{path}: checkpoint has {key}={hyper_parameters.get(key)!r}, "
                 f"this run asks for {expected[key]!r}"
@@ -84,6 +82,7 @@ def export_reranker(
     metrics: dict | None = None,
     decision: str = "trained",
     decision_evidence: dict | None = None,
+    threshold: float | None = None,
 ) -> str:
     """Write the folder ``out_dir`` from a checkpoint; returns ``out_dir``.
 
@@ -106,6 +105,7 @@ def export_reranker(
         "abstain": bool(hp["abstain"]),
         "bm25_prior": _prior_of(checkpoint_path, checkpoint, hp) if model is not None else None,
         "decision": decision,
+        **({"threshold": threshold} if decision == "bm25-above" else {}),
         "decision_evidence": decision_evidence or {},
         "loss": hp["loss"],
         "trained_on": trained_on,
@@ -166,5 +166,6 @@ def _prior_of(checkpoint_path: str, checkpoint: dict, hp: dict) -> dict | None:
             abstain_weight=float(state["abstain_weight"].detach()),
             bm25_top_mean=float(hp["bm25_top_mean"]),
             bm25_top_std=float(hp["bm25_top_std"]),
+            anchor=hp.get("abstain_anchor", "zero"),
         )
     return prior

@@ -31,6 +31,8 @@ from ralm.rerank.lit_module import RerankerModule
 from ralm.rerank.log_lines import TrainLogLines
 from ralm.rerank.loggers import build_loggers
 from ralm.rerank.model import load_tokenizer
+from ralm.rerank.promise import DEFAULT_MARGIN
+from ralm.rerank.scalar_init import threshold_start
 from ralm.rerank.selection import ValidationHistory
 from ralm.rerank.settings import EncoderOptions, LoaderOptions, OptimOptions, RunOptions, trainer_settings
 from ralm.rerank.training_callbacks import (
@@ -189,6 +191,7 @@ def fit_reranker(
     bm25_prior: bool = False,
     ckpt_path: str | None = None,
     seed: int = 0,
+    margin: float = DEFAULT_MARGIN,
     extra_callbacks: Sequence[Callback] = (),
 ) -> dict:
     """Train, keep the best checkpoint by gain recovered, export the decided model to ``OUTPUT/reranker``;
@@ -212,9 +215,17 @@ def fit_reranker(
         decision_fraction=loader.decision_fraction,
     )
     hparams = module_hparams(encoder, optim, abstain=abstain, bm25_prior=bm25_prior)
+    start = None
     if abstain and bm25_prior:
         mean, std = bm25_top_stats(data, rerank_data.train_rows)
-        hparams.update(bm25_top_mean=mean, bm25_top_std=std)
+        # the untrained model is the threshold rule fitted on the training prefixes (ralm.rerank.scalar_init)
+        start = threshold_start(data, rerank_data.train_rows, mean, std, optim.loss, optim.temperature)
+        hparams.update(
+            bm25_top_mean=mean,
+            bm25_top_std=std,
+            abstain_anchor="top",
+            abstain_init=tuple(start["abstain_init"]),
+        )
     resume = resolve_ckpt_path(ckpt_path, output)
     if resume is not None and os.path.isfile(resume):  # a DeepSpeed checkpoint is a folder of shards
         check_compatible(resume, read_checkpoint(resume).get("hyper_parameters", {}), hparams)
@@ -247,6 +258,7 @@ def fit_reranker(
         "abstain": abstain,
         "bm25_prior": bm25_prior,
         "seed": seed,
+        "margin": margin,
         "data": data,
     }
     export = ExportDecided(
@@ -263,6 +275,8 @@ def fit_reranker(
             keep_checkpoints=run.keep_checkpoints,
             loggers=loggers,
             val_batch_size=loader.val_batch_size,
+            start=start,
+            margin=margin,
         ),
         best,
         last,

@@ -22,9 +22,11 @@ from ralm.rerank.inputs import INPUT_FORMAT, PRIOR_RULE, bm25_prior, encode_grou
 from ralm.rerank.model_card import DECISION_NOTES
 
 RERANKER_FORMAT = "ralm-reranker/1"
-DECISIONS = ("trained", "bm25", "no-retrieval")
-"""What the held-out decision prefixes chose at export (ralm.rerank.selection): ``bm25``: BM25's order,
-whatever the model scores; ``no-retrieval``: never prepend a passage."""
+DECISIONS = ("trained", "bm25", "bm25-above", "no-retrieval")
+"""What the export decision chose (ralm.rerank.promise): ``bm25``: BM25's order, whatever the model
+scores; ``bm25-above``: BM25's order when the best BM25 score is at least ``threshold``, else no passage;
+``no-retrieval``: never prepend a passage."""
+ANCHORS = ("zero", "top")
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json")
 ABSTAIN_FIELDS = ("abstain_bias", "abstain_weight", "bm25_top_mean", "bm25_top_std")
 """The empty passage's score under the prior: f(x, "") + abstain_bias + abstain_weight * t, with
@@ -69,6 +71,12 @@ def _read_info(folder: str) -> dict:
         for key in ABSTAIN_FIELDS:
             if not isinstance(prior.get(key), int | float):
                 raise RalmInputError(f"{path}: field 'bm25_prior.{key}' must be a number (abstain is true)")
+    if prior is not None and prior.get("anchor", "zero") not in ANCHORS:
+        raise RalmInputError(
+            f"{path}: field 'bm25_prior.anchor' is {prior.get('anchor')!r}, expected one of {ANCHORS}"
+        )
+    if info.get("decision") == "bm25-above" and not isinstance(info.get("threshold"), int | float):
+        raise RalmInputError(f"{path}: field 'threshold' must be a number (the decision is bm25-above)")
     if info.get("decision", "trained") not in DECISIONS:
         raise RalmInputError(
             f"{path}: field 'decision' is {info.get('decision')!r}, expected one of {DECISIONS}"
@@ -94,6 +102,10 @@ class PredictiveReranker:
         self.abstention = {k: float(prior[k]) for k in ABSTAIN_FIELDS} if prior and self.abstain else None
         """With the prior and abstention: how the empty passage is scored instead of w * z
         (ABSTAIN_FIELDS)."""
+        self.anchor: str = prior.get("anchor", "zero") if prior else "zero"
+        """``top``: the empty passage's score adds BM25's top-1 prior (``ralm.rerank.lit_module``)."""
+        self.threshold: float | None = info.get("threshold")
+        """The ``bm25-above`` decision's T: BM25's top-1 when its score is at least T, else no passage."""
         self.decision: str = info.get("decision", "trained")
         """``bm25``: ``rank``/``order`` give BM25's order (candidate 0 first); ``no-retrieval``: they always
         decline (the held-out decision prefixes preferred that rule to the trained picks)."""
@@ -183,6 +195,8 @@ class PredictiveReranker:
             a = self.abstention
             strength = (max((bm25[i] for i in real), default=0.0) - a["bm25_top_mean"]) / a["bm25_top_std"]
             empty = a["abstain_bias"] + a["abstain_weight"] * strength
+            if self.anchor == "top" and z:  # abstaining is scored against BM25's top-1 (its largest z)
+                empty += self.prior_weight * max(z.values())
         return [v + (self.prior_weight * z[i] if i in z else empty) for i, v in enumerate(f)]
 
     def rank(
@@ -218,10 +232,12 @@ class PredictiveReranker:
         """
         if self.decision == "no-retrieval":
             return [[None] for _ in prefixes]
-        if self.decision == "bm25":
+        if self.decision in ("bm25", "bm25-above"):
             if len(prefixes) != len(candidates):
                 raise ValueError(f"{len(prefixes)} prefixes but {len(candidates)} candidate lists")
-            return [list(range(len(c))) + ([None] if self.abstain else []) for c in candidates]
+            if self.decision == "bm25":
+                return [list(range(len(c))) + ([None] if self.abstain else []) for c in candidates]
+            return self._above_threshold(candidates, bm25_scores)
         groups = [list(c) + ([""] if self.abstain else []) for c in candidates]
         bm25 = None
         if bm25_scores is not None:
@@ -229,6 +245,21 @@ class PredictiveReranker:
         orders: list[list[int | None]] = []
         for real, scores in zip(candidates, self.score(prefixes, groups, bm25), strict=True):
             orders.append([i if i < len(real) else None for i in best_first(scores)])
+        return orders
+
+    def _above_threshold(
+        self, candidates: Sequence[Sequence[str]], bm25_scores: Sequence[Sequence[float | None]] | None
+    ) -> list[list[int | None]]:
+        """The ``bm25-above`` rule: BM25's order when the best BM25 score is at least T, else no passage."""
+        if bm25_scores is None or [len(s) for s in bm25_scores] != [len(c) for c in candidates]:
+            raise ValueError("this export's decision is bm25-above: pass bm25_scores, nested as candidates")
+        orders: list[list[int | None]] = []
+        for group, scores in zip(candidates, bm25_scores, strict=True):
+            real = [s for s in scores if s is not None]
+            if real and max(real) >= self.threshold:
+                orders.append(list(range(len(group))) + [None])
+            else:
+                orders.append([None])
         return orders
 
     def _score_chunk(self, prefixes: Sequence[str], candidates: Sequence[Sequence[str]]) -> list[float]:

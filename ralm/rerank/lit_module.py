@@ -19,6 +19,8 @@ from ralm.rerank.metrics import SelectionSums, per_prefix_logprobs, selection_su
 from ralm.rerank.model import load_cross_encoder, output_head, zero_output_head
 
 SCALAR_PARAMETERS = ("prior_weight", "abstain_bias", "abstain_weight")
+ABSTAIN_ANCHORS = ("zero", "top")
+"""What the empty passage's score adds to f(x, "") + b + c * t: nothing, or BM25's top-1 prior w * z_top."""
 
 
 def gather_rows(rows: list[torch.Tensor]) -> torch.Tensor:
@@ -53,6 +55,8 @@ class RerankerModule(pl.LightningModule):
         head_lr: float | None = None,
         bm25_top_mean: float = 0.0,
         bm25_top_std: float = 1.0,
+        abstain_anchor: str = "zero",
+        abstain_init: tuple[float, float] | None = None,
     ):
         super().__init__()
         # Stored in every checkpoint: resuming checks them, export writes them to ralm_reranker.json.
@@ -77,8 +81,15 @@ class RerankerModule(pl.LightningModule):
                 # bench/RESULTS.md, "When BM25's passage helps"). At b = c = 0 the untrained model still
                 # ranks like BM25: BM25's top-1 has z > 0 whenever the scores differ (and wins ties, being
                 # first), so the empty passage (score 0) only wins once training moves f, b or c.
-                self.abstain_bias = torch.nn.Parameter(torch.zeros(1))
-                self.abstain_weight = torch.nn.Parameter(torch.zeros(1))
+                # anchor "top" (ralm train's): the empty passage also gets the top-1's prior w * z_top, so
+                # b + c * t is the margin of abstaining over BM25's top-1 and "no passage when t < T" is
+                # b = k (T - mean) / std, c = -k, exactly (ralm.rerank.scalar_init); "zero": the earlier
+                # models, whose empty passage had no prior term (read from their checkpoints).
+                if abstain_anchor not in ABSTAIN_ANCHORS:
+                    raise ValueError(f"abstain_anchor {abstain_anchor!r}: expected one of {ABSTAIN_ANCHORS}")
+                bias, slope = abstain_init or (0.0, 0.0)
+                self.abstain_bias = torch.nn.Parameter(torch.full((1,), float(bias)))
+                self.abstain_weight = torch.nn.Parameter(torch.full((1,), float(slope)))
         self._val_sums = SelectionSums()
         self._val_loss_sum = 0.0
         self._val_rows: list[torch.Tensor] = []
@@ -102,6 +113,8 @@ class RerankerModule(pl.LightningModule):
         if self.abstain_bias is not None:
             strength = (batch.bm25_top - self.hparams.bm25_top_mean) / self.hparams.bm25_top_std
             empty = self.abstain_bias + self.abstain_weight * strength[:, None]
+            if self.hparams.abstain_anchor == "top":  # candidate 0, BM25's top-1, has the group's largest z
+                empty = empty + self.prior_weight * batch.bm25_prior[:, :1]
             scores = scores + empty * batch.is_empty.to(scores.dtype)
         return scores
 

@@ -21,6 +21,11 @@ DECISION_NOTES = {
         "(the trained picks did not beat BM25's top-1 on the held-out decision prefixes), "
         "so use BM25's own order (its top-1); the model's scores are not a reranker that beat BM25"
     ),
+    "bm25-above": (
+        "This export retrieves by a threshold: its export decision is `bm25-above`, so prepend BM25's top-1 "
+        "when its BM25 score is at least the `threshold` in ralm_reranker.json, else nothing; "
+        "the model's scores are not what was chosen"
+    ),
     "no-retrieval": (
         "This export never retrieves: its export decision is `no-retrieval` (no passage beat prepending "
         "nothing on the held-out decision prefixes), so prepend no passage; it is not a working reranker"
@@ -104,9 +109,16 @@ def decision_lines(evidence: dict) -> list[str]:
         lines.append(
             f"- **Export decided on**: {dec.get('prefixes')} decision prefixes "
             f"from {dec.get('documents')} other documents, scored once for the selected step "
-            f"(documents shared with selection or training: {evidence.get('overlap')}); "
-            "a rule replaces a simpler one only when its 95% CI is above 0, and a "
-            "tie goes to the simpler rule (no retrieval, then BM25, then trained)"
+            f"(documents shared with selection or training: {evidence.get('overlap')}); the rule: "
+            + evidence.get("rule", "a rule replaces a simpler one only when its 95% CI is above 0")
+        )
+    promise = evidence.get("promise") or {}
+    for name, t in (promise.get("tests") or {}).items():
+        lines.append(
+            f"- **Promise** {name} - {promise.get('reference')}: {t['difference']:+.3f} nats per prefix, "
+            f"one-sided 95% bound {t['bound']:+.3f} against the margin {t['margin']:+.3f} "
+            f"({promise.get('margin', 0):.1%} token perplexity): {'kept' if t['passes'] else 'not kept'} "
+            f"({t['items']} {t['prefixes']})"
         )
     for name, d in (evidence.get("comparisons") or {}).items():
         lines.append(

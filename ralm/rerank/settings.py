@@ -67,10 +67,10 @@ class LoaderOptions:
     whole source documents: no document is in two of the training, selection and decision parts."""
     decision_fraction: OpenUnitInterval = 0.1
     """Share of prefixes held out, as whole documents of their own, to decide the export once at the end:
-    the selected checkpoint against BM25's top-1 (and no passage with --abstain) on prefixes that chose
-    nothing. It costs no LM scoring (the rows hold every candidate's log-prob), only the reranker's
-    encoder passes, so make it large: it sets the smallest difference the decision can see (recorded).
-    A tie goes to the simpler rule: no retrieval, then BM25, then trained."""
+    the selected checkpoint, BM25's top-1, the threshold rule and no passage (with --abstain) on prefixes
+    that chose nothing (the rule: --abstain, --margin). It costs no LM scoring (the rows hold every
+    candidate's log-prob), only the reranker's encoder passes, so make it large: it sets the power of the
+    promise test (recorded: prefixes_for_power)."""
     max_val_prefixes: PositiveInt | None = None
     """Cap on selection prefixes, to keep frequent validation cheap (the decision part is scored once)."""
     num_workers: NonNegativeInt = 0

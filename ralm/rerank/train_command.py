@@ -19,7 +19,9 @@ from typing import Any, Literal
 from jsonargparse import ArgumentParser
 
 from ralm.command_args import ClassGroup, call_with_args, parser_for
+from ralm.config_types import HalfOpenUnitInterval, check_arguments
 from ralm.errors import RalmInputError
+from ralm.rerank.promise import DEFAULT_MARGIN, RULE_SENTENCE
 from ralm.rerank.settings import (
     TRAINER_DEFAULTS,
     TRAINER_LINKS,
@@ -59,6 +61,7 @@ def train(
     bm25_prior: bool = False,
     ckpt_path: str | None = None,
     seed: int = 0,
+    margin: HalfOpenUnitInterval = DEFAULT_MARGIN,
     push_to_hub: str | None = None,
 ) -> dict:
     """Train the predictive reranker (In-Context RALM §6.2) and export the best checkpoint.
@@ -72,18 +75,26 @@ def train(
         run: Validation and checkpoint cadence, loggers, what is kept.
         trainer: pl.Trainer keyword arguments (hardware, strategy, precision, accumulation, clipping, ...)
             over ralm's values; on the command line every one is an option (--print_config lists them).
-        abstain: Add the empty passage (no retrieval) to every candidate group; the export may then be
-            no retrieval. The export is decided on held-out decision prefixes (loader.decision_fraction):
-            trained only when it beats BM25's top-1 (and, with abstain, no passage) with a 95% interval
-            above 0; a tie goes to the simpler rule (BM25 over trained, no retrieval over BM25).
+        abstain: Add the empty passage (no retrieval) to every candidate group. The export is decided on
+            held-out decision prefixes (loader.decision_fraction) among no retrieval, BM25's top-1, BM25's
+            top-1 when its score is at least T (T fitted on the training prefixes) and the trained
+            reranker: export the rule that keeps the promise (its one-sided 95% block-bootstrap bound is no
+            worse than no retrieval by more than the margin) and is best on the decision prefixes, a
+            difference inside its paired 95% interval being a tie that goes to the more learned rule.
+            Without abstain: BM25's top-1 is the reference and the rules are BM25 and trained.
         bm25_prior: Score = f + w * (BM25 score standardised in its group), f starting at 0 and w at 1,
-            so the untrained reranker ranks like BM25 and training learns corrections.
+            so the untrained reranker ranks like BM25 and training learns corrections; with abstain it
+            starts as the threshold rule (T fitted on the training prefixes), a candidate of selection.
+        margin: δ, the promise's margin: the exported rule may be worse than no retrieval (without
+            abstain, BM25) by at most this share of token perplexity (0.01: 1%).
         ckpt_path: Resume from this checkpoint; `last` means OUTPUT/checkpoints/last.ckpt.
         seed: Seed for the split, the batch order and initialisation.
         push_to_hub: Upload the exported reranker (with its model card) to this hub repo (owner/name,
             private; needs `huggingface-cli login`). The repo id is checked before training starts.
     """
     from ralm.rerank.fit import fit_reranker  # Lightning and torch load only when training runs
+
+    check_arguments(train, locals())
 
     if push_to_hub is not None:
         from ralm.rerank.hub import check_repo_id
@@ -108,6 +119,7 @@ def train(
         bm25_prior=bm25_prior,
         ckpt_path=ckpt_path,
         seed=seed,
+        margin=margin,
     )
     if summary:
         _print_summary(summary)
@@ -126,6 +138,7 @@ def _fmt(metrics: dict, key: str) -> str:
 
 EXPORTED = {
     "trained": "the selected checkpoint",
+    "bm25-above": "BM25's top-1 when its score is at least T, else no passage (every ralm caller applies T)",
     "bm25": "BM25's order (every ralm caller takes candidate 0)",
     "no-retrieval": "no retrieval (every ralm caller prepends nothing)",
 }
@@ -149,12 +162,37 @@ def _print_summary(summary: dict) -> None:
         f"  decision      {choice} on {dec.get('prefixes')} decision prefixes ({dec.get('documents')} other "
         f"documents, overlap {evidence.get('overlap')}; mean log-prob per prefix: "
         + ", ".join(f"{k} {v:.3f}" for k, v in (dec.get("mean_logprob") or {}).items() if v is not None)
-        + "; a rule replaces a simpler one only when its 95% CI is above 0, a tie goes to the simpler)",
+        + ")",
+        f"  rule          {RULE_SENTENCE}",
+        *_promise_lines(evidence.get("promise") or {}),
         *_evidence_lines(evidence.get("comparisons") or {}, dec.get("target_tokens")),
         f"  exported      {EXPORTED.get(choice, choice)}: {summary['reranker']}"
         + ("" if summary.get("exported_checkpoint") else " (no model weights)"),
     ]
     print("\n".join(lines))
+
+
+def _promise_lines(promise: dict) -> list[str]:
+    """One line per rule's promise test (non-inferiority to the reference within the margin)."""
+    if not promise:
+        return []
+    threshold = promise.get("threshold")
+    lines = [
+        f"  promise       not worse than {promise.get('reference')} by more than "
+        f"{promise['margin']:.1%} token perplexity ({promise['margin_nats']:.3f} nats per prefix); T = "
+        + ("n/a" if threshold is None else f"{threshold:.3f}")
+        + " (fitted on the training prefixes)"
+    ]
+    for rule, t in (promise.get("tests") or {}).items():
+        needed = t.get("prefixes_for_power")
+        verdict = "keeps it" if t["passes"] else "fails"
+        lines.append(
+            f"                {rule} - {promise.get('reference')}: {t['difference']:+.3f} nats, "
+            f"one-sided 95% bound {t['bound']:+.3f} vs {t['margin']:+.3f}: {verdict} "
+            f"({t['items']} {t['prefixes']}, {t['blocks']} blocks; 80% power to keep it for an equal rule "
+            f"needs {needed if needed is not None else 'n/a'} prefixes)"
+        )
+    return lines
 
 
 def _evidence_lines(comparisons: dict, target_tokens: int | None) -> list[str]:

@@ -19,9 +19,10 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
 from ralm.atomic_files import atomic_path, write_text_atomic
 from ralm.rerank.dataset import RerankData, describe, finite_or_none
-from ralm.rerank.decision import Selected, decide_export
+from ralm.rerank.decision import Selected, decide_export, step0_selection
 from ralm.rerank.export import export_reranker
 from ralm.rerank.loggers import log_final_summary
+from ralm.rerank.promise import DEFAULT_MARGIN, RULE_SENTENCE
 from ralm.rerank.selection import ValidationHistory
 
 BEST_METRIC = "val/gain_recovered"
@@ -76,13 +77,18 @@ class ExportSettings:
     loggers: list = field(default_factory=list)
     val_batch_size: int = 32
     """Prefixes per batch when the decision prefixes are scored."""
+    start: dict | None = None
+    """The fitted start (``ralm.rerank.scalar_init.threshold_start``; None without prior and abstain)."""
+    margin: float = DEFAULT_MARGIN
+    """δ of the promise (``ralm.rerank.promise``)."""
 
 
 class ExportDecided(Callback):
     """At the end of fit (rank zero): the checkpoint selection chose (best gain recovered on the selection
-    prefixes) competes with BM25's top-1 and no retrieval (--abstain) on the decision prefixes, which chose
-    nothing (``ralm.rerank.decision``; a tie goes to the simpler rule); the winner is exported to
-    ``OUTPUT/reranker`` and ``OUTPUT/summary.json`` written (``self.summary``)."""
+    prefixes, the step-0 model included) competes with no retrieval, BM25's top-1 and the threshold rule
+    on the decision prefixes, which chose nothing (``ralm.rerank.decision``, ``ralm.rerank.promise``: the
+    best rule that keeps the promise); the winner is exported to ``OUTPUT/reranker`` and
+    ``OUTPUT/summary.json`` written (``self.summary``)."""
 
     def __init__(
         self,
@@ -102,29 +108,41 @@ class ExportDecided(Callback):
         if trainer.is_global_zero:
             self.summary = self._export(trainer, time.perf_counter() - self._started)
 
-    def _selected(self) -> Selected:
-        """The checkpoint callback's best, with its step and score from the validation history."""
+    def _selected(self, step0: str | None, device: torch.device) -> Selected:
+        """The checkpoint callback's best, with its step and score from the validation history; the step-0
+        model (`step0`, the ``--bm25-prior`` start) competes too, and wins a tie (it is the simpler)."""
         best = self.best
         score = finite_or_none(float(best.best_model_score)) if best.best_model_score is not None else None
+        validations = len(self.history.steps)
+        if step0 is not None:
+            s = self.settings
+            start = step0_selection(
+                s.rerank_data, step0, s.hparams, batch_size=s.val_batch_size, device=device
+            )
+            if start is not None and (score is None or start >= score):
+                return Selected(step0, 0, start, validations + 1)
+            validations += 1
         return Selected(
             checkpoint=best.best_model_path or None,
             step=self.history.step_at_score(BEST_METRIC, score),
             gain_recovered=score,
-            validations=len(self.history.steps),
+            validations=validations,
         )
 
     def _export(self, trainer: pl.Trainer, seconds: float) -> dict:
         s = self.settings
-        selected = self._selected()
         step0 = os.path.join(s.out_dir, STEP0_FILE)
+        step0 = step0 if s.bm25_prior and os.path.exists(step0) else None
+        selected = self._selected(step0, trainer.strategy.root_device)
         decision = decide_export(
             s.rerank_data,
             selected,
             s.hparams,
-            step0=step0 if s.bm25_prior and os.path.exists(step0) else None,
+            step0=step0,
             seed=s.seed,
             batch_size=s.val_batch_size,
             device=trainer.strategy.root_device,
+            margin=s.margin,
         )
         at_best = self.history.at_step(decision.evidence["selection"]["step"])
         data = s.rerank_data
@@ -144,10 +162,11 @@ class ExportDecided(Callback):
             metrics={"best_" + BEST_METRIC: decision.gain_recovered, "validation_at_best": at_best},
             decision=decision.choice,
             decision_evidence=decision.evidence,
+            threshold=decision.threshold,
         )
         if not s.keep_checkpoints:  # the export is complete: it needs none of these any more
             shutil.rmtree(os.path.join(s.out_dir, "checkpoints"), ignore_errors=True)
-            if os.path.exists(step0):
+            if step0 is not None:
                 os.remove(step0)
         metrics = {
             k: finite_or_none(float(v)) for k, v in trainer.callback_metrics.items() if k.startswith("val/")
@@ -162,6 +181,10 @@ class ExportDecided(Callback):
             "exported_checkpoint": decision.exported,
             "best_gain_recovered": decision.gain_recovered,
             "decision": decision.choice,
+            "decision_rule": RULE_SENTENCE,
+            "margin": s.margin,
+            "threshold": decision.evidence["promise"].get("threshold"),
+            "start": s.start,
             "decision_evidence": decision.evidence,
             "validation_at_best": at_best,
             "last_validation": metrics,

@@ -1,0 +1,132 @@
+"""The reranker's starting point: the threshold rule, fitted on the training prefixes, before any step.
+
+With ``--bm25-prior --abstain`` the untrained model scores a passage ``w * z`` (its BM25 prior; the encoder
+head starts at 0) and the empty passage ``w * z_top + b + c * t`` (anchor ``top``, ``RerankerModule``),
+t the prefix's best BM25 score standardised over the training prefixes. So with ``c = -k`` and
+``b = k * (T - mean) / std`` the model abstains exactly when the best BM25 score is below T: at step 0 it
+*is* the rule "BM25's top-1 when its score is at least T" (``ralm.rerank.selection.bm25_threshold``, T
+fitted here on the training prefixes only), and training can only move it away where the loss says so;
+checkpoint selection keeps step 0 when no later step does better on the selection prefixes. The
+sharpness k (how soft the rule is for the loss) is the one of ``SHARPNESS`` whose training loss is lowest
+with the encoder at 0: a fit of one scalar on the training prefixes, no encoder pass.
+
+Pure functions over a dataset's columns; ``ralm.rerank.fit`` calls ``threshold_start``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ralm.rerank.inputs import bm25_prior
+from ralm.rerank.losses import MASKED, rerank_loss
+from ralm.rerank.selection import bm25_threshold
+
+TIE_MARGIN = 1e-5
+"""Subtracted from b: moves the boundary k / std x 1e-5 below T, far below any difference of BM25
+scores, far above float32's rounding of b + c t near T."""
+SHARPNESS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
+"""The k tried: from nearly flat (the loss hedges between top-1 and no passage) to nearly hard."""
+
+
+@dataclass(frozen=True)
+class RuleColumns:
+    """What the rules need of some rows of a ``ralm data-gen`` dataset, row by row."""
+
+    bm25: list[list[float]]
+    """BM25 scores of the candidates, BM25 order."""
+    logprobs: list[list[float]]
+    """LM log-prob of the target given each candidate."""
+    none: np.ndarray
+    """LM log-prob of the target given no passage."""
+
+    @property
+    def best_bm25(self) -> np.ndarray:
+        return np.array([max(s, default=-math.inf) for s in self.bm25], dtype=np.float64)
+
+    @property
+    def top1(self) -> np.ndarray:
+        return np.array([lp[0] for lp in self.logprobs], dtype=np.float64)
+
+    def with_candidates(self) -> RuleColumns:
+        """The rows that have at least one candidate passage (a threshold needs a BM25 score)."""
+        keep = [i for i, s in enumerate(self.bm25) if s]
+        return RuleColumns([self.bm25[i] for i in keep], [self.logprobs[i] for i in keep], self.none[keep])
+
+    def above(self, threshold: float) -> np.ndarray:
+        """The threshold rule's log-prob per row: BM25's top-1 when its score is at least T, else none."""
+        return np.where(self.best_bm25 >= threshold, self.top1, self.none)
+
+
+def read_rule_columns(path: str, rows: list[int]) -> RuleColumns:
+    """The rows' BM25 scores and LM log-probs (rows with no candidate are the caller's to drop)."""
+    from ralm.rerank.dataset import open_dataset
+
+    ds = open_dataset(path, abstain=True, bm25_prior=True).select(rows)
+    return RuleColumns(
+        bm25=[[float(x) for x in s] for s in ds["bm25_scores"]],
+        logprobs=[[float(x) for x in lp] for lp in ds["lm_logprobs"]],
+        none=np.asarray(ds["no_retrieval_logprob"], dtype=np.float64),
+    )
+
+
+def fit_threshold(columns: RuleColumns) -> float:
+    """T on these rows (``bm25_threshold``: the summed gain of top-1 over no passage above T is largest)."""
+    return bm25_threshold(columns.best_bm25.tolist(), (columns.top1 - columns.none).tolist())
+
+
+def threshold_scalars(threshold: float, mean: float, std: float, sharpness: float) -> tuple[float, float]:
+    """(b, c) of the anchor-``top`` empty passage so that abstaining wins exactly when t < T: the margin of
+    no passage over BM25's top-1 is k (T - best) / std, less ``TIE_MARGIN`` so that a best score of exactly
+    T (T is an observed score) retrieves, as the rule does, whatever float32 rounding makes of the two
+    terms. T infinite (never retrieve): b = k, c = 0."""
+    if not math.isfinite(threshold):
+        return (sharpness if threshold > 0 else -sharpness), 0.0
+    return sharpness * (threshold - mean) / std - TIE_MARGIN, -sharpness
+
+
+def start_loss(
+    columns: RuleColumns, scalars: tuple[float, float], mean: float, std: float, loss: str, temperature: float
+) -> float:
+    """The training loss of the untrained model (encoder at 0, prior weight 1) with these (b, c)."""
+    b, c = scalars
+    k = max(len(s) for s in columns.bm25) + 1
+    scores = torch.full((len(columns.bm25), k), MASKED, dtype=torch.float64)
+    lm = torch.zeros_like(scores)
+    mask = torch.zeros_like(scores, dtype=torch.bool)
+    for i, (bm25, logprobs) in enumerate(zip(columns.bm25, columns.logprobs, strict=True)):
+        z = bm25_prior(bm25)
+        n = len(z)
+        scores[i, :n] = torch.tensor(z, dtype=torch.float64)
+        t = (max(bm25) - mean) / std
+        scores[i, n] = b + c * t + max(z)
+        lm[i, :n] = torch.tensor(logprobs, dtype=torch.float64)
+        lm[i, n] = columns.none[i]
+        mask[i, : n + 1] = True
+    return float(rerank_loss(loss, scores, lm, mask, temperature))
+
+
+def threshold_start(
+    path: str, rows: list[int], mean: float, std: float, loss: str, temperature: float = 1.0
+) -> dict:
+    """The fitted start on the training `rows`: T, the sharpness k and the scalars (b, c), with the loss
+    at each k tried (summary.json's ``start``)."""
+    columns = read_rule_columns(path, rows).with_candidates()
+    threshold = fit_threshold(columns)
+    losses = {
+        k: start_loss(columns, threshold_scalars(threshold, mean, std, k), mean, std, loss, temperature)
+        for k in SHARPNESS
+    }
+    sharpness = min(losses, key=losses.get)
+    bias, slope = threshold_scalars(threshold, mean, std, sharpness)
+    return {
+        "rule": "bm25-above",
+        "threshold": threshold if math.isfinite(threshold) else None,
+        "sharpness": sharpness,
+        "abstain_init": [bias, slope],
+        "loss_by_sharpness": {str(k): v for k, v in losses.items()},
+        "prefixes": len(columns.bm25),
+    }

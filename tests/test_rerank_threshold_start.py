@@ -1,0 +1,142 @@
+"""The learner contains the simple rule (issue 29 item 2): with ``--bm25-prior --abstain`` the untrained
+reranker *is* "BM25's top-1 when its score is at least T" (T fitted on the training prefixes), step 0
+competes in checkpoint selection, and a run whose training cannot improve on it exports the threshold rule,
+which every caller applies."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from ralm.rerank.batch import GroupCollator
+from ralm.rerank.dataset import GroupDataset, bm25_top_stats, load_rerank_data
+from ralm.rerank.fit import fit_reranker
+from ralm.rerank.inference import PredictiveReranker
+from ralm.rerank.lit_module import RerankerModule
+from ralm.rerank.model import load_tokenizer
+from ralm.rerank.promise import RULE_SENTENCE
+from ralm.rerank.scalar_init import threshold_scalars
+from ralm.rerank.selection import bm25_threshold
+from ralm.rerank.settings import EncoderOptions, LoaderOptions, OptimOptions, RunOptions
+from tests.rerank_fixtures import keyword_rows, save_rows
+
+NONE, HELPS, HURTS = -6.0, -3.0, -9.0
+
+
+def _threshold_rows(real_documents, n: int = 48) -> list[dict]:
+    """BM25's top-1 helps (+3 nats) exactly where the best BM25 score is at least 6, and hurts (-3) below:
+    the threshold rule is the right one, and T near 6 on any sample."""
+    rows = keyword_rows(real_documents, n, k=3, seed=11, prefixes_per_doc=4)
+    for row in rows:
+        best = max(row["bm25_scores"])
+        row["lm_logprobs"] = [HELPS if best >= 6.0 else HURTS, -12.0, -12.0]
+        row["no_retrieval_logprob"] = NONE
+    return rows
+
+
+def _rule(rows: list[dict], threshold: float) -> list[int | None]:
+    return [0 if max(r["bm25_scores"]) >= threshold else None for r in rows]
+
+
+def test_the_untrained_module_picks_exactly_as_the_threshold_rule(tmp_path, real_documents, tiny_encoder_dir):
+    rows = _threshold_rows(real_documents)
+    data = save_rows(rows, tmp_path / "data")
+    split = load_rerank_data(str(data), abstain=True, val_fraction=0.25, seed=0, bm25_prior=True)
+    train = [rows[i] for i in split.train_rows]
+    threshold = bm25_threshold(
+        [max(r["bm25_scores"]) for r in train], [r["lm_logprobs"][0] - NONE for r in train]
+    )
+    assert 5.0 < threshold < 7.0  # the designed boundary, seen through the training sample
+    mean, std = bm25_top_stats(str(data), split.train_rows)
+    for sharpness in (0.25, 4.0):
+        module = RerankerModule(
+            str(tiny_encoder_dir),
+            max_length=40,
+            max_prefix_tokens=12,
+            bm25_prior=True,
+            abstain=True,
+            bm25_top_mean=mean,
+            bm25_top_std=std,
+            abstain_anchor="top",
+            abstain_init=threshold_scalars(threshold, mean, std, sharpness),
+        ).eval()
+        groups = GroupDataset(str(data), list(range(len(rows))), abstain=True, bm25_prior=True)
+        collate = GroupCollator(load_tokenizer(str(tiny_encoder_dir)), max_length=40, max_prefix_tokens=12)
+        batch = collate([groups[i] for i in range(len(groups))])
+        with torch.no_grad():
+            picks = module(batch).argmax(dim=-1).tolist()
+        expected = [3 if p is None else p for p in _rule(rows, threshold)]  # slot 3: the empty passage
+        assert picks == expected
+
+
+def test_the_threshold_scalars_put_the_margin_of_abstaining_at_t():
+    b, c = threshold_scalars(8.0, mean=5.0, std=2.0, sharpness=3.0)
+    # abstaining's margin over the top-1 at best score x is b + c (x - mean) / std = 3 (8 - x) / 2
+    for x in (2.0, 7.9, 8.0, 8.1, 20.0):
+        assert b + c * (x - 5.0) / 2.0 == pytest.approx(3.0 * (8.0 - x) / 2.0, abs=2e-5)
+    assert b + c * (8.0 - 5.0) / 2.0 < 0  # a best score of exactly T retrieves, as the rule does
+    assert threshold_scalars(math.inf, 5.0, 2.0, 3.0) == (3.0, 0.0)  # never retrieve: always abstain
+
+
+def test_a_run_that_cannot_improve_on_its_start_exports_the_threshold_rule(
+    tmp_path, real_documents, tiny_encoder_dir
+):
+    """No parameter can move (learning rates ~0): every step is the start, step 0 wins selection (a tie
+    goes to it), so "trained" is the threshold rule as a model and that rule competes under its own name:
+    it is exported with its T, and callers apply T. summary.json states the rule, the margin, T and each
+    rule's promise test."""
+    rows = _threshold_rows(real_documents)
+    data = save_rows(rows, tmp_path / "data", meta={"s": 2})
+    summary = fit_reranker(
+        str(data),
+        str(tmp_path / "out"),
+        encoder=EncoderOptions(name=str(tiny_encoder_dir), max_pair_tokens=40, max_prefix_tokens=12),
+        loader=LoaderOptions(batch_size=4, val_batch_size=16, val_fraction=0.25, decision_fraction=0.25),
+        optim=OptimOptions(lr=1e-12, head_lr=1e-12, prior_lr=0.0, warmup_steps=0, max_steps=2),
+        run=RunOptions(val_every=1, save_every=1, wandb="off"),
+        trainer={"accelerator": "cpu", "devices": 1, "enable_progress_bar": False},
+        bm25_prior=True,
+        abstain=True,
+    )
+    split = load_rerank_data(
+        str(data), abstain=True, val_fraction=0.25, decision_fraction=0.25, seed=0, bm25_prior=True
+    )
+    train = [rows[i] for i in split.train_rows]
+    threshold = bm25_threshold(
+        [max(r["bm25_scores"]) for r in train], [r["lm_logprobs"][0] - NONE for r in train]
+    )
+    evidence = summary["decision_evidence"]
+    assert evidence["selection"]["step"] == 0 and evidence["selection"]["validations"] == 3
+    assert evidence["decision"]["trained_is_start"] and "trained" not in evidence["promise"]["tests"]
+    assert summary["decision"] == "bm25-above"
+    assert summary["threshold"] == pytest.approx(threshold) == pytest.approx(summary["start"]["threshold"])
+    assert summary["decision_rule"] == RULE_SENTENCE and summary["margin"] == 0.01
+    promise = evidence["promise"]
+    assert promise["reference"] == "no-retrieval"
+    assert promise["margin_nats"] == pytest.approx(2 * math.log(1.01))  # s = 2 target tokens
+    usable = len(split.train_rows) + len(split.val_rows) + len(split.decision_rows)
+    assert promise["tests"]["bm25"]["items"] == usable  # BM25 against none: every data-gen prefix
+    assert promise["tests"]["bm25-above"]["items"] == len(split.decision_rows)
+    assert promise["tests"]["bm25-above"]["passes"]
+    decision = [rows[i] for i in split.decision_rows]
+    above = [r["lm_logprobs"][0] if max(r["bm25_scores"]) >= threshold else NONE for r in decision]
+    assert evidence["decision"]["mean_logprob"]["bm25-above"] == pytest.approx(np.mean(above))
+    folder = Path(summary["reranker"])
+    info = json.loads((folder / "ralm_reranker.json").read_text())
+    assert info["decision"] == "bm25-above" and info["threshold"] == pytest.approx(threshold)
+    assert (
+        (folder / "README.md")
+        .read_text()
+        .split("# ralm predictive reranker\n\n")[1]
+        .startswith("**This export retrieves by a threshold")
+    )
+    reranker = PredictiveReranker.from_pretrained(folder)
+    picks = reranker.rank(
+        [r["prefix"] for r in rows], [r["candidate_texts"] for r in rows], [r["bm25_scores"] for r in rows]
+    )
+    assert picks == _rule(rows, threshold)
