@@ -12,6 +12,8 @@ The verdicts are the questions the two test sets ask, each answered with its int
   retrieval?
 - *unrelated* (it does not): does the trained reranker stay within +1% of no retrieval (the interval's upper
   end below +1%)?
+Each trained reranker is also compared with the threshold rule "BM25's top-1 when its score is at least T"
+(``bm25-above``), which a learned reranker must not lose to.
 """
 
 from __future__ import annotations
@@ -40,7 +42,12 @@ def retrieving_comparisons(
         return {}
     # One block length for the set, from the dependence of BM25's per-window effect.
     blocks = dependent_blocks(np.subtract(nll["bm25"], nll["no-retrieval"]))
-    baselines = {"vs_no_retrieval": "no-retrieval", "vs_bm25": "bm25", "vs_matched": "no-retrieval-matched"}
+    baselines = {
+        "vs_no_retrieval": "no-retrieval",
+        "vs_bm25": "bm25",
+        "vs_matched": "no-retrieval-matched",
+        "vs_threshold": "bm25-above",  # the trivial rule a learned reranker must not lose to (issue 29)
+    }
     out = {}
     for name, values in nll.items():
         entry = {
@@ -93,4 +100,6 @@ def verdicts(set_name: str, comparisons: Mapping[str, dict]) -> list[str]:
                 f"trained seed {seed} vs BM25: {_words(c['vs_bm25'])}; vs no retrieval: "
                 f"{_words(c['vs_no_retrieval'])}; {'beats both' if both else 'does NOT beat both'}"
             )
+        if "vs_threshold" in c:
+            lines.append(f"trained seed {seed} vs the threshold rule: {_words(c['vs_threshold'])}")
     return lines
