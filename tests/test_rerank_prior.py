@@ -209,6 +209,11 @@ def test_when_no_passage_beats_every_candidate_the_export_never_retrieves(
         abstain=True,
     )
     assert summary["decision"] == "no-retrieval"
+    # No threshold gains on the training prefixes: the threshold rule is no retrieval itself, not a rule
+    # of its own, and no infinite T reaches a JSON file (JSON has no Infinity).
+    assert summary["threshold"] is None and summary["start"]["threshold"] is None
+    assert "bm25-above" not in summary["decision_evidence"]["promise"]["tests"]
+    assert "Infinity" not in (tmp_path / "out" / "summary.json").read_text()
     # Nothing retrieved, nothing recovered: no number, not 0.0 (nor the step-0 model's gain).
     assert summary["best_gain_recovered"] is None
     # Piped (not a terminal): training reports in whole lines, never bar fragments.

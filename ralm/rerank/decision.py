@@ -152,7 +152,8 @@ def step0_selection(
         return None
     module, _ = load_selected(step0, hparams, device)
     values = score_decision_prefixes(data, module, batch_size=batch_size, device=device, rows=data.val_rows)
-    return _finite(gain_recovered(*(float(v.mean()) for v in (values.trained, values.bm25, values.oracle))))
+    gain = gain_recovered(*(float(v.mean()) for v in (values.trained, values.bm25, values.oracle)))
+    return gain if math.isfinite(gain) else 0.0  # as validation logs it (RerankerModule): BM25 is the oracle
 
 
 def decide_export(
@@ -183,8 +184,9 @@ def decide_export(
     threshold, promise_samples = None, {}
     if data.abstain:
         threshold = fit_threshold(read_rule_columns(data.path, data.train_rows).with_candidates())
-        decision_columns = read_rule_columns(data.path, data.decision_rows)
-        values = replace(values, above=decision_columns.above(threshold))
+        if math.isfinite(threshold):  # T infinite: no training prefix gains, the rule is no retrieval itself
+            decision_columns = read_rule_columns(data.path, data.decision_rows)
+            values = replace(values, above=decision_columns.above(threshold))
         promise_samples["bm25"] = bm25_on_every_prefix(data)
     candidates = values.rules(data.abstain)
     # Selection kept the untrained model: "trained" is then the start, the threshold rule (BM25 without

@@ -11,7 +11,8 @@ paired 95% interval is a tie and a tie goes to the more learned rule. The rules,
 - ``no-retrieval``: never prepend a passage (the reference: it keeps the promise by definition);
 - ``bm25``: BM25's top-1 always;
 - ``bm25-above``: BM25's top-1 when its score is at least T, T fitted on the training prefixes only
-  (``ralm.rerank.selection.bm25_threshold``), else nothing;
+  (``ralm.rerank.selection.bm25_threshold``), else nothing (not a rule of its own when no T gains on the
+  training prefixes: it is then no retrieval);
 - ``trained``: the checkpoint selection chose.
 
 Why a tie goes to the more learned rule: every candidate has already passed the promise on its own, so

@@ -180,8 +180,11 @@ def _promise_lines(promise: dict) -> list[str]:
     lines = [
         f"  promise       not worse than {promise.get('reference')} by more than "
         f"{promise['margin']:.1%} token perplexity ({promise['margin_nats']:.3f} nats per prefix); T = "
-        + ("n/a" if threshold is None else f"{threshold:.3f}")
-        + " (fitted on the training prefixes)"
+        + (
+            "none (no threshold gains on the training prefixes: the rule is no retrieval)"
+            if threshold is None
+            else f"{threshold:.3f} (fitted on the training prefixes)"
+        )
     ]
     for rule, t in (promise.get("tests") or {}).items():
         needed = t.get("prefixes_for_power")
