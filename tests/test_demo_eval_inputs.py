@@ -16,6 +16,7 @@ from ppl_fixtures import build_bm25_index, build_tiny_lm
 
 from ralm.pipeline.dtype_check import DTYPE_CHECK_WINDOWS, check_dtype, resolved_dtype
 from ralm.pipeline.plan import eval_stage, lm_options
+from ralm.pipeline.report import build_report
 from ralm.pipeline.scale import QUICK
 from ralm.pipeline.stages import StageRunner
 from ralm.retrieval.options import RetrievalOptions
@@ -63,6 +64,21 @@ def bf16_run(short_lm, corpus, tmp_path_factory):
     return stage, check_dtype(runner, stage, SCALE, times), times
 
 
+def test_the_reports_retrieving_windows_start_where_the_capped_input_ends(short_lm, corpus, tmp_path):
+    runner, stage = run_eval(tmp_path, short_lm, corpus, "fp32")
+    assert recorded(stage, "max_length") == CONTEXT
+    assert check_dtype(runner, stage, SCALE, {}) is None  # fp32: nothing to check
+    conditions = json.loads(stage.output.read_text())["results"]
+    paths = {c: stage.output.parent / c / "results.json" for c in conditions}
+    report = build_report(tmp_path, {"held-out": paths}, {}, {}, SCALE, {}, total_seconds=0.0)
+    # Window 0 scores the first 96 tokens with no passage; every later window retrieves, 16 targets each.
+    for condition in ("no-retrieval", "bm25", "oracle"):
+        retrieving = report["sets"]["held-out"]["retrieving"][condition]
+        assert retrieving["windows"] == len(range(CONTEXT, SCALE.eval_tokens, SCALE.stride)) == 14
+        assert retrieving["scored_tokens"] == SCALE.eval_tokens - CONTEXT
+    assert f"targets from token {CONTEXT} on" in report["table"]
+
+
 def test_an_eval_that_ran_in_bf16_is_checked_in_fp32(bf16_run):
     stage, check, times = bf16_run
     assert recorded(stage, "dtype") == "bfloat16"
@@ -70,6 +86,14 @@ def test_an_eval_that_ran_in_bf16_is_checked_in_fp32(bf16_run):
     assert set(check) == {"no-retrieval", "bm25"}
     for change in check.values():  # bf16 against fp32: a small change, not a different computation
         assert change["nll_fp32"] > 0 and abs(change["relative_change"]) < 0.05
+
+
+def test_the_bf16_check_rescores_the_first_windows_of_the_capped_input(bf16_run):
+    _, check, _ = bf16_run
+    # Window 0 and the DTYPE_CHECK_WINDOWS windows after it: the text cut where the 8th of them ends
+    # (token 96 + 8 x 16), not where it would end with 128-token inputs.
+    for change in check.values():
+        assert change["windows"] == DTYPE_CHECK_WINDOWS + 1
 
 
 @pytest.mark.gpu

@@ -39,7 +39,8 @@ def check_dtype(
     change in their total NLL."""
     # The dtype the eval recorded, not the name that chose it: ``fastest`` is ``auto`` on a GPU, which is
     # bf16 there (ralm.devices), and ``bfloat16`` is bf16 too.
-    if read_config(evaluate.output.parent / "no-retrieval")["dtype"] != "bfloat16":
+    recorded = read_config(evaluate.output.parent / "no-retrieval")
+    if recorded["dtype"] != "bfloat16":
         return None
     lm = evaluate.arguments["lm"]
     folder = evaluate.output.parent.with_name(evaluate.output.parent.name + "-fp32-check")
@@ -47,7 +48,8 @@ def check_dtype(
         **evaluate.arguments,
         "lm": replace(lm, dtype="fp32"),
         "compare": "no-retrieval,bm25",
-        "max_tokens": settings.max_length + DTYPE_CHECK_WINDOWS * settings.stride,
+        # The eval's input length (scale.max_length capped at the LM's context) ends window 0.
+        "max_tokens": recorded["max_length"] + DTYPE_CHECK_WINDOWS * settings.stride,
         "output": str(folder),
     }
     stage = StagePlan("bf16 check", evaluate.words, arguments, folder / COMPARE_FILE)
