@@ -6,7 +6,8 @@ Hugging Face path (``ralm.lm.loading.FrozenLM``) and, in the tests, a bigram tab
 (``tests/protocol_lm.py``). Token ids are plain ints; tensors cross the interface only where the model
 computes (logits at chosen positions, one decoding step), on ``device``.
 
-Only ``ralm.lm`` knows about ``transformers``: callers never touch a model or a tokenizer object.
+Outside ``ralm.lm`` nothing touches the frozen LM's model or tokenizer object (the reranker and the dense
+encoder have their own), so what the stages record and compute does not depend on how an LM is built.
 """
 
 from __future__ import annotations
