@@ -180,7 +180,7 @@ def test_the_shard_context_names_the_types_it_holds():
     assert {name: hint.__name__ for name, hint in hints.items() if name in ("corpus", "sample", "model")} == {
         "corpus": "TokenizedCorpus",
         "sample": "PrefixSample",
-        "model": "FrozenLM",
+        "model": "LanguageModel",
     }
 
 
@@ -280,7 +280,7 @@ def _recorded(
     the documents and the sample."""
     model = SimpleNamespace(
         name="gpt2",
-        tokenizer=SimpleNamespace(name_or_path="gpt2-tok"),
+        tokenizer_name="gpt2-tok",
         dtype=torch.bfloat16,
         bos_id=bos_id,
         max_length=2048,

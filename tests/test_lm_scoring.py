@@ -8,7 +8,7 @@ import random
 import pytest
 import torch
 
-from ralm.lm import scoring
+from ralm.lm import hf_forward, scoring
 from ralm.lm.loading import load_lm
 from ralm.lm.scoring import ScoreRequest, compose, score_continuations
 from ralm.testing import reference_logprobs
@@ -96,11 +96,11 @@ def test_fallbacks_for_older_logits_to_keep_agree(tiny_lm, mode):
     """Models whose forward lacks per-row logits_to_keep take a slower path with the same numbers."""
     requests = random_requests(random.Random(1), tiny_lm.vocab_size, 10)
     fast = score_continuations(tiny_lm, requests, max_length=128, max_passage_tokens=64)
-    scoring._KEEP_MODE[tiny_lm.model] = mode
+    hf_forward._KEEP_MODE[tiny_lm.model] = mode
     try:
         slow = score_continuations(tiny_lm, requests, max_length=128, max_passage_tokens=64)
     finally:
-        del scoring._KEEP_MODE[tiny_lm.model]
+        del hf_forward._KEEP_MODE[tiny_lm.model]
     for a, b in zip(fast, slow, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
 

@@ -18,7 +18,7 @@ from ralm.data_gen.prefixes import PrefixSample, TokenizedCorpus, prefix_tokens
 from ralm.data_gen.scoring import PassageTokens, make_row, score_prefix
 from ralm.data_gen.shards import Shard, ShardStore
 from ralm.errors import RalmInputError
-from ralm.lm.loading import FrozenLM
+from ralm.lm.interface import LanguageModel
 from ralm.lm.options import WindowOptions
 from ralm.progress import progress as progress_bar
 from ralm.retrieval.options import RetrievalOptions
@@ -136,7 +136,7 @@ def shard_rows(
     sample: PrefixSample,
     corpus: TokenizedCorpus,
     retriever: Retriever,
-    lm: FrozenLM,
+    lm: LanguageModel,
     passages: PassageTokens,
     settings: GenerationSettings,
     on_prefix: Callable[[int], None] | None = None,
@@ -206,7 +206,7 @@ class ShardContext:
     corpus: TokenizedCorpus
     sample: PrefixSample
     retriever: Retriever
-    model: FrozenLM
+    model: LanguageModel
     settings: GenerationSettings
     store: ShardStore
     config: dict

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from ralm.data_gen.options import SamplingOptions, ShardingOptions, prefix_floor
 from ralm.data_gen.prefixes import PrefixSample, TokenizedCorpus, sample_prefixes, tokenize_documents
 from ralm.errors import RalmInputError
-from ralm.lm.loading import FrozenLM
+from ralm.lm.interface import LanguageModel
 from ralm.lm.options import WindowOptions
 from ralm.retrieval.options import RetrievalOptions
 from ralm.retrieval.types import Retriever
@@ -50,7 +50,7 @@ class SampledPrefixes:
 
 def sample_documents(
     documents: str,
-    model: FrozenLM,
+    model: LanguageModel,
     sampling: SamplingOptions,
     window: WindowOptions,
     sharding: ShardingOptions,

@@ -20,7 +20,7 @@ from ralm.retrieval.index_meta import index_fingerprint
 if TYPE_CHECKING:
     from ralm.data_gen.generate import GenerationSettings
     from ralm.data_gen.inputs import SampledPrefixes
-    from ralm.lm.loading import FrozenLM
+    from ralm.lm.interface import LanguageModel
 
 
 def run_config(
@@ -82,7 +82,7 @@ _META_FROM_CONFIG = (
 
 def describe_run(
     documents: str,
-    model: FrozenLM,
+    model: LanguageModel,
     index_meta: dict,
     sampled: SampledPrefixes,
     settings: GenerationSettings,
@@ -93,7 +93,7 @@ def describe_run(
     """(config, meta): what the rows depend on (a resume must match it) and the dataset's metadata file."""
     config = run_config(
         lm=model.name,
-        tokenizer=str(getattr(model.tokenizer, "name_or_path", "")),
+        tokenizer=model.tokenizer_name,
         dtype=str(model.dtype).removeprefix("torch."),
         documents_sha256=sampled.corpus.texts_sha256,
         index_meta=index_meta,

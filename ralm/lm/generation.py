@@ -10,19 +10,18 @@ Two entry points:
 - :func:`generate_batch` decodes many prompts together with left padding (closed-book QA, single-time
   retrieval): each row is exactly what :class:`Generator` would produce alone.
 
-The LM is anything with ``.model`` (a causal LM taking ``input_ids`` and a ``transformers`` cache),
-``.device``, ``.max_length`` and ``.tokenizer.eos_token_id``: :class:`ralm.lm.loading.FrozenLM`.
+The LM is a :class:`ralm.lm.interface.LanguageModel`: its ``start_decoding`` state (a KV cache) is fed the
+new tokens and gives the next-token logits; ``eos_ids``, ``device`` and ``max_length`` bound the decode.
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import torch
-from transformers import DynamicCache
+
+from ralm.lm.interface import Decoding, LanguageModel
 
 # A stop rule sees the tokens generated so far and says whether to stop after the last one.
 StopRule = Callable[[list[int]], bool]
@@ -52,30 +51,6 @@ class GenerationCounters:
     """Prompt tokens served from the KV cache of the previous call instead of being fed again."""
 
 
-def _cache_argument(model: torch.nn.Module) -> str:
-    """transformers renamed ``past_key_values`` to ``cache`` during 5.x; accept both spellings."""
-    params = inspect.signature(model.forward).parameters
-    return "cache" if "cache" in params else "past_key_values"
-
-
-def _accepts(model: torch.nn.Module, name: str) -> bool:
-    return name in inspect.signature(model.forward).parameters
-
-
-def eos_ids(lm: Any) -> set[int]:
-    """Token ids that end a generation: the tokenizer's EOS and the model config's (may be a list)."""
-    ids: set[int] = set()
-    tok_eos = getattr(lm.tokenizer, "eos_token_id", None)
-    if tok_eos is not None:
-        ids.add(int(tok_eos))
-    cfg_eos = getattr(getattr(lm.model, "config", None), "eos_token_id", None)
-    if isinstance(cfg_eos, int):
-        ids.add(cfg_eos)
-    elif isinstance(cfg_eos, list | tuple):
-        ids.update(int(i) for i in cfg_eos)
-    return ids
-
-
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     n = min(len(a), len(b))
     i = 0
@@ -87,39 +62,32 @@ def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 class Generator:
     """Greedy decoding of one sequence at a time, reusing the KV cache of the longest shared prefix."""
 
-    def __init__(self, lm: Any, reuse_cache: bool = True):
+    def __init__(self, lm: LanguageModel, reuse_cache: bool = True):
         self.lm = lm
-        self.model = lm.model
         self.reuse_cache = reuse_cache
         self.counters = GenerationCounters()
-        self._cache_arg = _cache_argument(self.model)
-        self._logits_to_keep = _accepts(self.model, "logits_to_keep")
-        self._eos = eos_ids(lm)
-        self._cache: DynamicCache | None = None
-        self._cached_ids: list[int] = []  # the tokens whose keys and values `_cache` holds
+        self._eos = lm.eos_ids
+        self._state: Decoding | None = None
+        self._cached_ids: list[int] = []  # the tokens whose keys and values `_state` holds
 
     def _forward(self, ids: list[int]) -> torch.Tensor:
         """Feed `ids` after the cached tokens; return the logits of the last position (float32, [vocab])."""
-        kwargs = {"input_ids": torch.tensor([ids], device=self.lm.device), "use_cache": True}
-        kwargs[self._cache_arg] = self._cache
-        if self._logits_to_keep:
-            kwargs["logits_to_keep"] = 1  # the vocabulary projection only where we read it
-        out = self.model(**kwargs)
+        logits = self._state.feed(torch.tensor([ids], device=self.lm.device))
         self.counters.forward_passes += 1
         self.counters.tokens_fed += len(ids)
         self._cached_ids.extend(ids)
-        return out.logits[0, -1].float()
+        return logits[0]
 
     def _start(self, prompt_ids: list[int]) -> torch.Tensor:
         """Crop the cache to the prefix it shares with the prompt and feed the rest (at least one token)."""
         keep = _common_prefix(self._cached_ids, prompt_ids) if self.reuse_cache else 0
         keep = min(keep, len(prompt_ids) - 1)
-        cache_len = self._cache.get_seq_length() if self._cache is not None else 0
+        cache_len = len(self._state) if self._state is not None else 0
         if keep == 0 or cache_len != len(self._cached_ids):
             # Nothing shared, or a model that does not fill the cache as expected: start afresh.
-            self._cache, self._cached_ids, keep = DynamicCache(), [], 0
+            self._state, self._cached_ids, keep = self.lm.start_decoding(), [], 0
         elif keep < cache_len:
-            self._cache.crop(-(cache_len - keep))  # a negative value removes that many tokens from the end
+            self._state.crop(keep)
             del self._cached_ids[keep:]
         self.counters.tokens_reused += keep
         return self._forward(list(prompt_ids[keep:]))
@@ -156,7 +124,7 @@ class Generator:
 
 @torch.inference_mode()
 def generate_batch(
-    lm: Any, prompts: Sequence[Sequence[int]], max_new_tokens: int, stop: StopRule | None = None
+    lm: LanguageModel, prompts: Sequence[Sequence[int]], max_new_tokens: int, stop: StopRule | None = None
 ) -> list[Generation]:
     """Greedy decoding of several prompts at once (left padding); row i equals a lone decode of prompts[i].
 
@@ -164,8 +132,7 @@ def generate_batch(
     """
     if not prompts:
         return []
-    model, device = lm.model, lm.device
-    eos = eos_ids(lm)
+    device, eos = lm.device, lm.eos_ids
     width = max(len(p) for p in prompts)
     if min(len(p) for p in prompts) == 0:
         raise ValueError("generation needs non-empty prompts")
@@ -173,20 +140,14 @@ def generate_batch(
     pad = next(iter(eos), 0)
     ids = torch.tensor([[pad] * (width - len(p)) + list(p) for p in prompts], device=device)
     mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
-    cache = DynamicCache()
-    cache_arg = _cache_argument(model)
-    keep_last = _accepts(model, "logits_to_keep")
+    state = lm.start_decoding()
     results = [Generation([], [], "length") for _ in prompts]
     done = [False] * len(prompts)
     step_ids = ids
     for _ in range(max(budget, 0)):
         # Positions count real tokens only, so a padded row sees the same positions as when alone.
         positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, -step_ids.shape[1] :]
-        kwargs = {"input_ids": step_ids, "attention_mask": mask, "position_ids": positions, "use_cache": True}
-        kwargs[cache_arg] = cache
-        if keep_last:
-            kwargs["logits_to_keep"] = 1  # the vocabulary projection only where we read it
-        logits = model(**kwargs).logits[:, -1].float()
+        logits = state.feed(step_ids, attention_mask=mask, position_ids=positions)
         probs = torch.softmax(logits, dim=-1)
         chosen = torch.argmax(logits, dim=-1)
         for row, token in enumerate(chosen.tolist()):

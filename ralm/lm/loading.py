@@ -18,6 +18,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from ralm.atomic_files import publish_first
 from ralm.devices import resolve_device, resolve_dtype
 from ralm.errors import RalmInputError
 from ralm.fingerprints import file_sha256
+from ralm.lm import hf_forward
 from ralm.progress import library_bars_quiet_in_logs, module_bar_quiet_in_logs, save_pretrained_quietly
 
 
@@ -64,14 +66,16 @@ def _context_length(config: Any) -> int | None:
 
 @dataclass
 class FrozenLM:
-    """A causal LM in eval mode with gradients off, plus the tokenizer that goes with it.
+    """A causal LM in eval mode with gradients off, plus the tokenizer that goes with it: the Hugging Face
+    implementation of ``ralm.lm.interface.LanguageModel`` (the only one outside the tests).
 
     ``max_length`` is the model's own context (callers cap it, e.g. at 1024 as the paper did).
     ``encode`` never adds special tokens: In-Context RALM concatenates passage and prefix token lists
     itself, and a BOS in the middle of an input would change what is scored. ``bos_id`` is the BOS a
     tokenizer adds by default (OPT, LLaMA; None for GPT-2), placed where the authors' eval_lm.py has it:
     first in every passage (``encode_passages``, their ``tokenizer.encode(doc)``); the evaluated text is
-    encoded without special tokens, as theirs is (``add_special_tokens=False``).
+    encoded without special tokens, as theirs is (``add_special_tokens=False``). ``model`` and
+    ``tokenizer`` are for ``ralm.lm`` and the tests; the stages use the protocol's members only.
     """
 
     model: Any
@@ -83,25 +87,49 @@ class FrozenLM:
     extra: dict = field(default_factory=dict)
     bos_id: int | None = None
 
+    @property
+    def tokenizer_name(self) -> str:
+        return str(getattr(self.tokenizer, "name_or_path", ""))
+
+    @property
+    def eos_ids(self) -> set[int]:
+        return hf_forward.eos_ids(self.tokenizer, self.model)
+
     def encode(self, text: str) -> list[int]:
         """Token ids of `text` with no special tokens."""
         return list(self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
 
-    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
         """``encode`` for many texts in one tokenizer call (the fast tokenizers batch in Rust)."""
         if not texts:
             return []
         out = self.tokenizer(list(texts), add_special_tokens=False, verbose=False)["input_ids"]
         return [list(ids) for ids in out]
 
-    def encode_passages(self, texts: list[str]) -> list[list[int]]:
+    def encode_passages(self, texts: Sequence[str]) -> list[list[int]]:
         """Passages as eval_lm.py encodes them: with the tokenizer's BOS first when it adds one."""
         lead = [] if self.bos_id is None else [self.bos_id]
         return [lead + ids for ids in self.encode_batch(texts)]
 
-    def decode(self, ids: list[int]) -> str:
+    def encode_with_offsets(self, text: str) -> tuple[list[int], list[int]] | None:
+        """(ids, first character of each token) from the fast tokenizer's offsets of the same encoding."""
+        try:
+            encoded = self.tokenizer(
+                text, add_special_tokens=False, return_offsets_mapping=True, verbose=False
+            )
+        except (NotImplementedError, ValueError):  # a slow (Python) tokenizer has no offsets
+            return None
+        return list(encoded["input_ids"]), [start for start, _ in encoded["offset_mapping"]]
+
+    def decode(self, ids: Sequence[int]) -> str:
         """Text of `ids` as the tokenizer decodes it (the form queries are made from)."""
         return self.tokenizer.decode(list(ids))
+
+    def logits(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        return hf_forward.scored_logits(self.model, input_ids, positions)
+
+    def start_decoding(self) -> hf_forward.HFDecoding:
+        return hf_forward.HFDecoding(self.model)
 
     @property
     def vocab_size(self) -> int:

@@ -6,19 +6,19 @@ from the start until passage + prefix + target fit in ``max_length``.
 
 ``score_continuations`` is the fast path: requests are sorted by length and batched (right padding, so
 every real token keeps positions 0..n-1 and, under the causal mask, never sees a pad: no attention mask or
-position ids are needed and SDPA takes its causal fast path); the LM head is applied only at the positions
-that predict target tokens (``logits_to_keep``), which at stride 4 skips >99% of the vocabulary projection.
+position ids are needed and SDPA takes its causal fast path); the LM is asked for logits only at the positions
+that predict target tokens (``LanguageModel.logits``: the Hugging Face LM applies its head only there,
+``ralm.lm.hf_forward``), which at stride 4 skips >99% of the vocabulary projection.
 """
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 
-from ralm.lm.loading import FrozenLM
+from ralm.lm.interface import LanguageModel
 
 
 @dataclass(frozen=True)
@@ -58,41 +58,6 @@ def compose(
     return passage + kept + target
 
 
-# How each model takes `logits_to_keep`, found on first use: "2d" (a per-row position tensor, recent
-# transformers), "int" (keep the last n positions), or "none" (full logits, then gather).
-_KEEP_MODE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _scored_logits(model, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-    """Logits (B, K, V) at `positions` (B, K) of each row, computing the head only where needed."""
-    mode = _KEEP_MODE.get(model)
-    if mode in (None, "2d"):
-        try:
-            logits = model(input_ids=input_ids, logits_to_keep=positions, use_cache=False).logits
-            if logits.ndim == 3 and logits.shape[:2] == positions.shape:
-                _KEEP_MODE[model] = "2d"
-                return logits
-        except torch.OutOfMemoryError:
-            raise  # a real failure, not a sign that this model lacks per-row logits_to_keep
-        except (TypeError, IndexError, RuntimeError, ValueError):
-            if mode == "2d":
-                raise
-        mode = None
-    if mode in (None, "int"):
-        first = int(positions.min())
-        keep = input_ids.shape[1] - first
-        try:
-            logits = model(input_ids=input_ids, logits_to_keep=keep, use_cache=False).logits
-            _KEEP_MODE[model] = "int"
-            return torch.take_along_dim(logits, (positions - first)[..., None], dim=1)
-        except TypeError:
-            if mode == "int":
-                raise
-    _KEEP_MODE[model] = "none"
-    logits = model(input_ids=input_ids, use_cache=False).logits
-    return torch.take_along_dim(logits, positions[..., None], dim=1)
-
-
 def _batches(
     lengths: list[int], keeps: list[int], batch_size: int, max_batch_tokens: int, max_batch_scored: int
 ) -> list[list[int]]:
@@ -130,7 +95,7 @@ def default_batch_size(device: torch.device) -> int:
 
 
 def score_continuations(
-    lm: FrozenLM,
+    lm: LanguageModel,
     requests: Sequence[ScoreRequest],
     *,
     max_length: int,
@@ -174,7 +139,7 @@ def score_continuations(
                 positions[b, :n] = torch.arange(len(seq) - n, len(seq))
                 positions[b, n:] = len(seq) - 1  # filler columns, discarded below
                 labels[b, :n] = torch.tensor(requests[r].target, dtype=torch.long)
-            logits = _scored_logits(lm.model, input_ids.to(lm.device), positions.to(lm.device))
+            logits = lm.logits(input_ids.to(lm.device), positions.to(lm.device))
             logprobs = torch.log_softmax(logits.float(), dim=-1)
             picked = torch.gather(logprobs, -1, labels.to(lm.device)[..., None])[..., 0].cpu()
             for b, r in enumerate(rows):

@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ralm.eval.ppl.compare import COMPARE_FILE
-from ralm.eval.ppl.outputs import read_windows
+from ralm.eval.ppl.outputs import read_config, read_windows
 from ralm.pipeline.scale import ScaleSettings
 from ralm.pipeline.stages import StagePlan, StageRunner
 
@@ -37,15 +37,19 @@ def check_dtype(
     """With bf16 eval: the first eval set's first windows again in fp32 (no retrieval and BM25, the same
     windows: ``max_tokens`` ends the text where the bf16 run's window DTYPE_CHECK_WINDOWS ends), and the
     change in their total NLL."""
-    lm = evaluate.arguments["lm"]
-    if lm.dtype != "bf16":
+    # The dtype the eval recorded, not the name that chose it: ``fastest`` is ``auto`` on a GPU, which is
+    # bf16 there (ralm.devices), and ``bfloat16`` is bf16 too.
+    recorded = read_config(evaluate.output.parent / "no-retrieval")
+    if recorded["dtype"] != "bfloat16":
         return None
+    lm = evaluate.arguments["lm"]
     folder = evaluate.output.parent.with_name(evaluate.output.parent.name + "-fp32-check")
     arguments = {
         **evaluate.arguments,
         "lm": replace(lm, dtype="fp32"),
         "compare": "no-retrieval,bm25",
-        "max_tokens": settings.max_length + DTYPE_CHECK_WINDOWS * settings.stride,
+        # The eval's input length (scale.max_length capped at the LM's context) ends window 0.
+        "max_tokens": recorded["max_length"] + DTYPE_CHECK_WINDOWS * settings.stride,
         "output": str(folder),
     }
     stage = StagePlan("bf16 check", evaluate.words, arguments, folder / COMPARE_FILE)

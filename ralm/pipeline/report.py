@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ralm.atomic_files import write_text_atomic
 from ralm.eval.ppl.compare_stats import TableRow, format_compare_table
-from ralm.eval.ppl.outputs import read_windows
+from ralm.eval.ppl.outputs import read_config, read_windows
 from ralm.pipeline.scale import ScaleSettings
 from ralm.pipeline.verdicts import TRAINED_PREFIX, retrieving_comparisons, verdicts
 from ralm.plots import pyplot, save_figure
@@ -300,14 +300,16 @@ def build_report(
     for name, paths in results.items():
         metrics = read_metrics(paths)
         rows = {c: read_windows(Path(p).parent) for c, p in paths.items()}
-        comparisons = retrieving_comparisons(rows, scale.max_length)
+        # Window 0 ends at the input length eval used: the scale's max_length capped at the LM's context.
+        first_target = read_config(Path(next(iter(paths.values()))).parent)["max_length"]
+        comparisons = retrieving_comparisons(rows, first_target)
         sets[name] = {
             "metrics": metrics,
             "retrieving": comparisons,
             "orderings": orderings(comparisons),
             "verdicts": verdicts(name, comparisons),
         }
-        sections.append(set_section(name, metrics, comparisons, scale.max_length))
+        sections.append(set_section(name, metrics, comparisons, first_target))
     title = f"ralm demo, {texts.get('split', 'test')} split"
     data = [f"{role}: {texts[role]}" for role in ("corpus", "excluded", "train", "eval") if role in texts]
     stage_times = ", ".join(f"{k} {v:.0f}s" for k, v in times.items())

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from ralm.eval.ppl.conditions import TRAINED, Condition
 from ralm.eval.ppl.windows import Window
-from ralm.lm.loading import FrozenLM
+from ralm.lm.interface import LanguageModel
 from ralm.lm.scoring import ScoreRequest, score_continuations
 from ralm.ranking import best_first
 
@@ -29,14 +29,14 @@ if TYPE_CHECKING:
 class RerankLM:
     """A zero-shot reranking LM (``--rerank-lm``) and the input length it scores with."""
 
-    lm: FrozenLM
+    lm: LanguageModel
     max_length: int
 
 
 def choose_first(
     condition: Condition,
     model: PredictiveReranker | RerankLM,
-    lm: FrozenLM,
+    lm: LanguageModel,
     tokens: Sequence[int],
     windows: Sequence[Window],
     candidates: Sequence[Sequence[Candidate]],
@@ -60,16 +60,16 @@ def choose_first(
 
 
 def context_texts(
-    lm: FrozenLM, tokens: Sequence[int], windows: Sequence[Window], tail_tokens: int
+    lm: LanguageModel, tokens: Sequence[int], windows: Sequence[Window], tail_tokens: int
 ) -> list[str]:
     """Decoded last `tail_tokens` of each window's context (what a text-level reranker reads as prefix)."""
     spans = [tokens[max(w.begin, w.target_start - tail_tokens) : w.target_start] for w in windows]
-    return list(lm.tokenizer.batch_decode([list(s) for s in spans]))
+    return [lm.decode(s) for s in spans]
 
 
 def trained_reranker(
     reranker: PredictiveReranker,
-    lm: FrozenLM,
+    lm: LanguageModel,
     tokens: Sequence[int],
     windows: Sequence[Window],
     candidates: Sequence[Sequence[Candidate]],
@@ -94,8 +94,8 @@ def trained_reranker(
 
 
 def zero_shot_other_lm(
-    rerank_lm: FrozenLM,
-    lm: FrozenLM,
+    rerank_lm: LanguageModel,
+    lm: LanguageModel,
     tokens: Sequence[int],
     windows: Sequence[Window],
     candidates: Sequence[Sequence[Candidate]],

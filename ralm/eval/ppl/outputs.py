@@ -8,6 +8,7 @@ and ``results.json`` is written under a temporary name and renamed: nothing half
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Sequence, Sized
 from pathlib import Path
@@ -113,6 +114,12 @@ def perplexity_metrics(
 def read_windows(folder: Path) -> list[dict]:
     """A finished run's (or compared condition's) ``windows.jsonl`` rows, in window order."""
     return [row for _, row in read_jsonl(folder / WINDOWS_FILE)]
+
+
+def read_config(folder: Path) -> dict:
+    """A finished run's (or compared condition's) ``results.json`` config: what the run used, e.g. the LM
+    input length once capped at the LM's context (``max_length``) and the dtype the LM ran in."""
+    return json.loads((Path(folder) / RESULTS_FILE).read_text())["config"]
 
 
 def targets_perplexity(rows: list[dict], first_target: int) -> dict:

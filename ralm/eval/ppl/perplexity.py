@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from ralm.eval.ppl.conditions import RowPlan
 from ralm.eval.ppl.windows import Window, ranking_span
-from ralm.lm.loading import FrozenLM
+from ralm.lm.interface import LanguageModel
 from ralm.lm.scoring import ScoreRequest, score_continuations
 from ralm.retrieval.overlap import copies_span, ngrams
 
@@ -93,7 +93,7 @@ def _requests(
 
 
 def score_rows(
-    lm: FrozenLM,
+    lm: LanguageModel,
     tokens: Sequence[int],
     windows: Sequence[Window],
     candidates: Sequence[Sequence[Candidate]],

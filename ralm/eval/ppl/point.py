@@ -24,7 +24,7 @@ from ralm.eval.ppl.eval_text import EvalText
 from ralm.eval.ppl.outputs import RESULTS_FILE, WindowLog, config_key, point_results
 from ralm.eval.ppl.perplexity import Candidate, ScoringSettings, blank_row, score_rows
 from ralm.eval.ppl.windows import Window
-from ralm.lm.loading import FrozenLM
+from ralm.lm.interface import LanguageModel
 from ralm.progress import progress as progress_bar
 
 Chosen = dict[str, dict[int, int | None]]
@@ -35,7 +35,7 @@ Chosen = dict[str, dict[int, int | None]]
 class Point:
     """One point of a run (a sweep has several): what each of its conditions is scored on."""
 
-    lm: FrozenLM
+    lm: LanguageModel
     text: EvalText
     windows: Sequence[Window]
     queries: Sequence[str | None]

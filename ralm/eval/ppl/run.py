@@ -27,7 +27,7 @@ from ralm.eval.ppl.point import Output, Point, SingleOutput, run_conditions
 from ralm.eval.ppl.retrieval_cache import index_key, retrieve_cached
 from ralm.eval.ppl.sweep import Sweep
 from ralm.eval.ppl.windows import Window, strided_windows
-from ralm.lm.loading import FrozenLM
+from ralm.lm.interface import LanguageModel
 from ralm.retrieval.types import Hit, Retriever
 
 __all__ = [
@@ -42,16 +42,16 @@ __all__ = [
 
 
 def window_queries(
-    lm: FrozenLM, tokens: Sequence[int], windows: Sequence[Window], query_tokens: int
+    lm: LanguageModel, tokens: Sequence[int], windows: Sequence[Window], query_tokens: int
 ) -> list[str | None]:
     """The decoded query of every retrieving window (None for window 0)."""
     spans = [w.query_span(query_tokens) for w in windows if w.retrieves]
-    decoded = iter(lm.tokenizer.batch_decode([list(tokens[a:b]) for a, b in spans]))
+    decoded = (lm.decode(tokens[a:b]) for a, b in spans)
     return [next(decoded) if w.retrieves else None for w in windows]
 
 
 def build_candidates(
-    lm: FrozenLM,
+    lm: LanguageModel,
     windows: Sequence[Window],
     queries: Sequence[str | None],
     hits_by_query: dict[str, list[Hit]],
@@ -132,7 +132,7 @@ class PplSettings:
 
 
 def eval_text(
-    model: FrozenLM,
+    model: LanguageModel,
     raw_text: str,
     text_path: str,
     options: PplSettings,
@@ -162,28 +162,24 @@ def eval_text(
 
 
 def document_token_starts(
-    model: FrozenLM, raw_text: str, document_chars: Sequence[int], tokens: Sequence[int]
+    model: LanguageModel, raw_text: str, document_chars: Sequence[int], tokens: Sequence[int]
 ) -> tuple[int, ...]:
     """The token at which each document starts: the first token whose characters begin at or after the
-    document's first character (the fast tokenizer's offsets of the same encoding). ``(0,)`` for one
-    document, or when the tokenizer gives no offsets (the text is then treated as one document)."""
+    document's first character (``encode_with_offsets``: the fast tokenizer's offsets of the same encoding).
+    ``(0,)`` for one document, or when the tokenizer gives no offsets (the text is then treated as one
+    document)."""
     if len(document_chars) < 2:
         return (0,)
-    try:
-        encoded = model.tokenizer(
-            raw_text, add_special_tokens=False, return_offsets_mapping=True, verbose=False
-        )
-    except (NotImplementedError, ValueError):  # a slow (Python) tokenizer has no offsets
+    encoded = model.encode_with_offsets(raw_text)
+    if encoded is None or encoded[0][: len(tokens)] != list(tokens):
         return (0,)
-    if list(encoded["input_ids"][: len(tokens)]) != list(tokens):
-        return (0,)
-    token_chars = [start for start, _ in encoded["offset_mapping"][: len(tokens)]]
+    token_chars = encoded[1][: len(tokens)]
     starts = {bisect.bisect_left(token_chars, c) for c in document_chars}
     return tuple(sorted(s for s in starts | {0} if s < len(tokens)))
 
 
 def _point_config(
-    model: FrozenLM,
+    model: LanguageModel,
     text: EvalText,
     options: PplSettings,
     point: PointKey,
@@ -193,7 +189,7 @@ def _point_config(
     """results.json ``config`` of one point; each condition fills in ``mode`` and ``reranker``."""
     config = {
         "lm": model.name,
-        "tokenizer": str(getattr(model.tokenizer, "name_or_path", "")),
+        "tokenizer": model.tokenizer_name,
         "dtype": str(model.dtype).removeprefix("torch."),
         "text": text.path,
         "text_sha256": text.sha256,
@@ -218,7 +214,7 @@ def _point_config(
 
 
 def _retrieve(
-    model: FrozenLM,
+    model: LanguageModel,
     text: EvalText,
     options: PplSettings,
     windows: dict[PointKey, list[Window]],
@@ -244,7 +240,7 @@ def _retrieve(
 
 
 def evaluate(
-    model: FrozenLM,
+    model: LanguageModel,
     raw_text: str,
     text_path: str,
     options: PplSettings,

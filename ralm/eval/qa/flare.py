@@ -45,6 +45,7 @@ from ralm.eval.qa.flare_options import FlareOptions
 from ralm.eval.qa.lookahead import first_sentence_length, is_unsure, masked_query, sentence_end
 from ralm.eval.qa.prompts import PassageFitter, PromptPassage, flare_prompt, input_length_for
 from ralm.lm.generation import Generation, Generator, generate_batch
+from ralm.lm.interface import LanguageModel
 
 
 class FlareRunner:
@@ -53,7 +54,7 @@ class FlareRunner:
 
     def __init__(
         self,
-        lm: Any,
+        lm: LanguageModel,
         config: FlareOptions,
         source: Any = None,
         exemplars: Sequence[tuple[str, str]] = (),

@@ -16,6 +16,7 @@ from ralm.eval.qa.metrics import exact_match, has_answer
 from ralm.eval.qa.prompts import PassageFitter, PromptPassage, input_length_for, ralm_qa_prompt
 from ralm.eval.qa.retrieval import ctx_to_passage
 from ralm.lm.generation import generate_batch
+from ralm.lm.interface import LanguageModel
 
 
 def first_line(text: str) -> str:
@@ -31,7 +32,7 @@ class QARunner:
 
     def __init__(
         self,
-        lm: Any,
+        lm: LanguageModel,
         docs: int = 2,
         source: Any = None,
         max_new_tokens: int = 10,

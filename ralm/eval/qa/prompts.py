@@ -14,9 +14,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ralm.errors import RalmInputError
+
+if TYPE_CHECKING:
+    from ralm.lm.interface import LanguageModel
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +76,7 @@ def flare_prompt(question: str, passages: Sequence[PromptPassage], exemplars: Se
     return f"{shots}{search_results(passages)}Question: {question.strip()}\nAnswer:"
 
 
-def input_length_for(lm: Any, input_length: int | None) -> int:
+def input_length_for(lm: LanguageModel, input_length: int | None) -> int:
     """The LM input length a runner uses: `input_length` exactly as given (a command resolves it once, with
     ``LMOptions.input_length``), or, when a Python caller gives none, that rule with the default options."""
     if input_length is not None:
@@ -86,7 +89,7 @@ def input_length_for(lm: Any, input_length: int | None) -> int:
 class PassageFitter:
     """Cuts passages so that ``render(passages)`` plus `reserve` new tokens fits in `max_length` tokens."""
 
-    def __init__(self, lm: Any, max_length: int):
+    def __init__(self, lm: LanguageModel, max_length: int):
         self.lm = lm
         self.max_length = max_length
         self.cuts = 0

@@ -23,6 +23,7 @@ from ralm.ranking import best_first
 from ralm.retrieval.types import Hit
 
 if TYPE_CHECKING:
+    from ralm.lm.interface import LanguageModel
     from ralm.retrieval.options import RetrievalOptions
 
 
@@ -47,7 +48,7 @@ class PassageSource:
     def __init__(
         self,
         retriever: Any,
-        lm: Any = None,
+        lm: LanguageModel | None = None,
         rerank: str = "none",
         candidates: int = 16,
         input_length: int | None = None,
@@ -127,7 +128,7 @@ RENAMED_OPTIONS = {"rerank": "reranker", "candidates": "k"}
 
 
 def open_source(
-    retrieval: RetrievalOptions, lm: Any, rerank: str, input_length: int | None = None
+    retrieval: RetrievalOptions, lm: LanguageModel | None, rerank: str, input_length: int | None = None
 ) -> PassageSource | None:
     """Open the index of `retrieval` (none: no retrieval) and wrap it with the chosen reranker, which
     fetches `retrieval.k` candidates and scores (zero-shot) within `input_length` tokens."""
