@@ -63,9 +63,10 @@ def main() -> None:
             seconds[k].append(timed(lm, requests[k], args.max_length) / len(requests[k]))
     for k, lm in lms.items():
         per_input = statistics.median(seconds[k])
+        rounds = ", ".join(f"{s:.3f}" for s in seconds[k])
         print(
             f"{k} {lm.name}: {per_input:.3f} s per {args.max_length}-token input "
-            f"({args.max_length / per_input:,.0f} tokens/s; rounds {', '.join(f'{s:.3f}' for s in seconds[k])})"
+            f"({args.max_length / per_input:,.0f} tokens/s; rounds {rounds})"
         )
     ratio = statistics.median(b / a for a, b in zip(seconds["A"], seconds["B"], strict=True))
     print(f"B / A cost per input: {ratio:.2f} (median of the {args.rounds} paired rounds)")
