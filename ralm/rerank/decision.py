@@ -28,7 +28,14 @@ from ralm.rerank.export import read_checkpoint
 from ralm.rerank.lit_module import RerankerModule
 from ralm.rerank.metrics import gain_recovered, per_prefix_logprobs
 from ralm.rerank.model import load_tokenizer
-from ralm.rerank.promise import DEFAULT_MARGIN, POWER, RULE_SENTENCE, PairedSample, export_decision
+from ralm.rerank.promise import (
+    DEFAULT_MARGIN,
+    POWER,
+    RULE_SENTENCE,
+    Outcome,
+    PairedSample,
+    export_decision,
+)
 from ralm.rerank.scalar_init import fit_threshold, read_rule_columns
 
 
@@ -169,9 +176,9 @@ def decide_export(
 ) -> Decision:
     """Score the decision prefixes for the selected checkpoint, decide, and say what the export holds."""
     started = time.perf_counter()
-    n = len(data.decision_rows)
     print(
-        f"export decision: scoring {n} decision prefixes ({data.documents.get('decision')} documents) with "
+        f"export decision: scoring {len(data.decision_rows)} decision prefixes "
+        f"({data.documents.get('decision')} documents) with "
         f"{os.path.basename(selected.checkpoint or 'no checkpoint')}",
         file=sys.stderr,
         flush=True,
@@ -194,29 +201,42 @@ def decide_export(
     start_won = step == 0 and step0 is not None and selected.checkpoint == step0
     if start_won:
         candidates["trained"] = None
-    target_tokens = data.meta.get("s")
     outcome = export_decision(
         candidates,
         documents=data.decision_documents,
         margin=margin,
-        target_tokens=target_tokens,
+        target_tokens=data.meta.get("s"),
         promise_samples=promise_samples,
         seed=seed,
     )
+    finite = threshold if threshold is not None and math.isfinite(threshold) else None
+    evidence = _evidence(data, selected, step, values, candidates, outcome, finite)
+    evidence["decision"].update(trained_is_start=start_won, seconds=round(time.perf_counter() - started, 2))
     choice = outcome.choice
-    exported = {
-        "trained": selected.checkpoint,
-        "bm25": step0 or selected.checkpoint,
-        "bm25-above": step0,
-        "no-retrieval": step0,
-    }
-    recovered = {"trained": selected.gain_recovered, "bm25": 0.0, "bm25-above": None, "no-retrieval": None}
+    exported = {"trained": selected.checkpoint, "bm25": step0 or selected.checkpoint}
+    recovered = {"trained": selected.gain_recovered, "bm25": 0.0}
+    kept_threshold = finite if choice == "bm25-above" else None
+    # bm25-above and no-retrieval: the step-0 weights (or none); not validated as rerankers
+    return Decision(choice, exported.get(choice, step0), recovered.get(choice), evidence, kept_threshold)
+
+
+def _evidence(
+    data: RerankData,
+    selected: Selected,
+    step: int | None,
+    values: DecisionLogprobs,
+    candidates: dict[str, np.ndarray | None],
+    outcome: Outcome,
+    threshold: float | None,
+) -> dict:
+    """What chose the checkpoint and what decided the export (``decision_evidence``, docs/formats.md §5)."""
+    n = len(data.decision_rows)
     trained_gain = (
         gain_recovered(*(float(v.mean()) for v in (values.trained, values.bm25, values.oracle)))
         if values.trained is not None and n
         else float("nan")
     )
-    evidence = {
+    return {
         "rule": RULE_SENTENCE,
         "selection": {
             "prefixes": len(data.val_rows),
@@ -233,24 +253,20 @@ def decide_export(
                 k: _finite(float(v.mean())) if n else None for k, v in candidates.items() if v is not None
             },
             "trained_gain_recovered": _finite(trained_gain),
-            "trained_is_start": start_won,
-            "target_tokens": target_tokens,
+            "target_tokens": data.meta.get("s"),
             "level": 0.95,
             "power": POWER,
-            "seconds": round(time.perf_counter() - started, 2),
         },
         "promise": {
             "reference": outcome.reference,
-            "margin": margin,
+            "margin": outcome.margin,
             "margin_nats": outcome.margin_nats,
-            "threshold": threshold if threshold is not None and math.isfinite(threshold) else None,
+            "threshold": threshold,
             "tests": outcome.promise,
         },
         "overlap": data.overlap,
         "comparisons": outcome.comparisons,
     }
-    kept_threshold = threshold if choice == "bm25-above" else None
-    return Decision(choice, exported[choice], recovered[choice], evidence, kept_threshold)
 
 
 def bm25_on_every_prefix(data: RerankData) -> PairedSample:
