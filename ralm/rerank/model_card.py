@@ -118,7 +118,7 @@ def decision_lines(evidence: dict) -> list[str]:
             f"- **Promise** {name} - {promise.get('reference')}: {t['difference']:+.3f} nats per prefix, "
             f"one-sided 95% bound {t['bound']:+.3f} against the margin {t['margin']:+.3f} "
             f"({promise.get('margin', 0):.1%} token perplexity): {'kept' if t['passes'] else 'not kept'} "
-            f"({t['items']} {t['prefixes']})"
+            f"({t['items']} prefixes: {t['prefixes']})"
         )
     for name, d in (evidence.get("comparisons") or {}).items():
         lines.append(

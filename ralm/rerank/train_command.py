@@ -192,8 +192,8 @@ def _promise_lines(promise: dict) -> list[str]:
         lines.append(
             f"                {rule} - {promise.get('reference')}: {t['difference']:+.3f} nats, "
             f"one-sided 95% bound {t['bound']:+.3f} vs {t['margin']:+.3f}: {verdict} "
-            f"({t['items']} {t['prefixes']}, {t['blocks']} blocks; 80% power to keep it for an equal rule "
-            f"needs {needed if needed is not None else 'n/a'} prefixes)"
+            f"({t['items']} prefixes: {t['prefixes']}, {t['blocks']} blocks; 80% power to keep it for an "
+            f"equal rule needs {needed if needed is not None else 'n/a'} prefixes)"
         )
     return lines
 
