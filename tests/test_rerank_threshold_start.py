@@ -140,3 +140,49 @@ def test_a_run_that_cannot_improve_on_its_start_exports_the_threshold_rule(
         [r["prefix"] for r in rows], [r["candidate_texts"] for r in rows], [r["bm25_scores"] for r in rows]
     )
     assert picks == _rule(rows, threshold)
+
+
+def test_an_exported_anchor_top_reranker_scores_as_the_module_it_came_from(
+    tmp_path, real_documents, tiny_encoder_dir
+):
+    """The empty passage's score under anchor ``top`` is written twice (the module for training, the export
+    for inference): a module with the threshold start and a non-zero head, saved and exported, must give
+    the same scores for every candidate and the empty passage, and so the same picks."""
+    from ralm.rerank.export import export_reranker
+    from ralm.rerank.model import output_head
+
+    rows = _threshold_rows(real_documents, 16)
+    data = save_rows(rows, tmp_path / "data")
+    module = RerankerModule(
+        str(tiny_encoder_dir),
+        max_length=40,
+        max_prefix_tokens=12,
+        bm25_prior=True,
+        abstain=True,
+        bm25_top_mean=5.5,
+        bm25_top_std=2.0,
+        abstain_anchor="top",
+        abstain_init=threshold_scalars(6.0, 5.5, 2.0, 1.0),
+    ).eval()
+    with torch.no_grad():  # a head that is not zero: the encoder's own scores count too
+        output_head(module.encoder).weight.normal_(0.0, 0.5, generator=torch.Generator().manual_seed(0))
+        module.prior_weight.fill_(0.8)
+    ckpt = tmp_path / "module.ckpt"
+    torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams)}, ckpt)
+    folder = export_reranker(str(ckpt), str(tmp_path / "export"), hyper_parameters={}, trained_on={})
+    assert json.loads((Path(folder) / "ralm_reranker.json").read_text())["bm25_prior"]["anchor"] == "top"
+    groups = GroupDataset(str(data), list(range(len(rows))), abstain=True, bm25_prior=True)
+    collate = GroupCollator(load_tokenizer(str(tiny_encoder_dir)), max_length=40, max_prefix_tokens=12)
+    with torch.no_grad():
+        expected = module(collate([groups[i] for i in range(len(groups))]))
+    reranker = PredictiveReranker.from_pretrained(folder)
+    scores = reranker.score(
+        [r["prefix"] for r in rows],
+        [[*r["candidate_texts"], ""] for r in rows],
+        [[*r["bm25_scores"], 0.0] for r in rows],
+    )
+    torch.testing.assert_close(torch.tensor(scores), expected, rtol=1e-4, atol=1e-4)
+    picks = reranker.rank(
+        [r["prefix"] for r in rows], [r["candidate_texts"] for r in rows], [r["bm25_scores"] for r in rows]
+    )
+    assert picks == [None if p == 3 else p for p in expected.argmax(dim=-1).tolist()]
