@@ -3,7 +3,8 @@
 The promise: the exported rule is **not worse than no retrieval by more than a margin δ** in token
 perplexity (``--margin``, default 1%). Each candidate rule is tested for it alone (non-inferiority: the
 one-sided 95% lower bound of its mean log-prob difference with no retrieval, a paired block bootstrap
-with the prefixes of one document drawn together, must be above ``-log(1 + δ)`` nats per target token);
+with the prefixes of one document drawn together, must be above ``-s log(1 + δ)`` nats per target of s
+tokens);
 among the rules that pass, the best on the decision prefixes is exported, where a difference inside its
 paired 95% interval is a tie and a tie goes to the more learned rule. The rules, simplest first
 (``CHOICES``):
