@@ -43,33 +43,47 @@ def _rule(rows: list[dict], threshold: float) -> list[int | None]:
     return [0 if max(r["bm25_scores"]) >= threshold else None for r in rows]
 
 
+def _train_threshold(rows: list[dict], train_rows: list[int]) -> float:
+    """T fitted on the training rows alone, by the rule's own definition (``bm25_threshold``)."""
+    train = [rows[i] for i in train_rows]
+    return bm25_threshold([max(r["bm25_scores"]) for r in train], [r["lm_logprobs"][0] - NONE for r in train])
+
+
+def _start_module(encoder_dir, mean: float, std: float, scalars: tuple[float, float]) -> RerankerModule:
+    """An untrained prior-and-abstain module with anchor ``top`` and the given (b, c), in eval mode."""
+    return RerankerModule(
+        str(encoder_dir),
+        max_length=40,
+        max_prefix_tokens=12,
+        bm25_prior=True,
+        abstain=True,
+        bm25_top_mean=mean,
+        bm25_top_std=std,
+        abstain_anchor="top",
+        abstain_init=scalars,
+    ).eval()
+
+
+def _module_scores(module: RerankerModule, data: Path, rows: int, encoder_dir) -> torch.Tensor:
+    """The module's (rows, k + 1) scores of every row's group, the empty passage last."""
+    groups = GroupDataset(str(data), list(range(rows)), abstain=True, bm25_prior=True)
+    collate = GroupCollator(load_tokenizer(str(encoder_dir)), max_length=40, max_prefix_tokens=12)
+    with torch.no_grad():
+        return module(collate([groups[i] for i in range(len(groups))]))
+
+
 def test_the_untrained_module_picks_exactly_as_the_threshold_rule(tmp_path, real_documents, tiny_encoder_dir):
     rows = _threshold_rows(real_documents)
     data = save_rows(rows, tmp_path / "data")
     split = load_rerank_data(str(data), abstain=True, val_fraction=0.25, seed=0, bm25_prior=True)
-    train = [rows[i] for i in split.train_rows]
-    threshold = bm25_threshold(
-        [max(r["bm25_scores"]) for r in train], [r["lm_logprobs"][0] - NONE for r in train]
-    )
+    threshold = _train_threshold(rows, split.train_rows)
     assert 5.0 < threshold < 7.0  # the designed boundary, seen through the training sample
     mean, std = bm25_top_stats(str(data), split.train_rows)
     for sharpness in (0.25, 4.0):
-        module = RerankerModule(
-            str(tiny_encoder_dir),
-            max_length=40,
-            max_prefix_tokens=12,
-            bm25_prior=True,
-            abstain=True,
-            bm25_top_mean=mean,
-            bm25_top_std=std,
-            abstain_anchor="top",
-            abstain_init=threshold_scalars(threshold, mean, std, sharpness),
-        ).eval()
-        groups = GroupDataset(str(data), list(range(len(rows))), abstain=True, bm25_prior=True)
-        collate = GroupCollator(load_tokenizer(str(tiny_encoder_dir)), max_length=40, max_prefix_tokens=12)
-        batch = collate([groups[i] for i in range(len(groups))])
-        with torch.no_grad():
-            picks = module(batch).argmax(dim=-1).tolist()
+        module = _start_module(
+            tiny_encoder_dir, mean, std, threshold_scalars(threshold, mean, std, sharpness)
+        )
+        picks = _module_scores(module, data, len(rows), tiny_encoder_dir).argmax(dim=-1).tolist()
         expected = [3 if p is None else p for p in _rule(rows, threshold)]  # slot 3: the empty passage
         assert picks == expected
 
@@ -106,10 +120,7 @@ def test_a_run_that_cannot_improve_on_its_start_exports_the_threshold_rule(
     split = load_rerank_data(
         str(data), abstain=True, val_fraction=0.25, decision_fraction=0.25, seed=0, bm25_prior=True
     )
-    train = [rows[i] for i in split.train_rows]
-    threshold = bm25_threshold(
-        [max(r["bm25_scores"]) for r in train], [r["lm_logprobs"][0] - NONE for r in train]
-    )
+    threshold = _train_threshold(rows, split.train_rows)
     evidence = summary["decision_evidence"]
     assert evidence["selection"]["step"] == 0 and evidence["selection"]["validations"] == 3
     assert evidence["decision"]["trained_is_start"] and "trained" not in evidence["promise"]["tests"]
@@ -153,17 +164,7 @@ def test_an_exported_anchor_top_reranker_scores_as_the_module_it_came_from(
 
     rows = _threshold_rows(real_documents, 16)
     data = save_rows(rows, tmp_path / "data")
-    module = RerankerModule(
-        str(tiny_encoder_dir),
-        max_length=40,
-        max_prefix_tokens=12,
-        bm25_prior=True,
-        abstain=True,
-        bm25_top_mean=5.5,
-        bm25_top_std=2.0,
-        abstain_anchor="top",
-        abstain_init=threshold_scalars(6.0, 5.5, 2.0, 1.0),
-    ).eval()
+    module = _start_module(tiny_encoder_dir, 5.5, 2.0, threshold_scalars(6.0, 5.5, 2.0, 1.0))
     with torch.no_grad():  # a head that is not zero: the encoder's own scores count too
         output_head(module.encoder).weight.normal_(0.0, 0.5, generator=torch.Generator().manual_seed(0))
         module.prior_weight.fill_(0.8)
@@ -171,10 +172,7 @@ def test_an_exported_anchor_top_reranker_scores_as_the_module_it_came_from(
     torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams)}, ckpt)
     folder = export_reranker(str(ckpt), str(tmp_path / "export"), hyper_parameters={}, trained_on={})
     assert json.loads((Path(folder) / "ralm_reranker.json").read_text())["bm25_prior"]["anchor"] == "top"
-    groups = GroupDataset(str(data), list(range(len(rows))), abstain=True, bm25_prior=True)
-    collate = GroupCollator(load_tokenizer(str(tiny_encoder_dir)), max_length=40, max_prefix_tokens=12)
-    with torch.no_grad():
-        expected = module(collate([groups[i] for i in range(len(groups))]))
+    expected = _module_scores(module, data, len(rows), tiny_encoder_dir)
     reranker = PredictiveReranker.from_pretrained(folder)
     scores = reranker.score(
         [r["prefix"] for r in rows],
