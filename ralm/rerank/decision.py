@@ -36,7 +36,7 @@ from ralm.rerank.promise import (
     PairedSample,
     export_decision,
 )
-from ralm.rerank.scalar_init import fit_threshold, read_rule_columns
+from ralm.rerank.scalar_init import read_rule_columns
 
 
 @dataclass(frozen=True)
@@ -173,8 +173,10 @@ def decide_export(
     batch_size: int,
     device: torch.device | str = "cpu",
     margin: float = DEFAULT_MARGIN,
+    threshold: float | None = None,
 ) -> Decision:
-    """Score the decision prefixes for the selected checkpoint, decide, and say what the export holds."""
+    """Score the decision prefixes for the selected checkpoint, decide, and say what the export holds.
+    `threshold`: T fitted on the training prefixes (``ralm.rerank.fit``), needed with ``--abstain``."""
     started = time.perf_counter()
     print(
         f"export decision: scoring {len(data.decision_rows)} decision prefixes "
@@ -188,9 +190,10 @@ def decide_export(
         module, saved_step = load_selected(selected.checkpoint, hparams, device)
         step = saved_step if saved_step is not None else step
     values = score_decision_prefixes(data, module, batch_size=batch_size, device=device)
-    threshold, promise_samples = None, {}
+    promise_samples = {}
     if data.abstain:
-        threshold = fit_threshold(read_rule_columns(data.path, data.train_rows).with_candidates())
+        if threshold is None:
+            raise ValueError("an --abstain decision needs T fitted on the training prefixes (threshold=)")
         if math.isfinite(threshold):  # T infinite: no training prefix gains, the rule is no retrieval itself
             decision_columns = read_rule_columns(data.path, data.decision_rows)
             values = replace(values, above=decision_columns.above(threshold))

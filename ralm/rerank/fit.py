@@ -32,7 +32,7 @@ from ralm.rerank.log_lines import TrainLogLines
 from ralm.rerank.loggers import build_loggers
 from ralm.rerank.model import load_tokenizer
 from ralm.rerank.promise import DEFAULT_MARGIN
-from ralm.rerank.scalar_init import threshold_start
+from ralm.rerank.scalar_init import fit_threshold, read_rule_columns, threshold_start
 from ralm.rerank.selection import ValidationHistory
 from ralm.rerank.settings import EncoderOptions, LoaderOptions, OptimOptions, RunOptions, trainer_settings
 from ralm.rerank.training_callbacks import (
@@ -215,11 +215,14 @@ def fit_reranker(
         decision_fraction=loader.decision_fraction,
     )
     hparams = module_hparams(encoder, optim, abstain=abstain, bm25_prior=bm25_prior)
-    start = None
+    start, threshold, rule_columns = None, None, None
+    if abstain:  # T, fitted once on the training prefixes: a rule of the export decision and the start
+        rule_columns = read_rule_columns(data, rerank_data.train_rows).with_candidates()
+        threshold = fit_threshold(rule_columns)
     if abstain and bm25_prior:
         mean, std = bm25_top_stats(data, rerank_data.train_rows)
         # the untrained model is the threshold rule fitted on the training prefixes (ralm.rerank.scalar_init)
-        start = threshold_start(data, rerank_data.train_rows, mean, std, optim.loss, optim.temperature)
+        start = threshold_start(rule_columns, threshold, mean, std, optim.loss, optim.temperature)
         hparams.update(
             bm25_top_mean=mean,
             bm25_top_std=std,
@@ -276,6 +279,7 @@ def fit_reranker(
             loggers=loggers,
             val_batch_size=loader.val_batch_size,
             start=start,
+            threshold=threshold,
             margin=margin,
         ),
         best,

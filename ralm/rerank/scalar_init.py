@@ -10,7 +10,7 @@ checkpoint selection keeps step 0 when no later step does better on the selectio
 sharpness k (how soft the rule is for the loss) is the one of ``SHARPNESS`` whose training loss is lowest
 with the encoder at 0: a fit of one scalar on the training prefixes, no encoder pass.
 
-Pure functions over a dataset's columns; ``ralm.rerank.fit`` calls ``threshold_start``.
+Pure functions over a dataset's columns; ``ralm.rerank.fit`` fits T once and calls ``threshold_start``.
 """
 
 from __future__ import annotations
@@ -110,12 +110,10 @@ def start_loss(
 
 
 def threshold_start(
-    path: str, rows: list[int], mean: float, std: float, loss: str, temperature: float = 1.0
+    columns: RuleColumns, threshold: float, mean: float, std: float, loss: str, temperature: float = 1.0
 ) -> dict:
-    """The fitted start on the training `rows`: T, the sharpness k and the scalars (b, c), with the loss
-    at each k tried (summary.json's ``start``)."""
-    columns = read_rule_columns(path, rows).with_candidates()
-    threshold = fit_threshold(columns)
+    """The fitted start on the training prefixes' `columns` and their T (``fit_threshold``): the sharpness
+    k and the scalars (b, c), with the loss at each k tried (summary.json's ``start``)."""
     losses = {
         k: start_loss(columns, threshold_scalars(threshold, mean, std, k), mean, std, loss, temperature)
         for k in SHARPNESS

@@ -79,6 +79,9 @@ class ExportSettings:
     """Prefixes per batch when the decision prefixes are scored."""
     start: dict | None = None
     """The fitted start (``ralm.rerank.scalar_init.threshold_start``; None without prior and abstain)."""
+    threshold: float | None = None
+    """T of the threshold rule, fitted on the training prefixes (infinite: it never retrieves); None
+    without --abstain."""
     margin: float = DEFAULT_MARGIN
     """δ of the promise (``ralm.rerank.promise``)."""
 
@@ -143,6 +146,7 @@ class ExportDecided(Callback):
             batch_size=s.val_batch_size,
             device=trainer.strategy.root_device,
             margin=s.margin,
+            threshold=s.threshold,
         )
         at_best = self.history.at_step(decision.evidence["selection"]["step"])
         data = s.rerank_data
