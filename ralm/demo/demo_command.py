@@ -67,7 +67,7 @@ def demo(
             copies (same id or title, or same text) are left out of the corpus and the training text.
         exclude: With --corpus: titles, ids or re:PATTERNs of documents to leave out of the corpus and the
             training text (any other version of your eval text); counted in the report.
-        lm: Frozen LM: Hugging Face id, folder or .gguf file (default: the offline SmolLM2-135M-Instruct).
+        lm: Frozen LM: Hugging Face id, folder or .gguf file (default: the offline Gemma-3-270m base).
         encoder: Reranker encoder: Hugging Face id or folder (default: the offline all-MiniLM-L6-v2).
         scale: Overrides of the chosen scale's settings.
         books: The Bible demo's dev and test books (World English Bible OSIS ids), instead of the scale's.

@@ -48,6 +48,14 @@ def lm_options(lm: str, settings: ScaleSettings, dtype: str) -> LMOptions:
     return LMOptions(model=lm, dtype=dtype, max_length=settings.max_length)
 
 
+def training_precision(dtype: str) -> dict[str, str]:
+    """The reranker's training precision follows the LM's resolved dtype: bf16 (``fastest`` found the CPU
+    computes it natively and faster, or the user asked for it) trains in ``bf16-mixed`` (autocast; weights and
+    optimizer in fp32), measured 2x faster per step than fp32 here (bench/RESULTS.md); otherwise ralm's rule
+    (``ralm.devices.training_precision``: bf16-mixed on a native-bf16 GPU, else 32-true)."""
+    return {"precision": "bf16-mixed"} if dtype == "bf16" else {}
+
+
 def window_options(settings: ScaleSettings) -> WindowOptions:
     return WindowOptions(settings.stride, settings.query_tokens, settings.max_passage_tokens)
 
@@ -67,7 +75,9 @@ def plan_pipeline(
     passages = str(Path(f"{index.output}.passages.jsonl"))
     retrieval = RetrievalOptions(index=str(index.output), passages=passages, k=settings.k)
     data_gen = _data_gen_stage(run_dir, texts, index, retrieval, lm_options(lm, settings, dtype), settings)
-    trains = tuple(_train_stage(run_dir, data_gen.output, encoder, settings, s) for s in settings.train_seeds)
+    trains = tuple(
+        _train_stage(run_dir, data_gen.output, encoder, settings, s, dtype) for s in settings.train_seeds
+    )
     trained = {f"trained-seed{s}": t.output for s, t in zip(settings.train_seeds, trains, strict=True)}
     evals = tuple(
         eval_stage(
@@ -134,7 +144,7 @@ def _data_gen_stage(
 
 
 def _train_stage(
-    run_dir: Path, data_dir: Path, encoder: str, settings: ScaleSettings, seed: int
+    run_dir: Path, data_dir: Path, encoder: str, settings: ScaleSettings, seed: int, dtype: str
 ) -> StagePlan:
     from ralm.rerank.settings import EncoderOptions, LoaderOptions, OptimOptions, RunOptions
 
@@ -164,7 +174,7 @@ def _train_stage(
         "run": RunOptions(
             val_every=settings.val_every, save_every=settings.val_every, wandb="off", keep_checkpoints=False
         ),
-        "trainer": {"log_every_n_steps": 10},
+        "trainer": {"log_every_n_steps": 10, **training_precision(dtype)},
         # Start from BM25's ranking and learn corrections: with a few dozen prefixes a reranker trained from
         # a random head ranks far worse than BM25 (measured 13.71 ppl against 10.59 at --quick).
         "bm25_prior": True,

@@ -51,7 +51,7 @@ def run(
             every version of the eval text they hold. Copies of the eval documents are left out without
             it: same id or title as an eval document (JSONL or datasets eval text with ids), or the same
             text up to whitespace (docs/formats.md); the report counts what left each input.
-        lm: Frozen LM: Hugging Face id, folder or .gguf file (default: the offline SmolLM2-135M-Instruct).
+        lm: Frozen LM: Hugging Face id, folder or .gguf file (default: the offline Gemma-3-270m base).
         encoder: Reranker encoder: Hugging Face id or folder (default: the offline all-MiniLM-L6-v2).
         quick: The small scale (fewer prefixes and steps, one seed).
         output: Folder for every output and the commands.

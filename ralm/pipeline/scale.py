@@ -183,7 +183,8 @@ class ScaleOptions:
     dtype: Literal["fastest", "auto", "fp32", "bf16"] | None = None
     """The frozen LM's dtype in data-gen and eval: fastest (bf16 where the device computes it natively and a
     measurement here finds it faster, else fp32; the report states bf16's change in NLL against fp32), auto
-    (ralm's rule: fp32 on CPU), fp32 or bf16."""
+    (ralm's rule: fp32 on CPU), fp32 or bf16. The reranker trains in bf16-mixed when this resolves to bf16
+    (``ralm.pipeline.plan.training_precision``)."""
 
     def __post_init__(self) -> None:
         check_fields(self)  # before the first stage, not minutes later in the stage that reads the value

@@ -79,8 +79,8 @@ def train(
             held-out decision prefixes (loader.decision_fraction) among no retrieval, BM25's top-1, BM25's
             top-1 when its score is at least T (T fitted on the training prefixes) and the trained
             reranker: export the rule that keeps the promise (its one-sided 95% block-bootstrap bound is no
-            worse than no retrieval by more than the margin) and is best on the decision prefixes, a
-            difference inside its paired 95% interval being a tie that goes to the more learned rule.
+            worse than no retrieval by more than the margin) and is best on the decision prefixes (the
+            highest mean log-prob; an exact tie goes to the more learned rule).
             Without abstain: BM25's top-1 is the reference and the rules are BM25 and trained.
         bm25_prior: Score = f + w * (BM25 score standardised in its group), f starting at 0 and w at 1,
             so the untrained reranker ranks like BM25 and training learns corrections; with abstain it
