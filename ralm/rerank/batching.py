@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 
 import torch
 
 from ralm.errors import RalmInputError
+from ralm.rerank.settings import LoaderOptions
 
 
 def planned_world_size(trainer: Mapping, env: Mapping[str, str] | None = None) -> int:
@@ -49,3 +51,14 @@ def split_global_batch(global_batch: int, max_micro_batch: int, world_size: int)
     while per_process % micro:  # the largest micro-batch that fits and divides the per-process share
         micro -= 1
     return micro, per_process // micro
+
+
+def with_global_batch(loader: LoaderOptions, settings: dict) -> LoaderOptions:
+    """`loader` with its micro-batch for a given global batch size; the accumulation it needs is written
+    into the Trainer `settings` (the two are one choice: micro-batch x accumulation x world size)."""
+    if loader.global_batch_size is None:
+        return loader
+    micro, settings["accumulate_grad_batches"] = split_global_batch(
+        loader.global_batch_size, loader.batch_size, planned_world_size(settings)
+    )
+    return replace(loader, batch_size=micro)

@@ -14,7 +14,7 @@ import json
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict
 
 import lightning.pytorch as pl
 import torch
@@ -23,16 +23,16 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from ralm.devices import training_precision
 from ralm.errors import RalmInputError
 from ralm.progress import is_terminal
-from ralm.rerank.batching import planned_world_size, split_global_batch
+from ralm.rerank.batching import with_global_batch
 from ralm.rerank.datamodule import RerankDataModule
-from ralm.rerank.dataset import bm25_top_stats, load_rerank_data
+from ralm.rerank.dataset import RerankData, load_rerank_data
 from ralm.rerank.export import check_compatible, read_checkpoint
+from ralm.rerank.fitted_start import FittedStart, fit_start
 from ralm.rerank.lit_module import RerankerModule
 from ralm.rerank.log_lines import TrainLogLines
 from ralm.rerank.loggers import build_loggers
 from ralm.rerank.model import load_tokenizer
 from ralm.rerank.promise import DEFAULT_MARGIN
-from ralm.rerank.scalar_init import fit_threshold, read_rule_columns, threshold_start
 from ralm.rerank.selection import ValidationHistory
 from ralm.rerank.settings import EncoderOptions, LoaderOptions, OptimOptions, RunOptions, trainer_settings
 from ralm.rerank.training_callbacks import (
@@ -200,12 +200,45 @@ def fit_reranker(
     settings = trainer_settings(trainer, optim)
     accelerator, precision = resolve_hardware(settings)
     hardware = {"accelerator": accelerator, "precision": precision, "strategy": settings["strategy"]}
-    if loader.global_batch_size is not None:
-        micro, settings["accumulate_grad_batches"] = split_global_batch(
-            loader.global_batch_size, loader.batch_size, planned_world_size(settings)
-        )
-        loader = replace(loader, batch_size=micro)
-    rerank_data = load_rerank_data(
+    loader = with_global_batch(loader, settings)
+    rerank_data = _split_rows(data, loader, abstain=abstain, bm25_prior=bm25_prior, seed=seed)
+    hparams = module_hparams(encoder, optim, abstain=abstain, bm25_prior=bm25_prior)
+    fitted = fit_start(data, rerank_data, optim, abstain=abstain, bm25_prior=bm25_prior)
+    hparams.update(fitted.hparams)
+    resume = _checked_resume(ckpt_path, output, hparams)
+    os.makedirs(output, exist_ok=True)
+    loggers = build_loggers(output, run)
+
+    # Models load only now, after every cheap check above has passed.
+    pl.seed_everything(seed, workers=True, verbose=False)
+    tokenizer = load_tokenizer(encoder.name)
+    module = RerankerModule(**hparams)
+    datamodule = _datamodule(rerank_data, tokenizer, encoder, loader, optim, settings, seed)
+    # The step-0 model sits beside, not in, checkpoints/: ModelCheckpoint warns about a non-empty folder.
+    best, last = checkpoint_callbacks(os.path.join(output, "checkpoints"), run.save_every)
+    history = ValidationHistory()
+    config = _run_config(data, encoder, loader, optim, run, settings, abstain, bm25_prior, seed, margin)
+    export_settings = _export_settings(
+        output, rerank_data, module, hardware, config, run, loader, loggers, fitted
+    )
+    export = ExportDecided(export_settings, best, last, history)
+    fallback = (
+        [BM25Fallback(os.path.join(output, STEP0_FILE), resuming=resume is not None)] if bm25_prior else []
+    )
+    callbacks = [best, last, history, *fallback, *extra_callbacks, export]
+    fitter = build_trainer(run, settings, hardware, output, loggers, callbacks)
+    started = time.time()
+    fitter.fit(module, datamodule=datamodule, ckpt_path=resume)
+    if not fitter.is_global_zero:
+        return {}
+    return export.summary or _summary_written_since(output, started)
+
+
+def _split_rows(
+    data: str, loader: LoaderOptions, *, abstain: bool, bm25_prior: bool, seed: int
+) -> RerankData:
+    """The dataset's rows, checked and split into training, validation and decision prefixes."""
+    return load_rerank_data(
         data,
         abstain=abstain,
         val_fraction=loader.val_fraction,
@@ -214,31 +247,27 @@ def fit_reranker(
         bm25_prior=bm25_prior,
         decision_fraction=loader.decision_fraction,
     )
-    hparams = module_hparams(encoder, optim, abstain=abstain, bm25_prior=bm25_prior)
-    start, threshold, rule_columns = None, None, None
-    if abstain:  # T, fitted once on the training prefixes: a rule of the export decision and the start
-        rule_columns = read_rule_columns(data, rerank_data.train_rows).with_candidates()
-        threshold = fit_threshold(rule_columns)
-    if abstain and bm25_prior:
-        mean, std = bm25_top_stats(data, rerank_data.train_rows)
-        # the untrained model is the threshold rule fitted on the training prefixes (ralm.rerank.scalar_init)
-        start = threshold_start(rule_columns, threshold, mean, std, optim.loss, optim.temperature)
-        hparams.update(
-            bm25_top_mean=mean,
-            bm25_top_std=std,
-            abstain_anchor="top",
-            abstain_init=tuple(start["abstain_init"]),
-        )
+
+
+def _checked_resume(ckpt_path: str | None, output: str, hparams: dict) -> str | None:
+    """The checkpoint to resume from, refused now if its model is not this run's (before any model loads)."""
     resume = resolve_ckpt_path(ckpt_path, output)
     if resume is not None and os.path.isfile(resume):  # a DeepSpeed checkpoint is a folder of shards
         check_compatible(resume, read_checkpoint(resume).get("hyper_parameters", {}), hparams)
-    os.makedirs(output, exist_ok=True)
-    loggers = build_loggers(output, run)
+    return resume
 
-    pl.seed_everything(seed, workers=True, verbose=False)
-    tokenizer = load_tokenizer(encoder.name)
-    module = RerankerModule(**hparams)
-    datamodule = RerankDataModule(
+
+def _datamodule(
+    rerank_data: RerankData,
+    tokenizer,
+    encoder: EncoderOptions,
+    loader: LoaderOptions,
+    optim: OptimOptions,
+    settings: dict,
+    seed: int,
+) -> RerankDataModule:
+    """Batches of tokenized pairs; `total_batches` counts micro-batches (optimizer steps x accumulation)."""
+    return RerankDataModule(
         rerank_data,
         tokenizer,
         batch_size=loader.batch_size,
@@ -249,10 +278,22 @@ def fit_reranker(
         num_workers=loader.num_workers,
         seed=seed,
     )
-    # The step-0 model sits beside, not in, checkpoints/: ModelCheckpoint warns about a non-empty folder.
-    best, last = checkpoint_callbacks(os.path.join(output, "checkpoints"), run.save_every)
-    history = ValidationHistory()
-    config = {
+
+
+def _run_config(
+    data: str,
+    encoder: EncoderOptions,
+    loader: LoaderOptions,
+    optim: OptimOptions,
+    run: RunOptions,
+    settings: dict,
+    abstain: bool,
+    bm25_prior: bool,
+    seed: int,
+    margin: float,
+) -> dict:
+    """The run's options as given, for summary.json."""
+    return {
         "encoder": asdict(encoder),
         "loader": asdict(loader),
         "optim": asdict(optim),
@@ -264,38 +305,38 @@ def fit_reranker(
         "margin": margin,
         "data": data,
     }
-    export = ExportDecided(
-        ExportSettings(
-            out_dir=output,
-            data=data,
-            rerank_data=rerank_data,
-            hparams=dict(module.hparams),
-            hardware=_json_safe(hardware),
-            config=config,
-            seed=seed,
-            abstain=abstain,
-            bm25_prior=bm25_prior,
-            keep_checkpoints=run.keep_checkpoints,
-            loggers=loggers,
-            val_batch_size=loader.val_batch_size,
-            start=start,
-            threshold=threshold,
-            margin=margin,
-        ),
-        best,
-        last,
-        history,
+
+
+def _export_settings(
+    output: str,
+    rerank_data: RerankData,
+    module: RerankerModule,
+    hardware: dict,
+    config: dict,
+    run: RunOptions,
+    loader: LoaderOptions,
+    loggers: list,
+    fitted: FittedStart,
+) -> ExportSettings:
+    """What the export callback needs; the data, flags, seed and margin are the run's, as `config`
+    (``_run_config``) records them."""
+    return ExportSettings(
+        out_dir=output,
+        data=config["data"],
+        rerank_data=rerank_data,
+        hparams=dict(module.hparams),
+        hardware=_json_safe(hardware),
+        config=config,
+        seed=config["seed"],
+        abstain=config["abstain"],
+        bm25_prior=config["bm25_prior"],
+        keep_checkpoints=run.keep_checkpoints,
+        loggers=loggers,
+        val_batch_size=loader.val_batch_size,
+        start=fitted.start,
+        threshold=fitted.threshold,
+        margin=config["margin"],
     )
-    fallback = (
-        [BM25Fallback(os.path.join(output, STEP0_FILE), resuming=resume is not None)] if bm25_prior else []
-    )
-    callbacks = [best, last, history, *fallback, *extra_callbacks, export]
-    fitter = build_trainer(run, settings, hardware, output, loggers, callbacks)
-    started = time.time()
-    fitter.fit(module, datamodule=datamodule, ckpt_path=resume)
-    if not fitter.is_global_zero:
-        return {}
-    return export.summary or _summary_written_since(output, started)
 
 
 def _summary_written_since(output: str, started: float) -> dict:
