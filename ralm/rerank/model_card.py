@@ -131,15 +131,10 @@ def decision_lines(evidence: dict) -> list[str]:
 
 def render_model_card(info: dict) -> str:
     """The card's text from a ``ralm_reranker.json`` dict."""
-    data = info.get("trained_on", {})
-    metrics = info.get("metrics", {})
-    at_best = metrics.get("validation_at_best") or {}
-    evidence = info.get("decision_evidence") or {}
-    validation = ", ".join(f"{k.removeprefix('val/')} {_fmt(v)}" for k, v in sorted(at_best.items())) or "n/a"
     note = DECISION_NOTES.get(info.get("decision", "trained"))
+    # A decision other than "trained" changes what the folder is: said first, and again in every snippet.
     first = [f"**{note}.**", ""] if note else []
     warn = [f"# {note.split(':')[0]}: see the top of this card"] if note else []
-    weights = info.get("checkpoint") is not None
     return "\n".join(
         [
             _front_matter(_metadata(info)),
@@ -147,73 +142,103 @@ def render_model_card(info: dict) -> str:
             "# ralm predictive reranker",
             "",
             *first,
-            "A cross-encoder that picks, among BM25's candidates, the passage a frozen causal LM "
-            "should read before a prefix (In-Context RALM, Ram et al. 2023, §6.2), "
-            "trained by [ralm](https://github.com/) on the LM's own log-probabilities."
-            + ("" if weights else " This folder holds no model weights."),
+            *_summary_lines(info),
             "",
-            f"- **Base model**: {info.get('base_model')}",
-            f"- **LM that labelled the data**: {data.get('lm')}",
-            f"- **Data**: {data.get('train_prefixes')} training prefixes, "
-            f"{data.get('val_prefixes')} selection prefixes, "
-            f"{data.get('decision_prefixes', 'n/a')} decision prefixes ({data.get('format')})",
-            f"- **Loss**: {info.get('loss')}",
-            f"- **Input**: `{info.get('input_format')}`: "
-            f"the prefix cut to its last {info.get('max_prefix_tokens')} tokens, "
-            f"the passage cut from its end to fit {info.get('max_length')} tokens",
-            "- **Abstention**: "
-            f"{'the empty passage is a candidate (no retrieval)' if info.get('abstain') else 'no'}",
-            f"- **BM25 prior**: {_prior_text(info.get('bm25_prior'))}",
-            f"- **Validation of the selected step**: {validation}",
-            f"- **Export decision**: `{info.get('decision')}`",
-            *decision_lines(evidence),
+            *_ralm_usage(warn),
             "",
-            "## With ralm",
+            *_sentence_transformers_usage(info, warn),
             "",
-            "```python",
-            *warn,
-            "import ralm",
-            "reranker = ralm.Reranker.from_pretrained(PATH)",
-            "choice = reranker.rank(prefix, passages, bm25_scores=scores)  # index into passages, or None",
-            "```",
-            "",
-            "## With sentence-transformers (>= 6)",
-            "",
-            "```python",
-            *warn,
-            "from sentence_transformers import CrossEncoder",
-            "model = CrossEncoder(PATH, trust_remote_code=True)  "
-            "# runs cross_encoder_input.py from this folder",
-            "logits = model.predict([(prefix, passage) for passage in passages])  "
-            "# whole prefixes, ralm's cut",
-            "```",
-            "",
-            "The folder's input module (`cross_encoder_input.py`, `pair_rule.py`) "
-            f"cuts each prefix to its last {info.get('max_prefix_tokens')} tokens "
-            f"and then the passage to fit {info.get('max_length')} tokens, "
-            "as ralm does, so `predict` returns ralm's model score; "
-            "add the BM25 prior above yourself when it is not "
-            'None (abstention: score the empty passage `""` too).',
-            "",
-            "## With transformers only",
-            "",
-            "```python",
-            *warn,
-            "from transformers import AutoModelForSequenceClassification, AutoTokenizer",
-            "from pair_rule import prefix_tails  # this folder's file (also ralm.rerank.pair_rule)",
-            "tokenizer = AutoTokenizer.from_pretrained(PATH)",
-            "model = AutoModelForSequenceClassification.from_pretrained(PATH)",
-            f"tail = prefix_tails(tokenizer, [prefix], {info.get('max_prefix_tokens')})[0]",
-            "inputs = tokenizer([tail] * len(passages), passages, truncation='only_second', "
-            f"max_length={info.get('max_length')}, "
-            "padding=True, return_tensors='pt')",
-            "logits = model(**inputs).logits.squeeze(-1)  # add the BM25 prior above when it is not None",
-            "```",
+            *_transformers_usage(info, warn),
             "",
             f"Written by ralm {info.get('ralm_version')}; all fields: `ralm_reranker.json`.",
             "",
         ]
     )
+
+
+def _summary_lines(info: dict) -> list[str]:
+    """What the model is, how it was trained and validated, and the export decision with its evidence."""
+    data = info.get("trained_on", {})
+    at_best = info.get("metrics", {}).get("validation_at_best") or {}
+    validation = ", ".join(f"{k.removeprefix('val/')} {_fmt(v)}" for k, v in sorted(at_best.items())) or "n/a"
+    weights = info.get("checkpoint") is not None
+    return [
+        "A cross-encoder that picks, among BM25's candidates, the passage a frozen causal LM "
+        "should read before a prefix (In-Context RALM, Ram et al. 2023, §6.2), "
+        "trained by [ralm](https://github.com/) on the LM's own log-probabilities."
+        + ("" if weights else " This folder holds no model weights."),
+        "",
+        f"- **Base model**: {info.get('base_model')}",
+        f"- **LM that labelled the data**: {data.get('lm')}",
+        f"- **Data**: {data.get('train_prefixes')} training prefixes, "
+        f"{data.get('val_prefixes')} selection prefixes, "
+        f"{data.get('decision_prefixes', 'n/a')} decision prefixes ({data.get('format')})",
+        f"- **Loss**: {info.get('loss')}",
+        f"- **Input**: `{info.get('input_format')}`: "
+        f"the prefix cut to its last {info.get('max_prefix_tokens')} tokens, "
+        f"the passage cut from its end to fit {info.get('max_length')} tokens",
+        "- **Abstention**: "
+        f"{'the empty passage is a candidate (no retrieval)' if info.get('abstain') else 'no'}",
+        f"- **BM25 prior**: {_prior_text(info.get('bm25_prior'))}",
+        f"- **Validation of the selected step**: {validation}",
+        f"- **Export decision**: `{info.get('decision')}`",
+        *decision_lines(info.get("decision_evidence") or {}),
+    ]
+
+
+def _ralm_usage(warn: list[str]) -> list[str]:
+    """Loading and ranking with ralm itself."""
+    return [
+        "## With ralm",
+        "",
+        "```python",
+        *warn,
+        "import ralm",
+        "reranker = ralm.Reranker.from_pretrained(PATH)",
+        "choice = reranker.rank(prefix, passages, bm25_scores=scores)  # index into passages, or None",
+        "```",
+    ]
+
+
+def _sentence_transformers_usage(info: dict, warn: list[str]) -> list[str]:
+    """Scoring with sentence-transformers' CrossEncoder, which runs the folder's own input module."""
+    return [
+        "## With sentence-transformers (>= 6)",
+        "",
+        "```python",
+        *warn,
+        "from sentence_transformers import CrossEncoder",
+        "model = CrossEncoder(PATH, trust_remote_code=True)  # runs cross_encoder_input.py from this folder",
+        "logits = model.predict([(prefix, passage) for passage in passages])  # whole prefixes, ralm's cut",
+        "```",
+        "",
+        "The folder's input module (`cross_encoder_input.py`, `pair_rule.py`) "
+        f"cuts each prefix to its last {info.get('max_prefix_tokens')} tokens "
+        f"and then the passage to fit {info.get('max_length')} tokens, "
+        "as ralm does, so `predict` returns ralm's model score; "
+        "add the BM25 prior above yourself when it is not "
+        'None (abstention: score the empty passage `""` too).',
+    ]
+
+
+def _transformers_usage(info: dict, warn: list[str]) -> list[str]:
+    """Scoring with transformers alone: the caller cuts the prefix with the folder's ``pair_rule.py``."""
+    return [
+        "## With transformers only",
+        "",
+        "```python",
+        *warn,
+        "from transformers import AutoModelForSequenceClassification, AutoTokenizer",
+        "from pair_rule import prefix_tails  # this folder's file (also ralm.rerank.pair_rule)",
+        "tokenizer = AutoTokenizer.from_pretrained(PATH)",
+        "model = AutoModelForSequenceClassification.from_pretrained(PATH)",
+        f"tail = prefix_tails(tokenizer, [prefix], {info.get('max_prefix_tokens')})[0]",
+        "inputs = tokenizer([tail] * len(passages), passages, truncation='only_second', "
+        f"max_length={info.get('max_length')}, "
+        "padding=True, return_tensors='pt')",
+        "logits = model(**inputs).logits.squeeze(-1)  # add the BM25 prior above when it is not None",
+        "```",
+    ]
 
 
 def read_card_metadata(folder: Path) -> dict:
