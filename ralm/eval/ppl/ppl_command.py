@@ -21,22 +21,22 @@ from ralm.atomic_files import ensure_writable_dir
 from ralm.command_args import call_with_args, parser_for
 from ralm.config_types import AtLeastTwoInt, NonNegativeInt, PositiveInt, check_arguments, check_fields
 from ralm.errors import RalmInputError
+from ralm.eval.ppl.chooser_loading import load_rerank_lms, load_rerankers
 from ralm.eval.ppl.conditions import (
     NO_RETRIEVAL,
-    TRAINED,
-    ZERO_SHOT,
     Condition,
     parse_conditions,
     single_condition,
 )
 from ralm.eval.ppl.eval_text import read_eval_documents
-from ralm.eval.ppl.sweep import Sweep, parse_sweep, report_sweep
+from ralm.eval.ppl.summary import report_points
+from ralm.eval.ppl.sweep import Sweep, parse_sweep
 from ralm.lm.options import LMOptions, WindowOptions
 from ralm.retrieval.options import RetrievalOptions
 
 if TYPE_CHECKING:
-    from ralm.eval.ppl.choosers import RerankLM
     from ralm.eval.ppl.run import PplSettings
+    from ralm.lm.loading import FrozenLM
     from ralm.retrieval.types import Retriever
 
 
@@ -184,30 +184,15 @@ def eval_ppl(
     started = time.perf_counter()
     lm.require()  # before the output folder is made
     _check_options(reranking, no_retrieval, retrieval, compare)
-    conditions = [single_condition(no_retrieval, reranking.reranker, reranking.rerank_lm)]
-    if compare is not None:
-        conditions = parse_conditions(compare)
+    conditions, compared = _conditions(no_retrieval, reranking, compare), compare is not None
     plan: Sweep | None = parse_sweep(sweep) if sweep else None
     out = Path(output)
     ensure_writable_dir(out)
     raw, document_chars = read_eval_documents(text, text_field)
     retriever, cache_path = (None, None) if no_retrieval else _open_index(retrieval, retrieval_cache)
-    models = _load_rerankers(conditions, lm.device)
-    model = lm.load()
-    settings = _resolve(
-        lm.input_length(model.max_length),
-        model.max_length,
-        plan,
-        window,
-        retrieval,
-        reranking,
-        batching,
-        conditions,
-        compare is not None,
-        max_tokens=max_tokens,
-        text_field=text_field,
+    model, models, settings = _load_models(
+        lm, conditions, plan, window, retrieval, reranking, batching, compared, max_tokens, text_field
     )
-    models.update(_load_rerank_lms(conditions, lm, window, reranking))
     summaries = evaluate(
         model,
         raw,
@@ -226,18 +211,50 @@ def eval_ppl(
         bootstrap=bootstrap,
         document_chars=document_chars,
     )
-    if compare is not None and plan is None:
-        return _report_compare(summaries[0].results, out, print_table)
-    for point in summaries:
-        if compare is not None:
-            _report_compare(point.results, point.folder, print_table)
-        else:
-            _print_summary(point.results, point.folder)
-    return (
-        summaries[0].results
-        if plan is None
-        else report_sweep(plan, summaries, out, compared=compare is not None)
+    return report_points(summaries, plan, out, compared=compared, print_table=print_table)
+
+
+def _conditions(no_retrieval: bool, reranking: RerankingOptions, compare: str | None) -> list[Condition]:
+    """The conditions evaluated: those listed by --compare, else the one the options name."""
+    conditions = [single_condition(no_retrieval, reranking.reranker, reranking.rerank_lm)]
+    if compare is not None:
+        conditions = parse_conditions(compare)
+    return conditions
+
+
+def _load_models(
+    lm: LMOptions,
+    conditions: list[Condition],
+    plan: Sweep | None,
+    window: WindowOptions,
+    retrieval: RetrievalOptions,
+    reranking: RerankingOptions,
+    batching: BatchOptions,
+    compare: bool,
+    max_tokens: int | None,
+    text_field: str,
+) -> tuple[FrozenLM, dict, PplSettings]:
+    """The evaluated LM, the models that choose passages (by condition name) and the run's settings.
+
+    The order is the checks': a trained reranker folder that is not one fails before the LM loads, and
+    lengths that do not fit the LM's context fail before a zero-shot reranking LM loads."""
+    models = load_rerankers(conditions, lm.device)
+    model = lm.load()
+    settings = _resolve(
+        lm.input_length(model.max_length),
+        model.max_length,
+        plan,
+        window,
+        retrieval,
+        reranking,
+        batching,
+        conditions,
+        compare,
+        max_tokens=max_tokens,
+        text_field=text_field,
     )
+    models.update(load_rerank_lms(conditions, lm, window, reranking))
+    return model, models, settings
 
 
 def _open_index(retrieval: RetrievalOptions, retrieval_cache: str | None) -> tuple[Retriever, Path]:
@@ -294,89 +311,6 @@ def _resolve(
         compare=compare,
         **recorded,
     )
-
-
-def _load_rerankers(conditions: list[Condition], device: str) -> dict:
-    """The trained rerankers of `conditions` by condition name (a folder that is not one fails here)."""
-    if not any(c.kind == TRAINED for c in conditions):
-        return {}
-    from ralm.rerank.inference import PredictiveReranker
-
-    return {
-        c.name: PredictiveReranker.from_pretrained(c.model, device=device)
-        for c in conditions
-        if c.kind == TRAINED
-    }
-
-
-def _load_rerank_lms(
-    conditions: list[Condition], lm: LMOptions, window: WindowOptions, reranking: RerankingOptions
-) -> dict[str, RerankLM]:
-    """The zero-shot reranking LMs (``--rerank-lm``) of `conditions` by condition name."""
-    from ralm.eval.ppl.choosers import RerankLM
-    from ralm.lm.loading import load_lm
-
-    models = {}
-    for c in conditions:
-        if not (c.kind == ZERO_SHOT and c.chooses_first):
-            continue
-        rerank_lm = load_lm(c.model, device=lm.device, dtype=lm.dtype)
-        max_length = lm.input_length(rerank_lm.max_length)
-        if max_length < window.max_passage_tokens + reranking.rank_tokens:
-            raise RalmInputError(
-                f"--rerank-lm {c.model}: its {max_length} tokens cannot hold a"
-                f" {window.max_passage_tokens}-token passage and {reranking.rank_tokens} ranking tokens"
-            )
-        models[c.name] = RerankLM(rerank_lm, max_length)
-    return models
-
-
-def _report_compare(compared: dict, out: Path, print_table: bool = True) -> dict:
-    """What the conditions share (windows, tokens, one scoring pass) once, then one table row each."""
-    from ralm.eval.ppl.compare_stats import TableRow, format_compare_table
-
-    first = next(iter(compared.values()))
-    cfg, c, t = first["config"], first["counts"], first["timings"]
-    rerank = [
-        f"{name} {r['timings']['rerank_s']:.1f}s"
-        for name, r in compared.items()
-        if r["timings"].get("rerank_s", 0) >= 0.05
-    ]
-    print(
-        f"ralm eval ppl --compare: {len(compared)} conditions on the same {c['windows']} windows "
-        f"(s={cfg['stride']}, ℓ={cfg['query_tokens']}, max_length={cfg['max_length']}), "
-        f"{first['metrics']['scored_tokens']} scored tokens, {c['words']} words\n"
-        f"  one scoring pass for every condition {t['scoring_s']:.1f}s "
-        f"({(t['tokens_per_s'] or 0):.1f} tok/s), "
-        f"retrieval {t['retrieval_s']:.1f}s" + (f", reranking: {', '.join(rerank)}" if rerank else "")
-    )
-    if print_table:
-        rows = [TableRow(n, r["metrics"]["token_ppl"], r["comparison"]) for n, r in compared.items()]
-        print(format_compare_table(rows, bootstrap=rows[0].comparison["bootstrap"] if rows else None))
-    print(
-        f"compare: {out / 'compare.json'}, {out}/<condition>/results.json (table: {out / 'candidates.jsonl'})"
-    )
-    return compared
-
-
-def _print_summary(results: dict, out_dir: Path) -> None:
-    m, c, t = results["metrics"], results["counts"], results["timings"]
-    cfg = results["config"]
-    lines = [
-        f"ralm eval ppl: {cfg['mode']} (s={cfg['stride']}, ℓ={cfg['query_tokens']}, "
-        f"max_length={cfg['max_length']})",
-        f"  token perplexity {m['token_ppl']:.4f} over {m['scored_tokens']} scored tokens",
-        f"  word perplexity  {m['word_ppl']:.4f} over {c['words']} words"
-        f" (eval_lm.py divisors: {m['word_ppl_eval_lm'] or float('nan'):.4f} words, "
-        f"{m['token_ppl_eval_lm']:.4f} tokens)",
-        f"  windows {c['windows']}, {c['retrieving_windows']} retrieving (the query found a passage); given a"
-        f" passage {c['windows_with_passage']} of {c['retrieving_windows']} retrieving windows"
-        f" (rate {m['retrieval_rate']:.3f})",
-        f"  scoring {t['scoring_s']:.1f}s ({(t['tokens_per_s'] or 0):.1f} tok/s), "
-        f"retrieval {t['retrieval_s']:.1f}s",
-        f"  -> {out_dir / 'results.json'}",
-    ]
-    print("\n".join(lines))
 
 
 def build_parser():

@@ -1,0 +1,49 @@
+"""The models that choose a window's passage before the LM scores it (``ralm.eval.ppl.choosers``), loaded
+by condition name: trained rerankers (a folder that is not one fails here) and zero-shot reranking LMs."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ralm.errors import RalmInputError
+from ralm.eval.ppl.conditions import TRAINED, ZERO_SHOT, Condition
+
+if TYPE_CHECKING:
+    from ralm.eval.ppl.choosers import RerankLM
+    from ralm.eval.ppl.ppl_command import RerankingOptions
+    from ralm.lm.options import LMOptions, WindowOptions
+
+
+def load_rerankers(conditions: list[Condition], device: str) -> dict:
+    """The trained rerankers of `conditions` by condition name (a folder that is not one fails here)."""
+    if not any(c.kind == TRAINED for c in conditions):
+        return {}
+    from ralm.rerank.inference import PredictiveReranker
+
+    return {
+        c.name: PredictiveReranker.from_pretrained(c.model, device=device)
+        for c in conditions
+        if c.kind == TRAINED
+    }
+
+
+def load_rerank_lms(
+    conditions: list[Condition], lm: LMOptions, window: WindowOptions, reranking: RerankingOptions
+) -> dict[str, RerankLM]:
+    """The zero-shot reranking LMs (``--rerank-lm``) of `conditions` by condition name."""
+    from ralm.eval.ppl.choosers import RerankLM
+    from ralm.lm.loading import load_lm
+
+    models = {}
+    for c in conditions:
+        if not (c.kind == ZERO_SHOT and c.chooses_first):
+            continue
+        rerank_lm = load_lm(c.model, device=lm.device, dtype=lm.dtype)
+        max_length = lm.input_length(rerank_lm.max_length)
+        if max_length < window.max_passage_tokens + reranking.rank_tokens:
+            raise RalmInputError(
+                f"--rerank-lm {c.model}: its {max_length} tokens cannot hold a"
+                f" {window.max_passage_tokens}-token passage and {reranking.rank_tokens} ranking tokens"
+            )
+        models[c.name] = RerankLM(rerank_lm, max_length)
+    return models
