@@ -67,48 +67,76 @@ def reference_logprobs(model, passage, prefix, target, max_length: int, max_pass
     return -target_losses(model, ids, len(target), dtype)
 
 
+TINY_LLAMA_LAYERS, TINY_LLAMA_HEADS, TINY_LLAMA_KV_HEADS, TINY_LLAMA_WIDTH = 2, 4, 2, 64
+"""The tiny Llama's shape: grouped-query attention (fewer key/value heads) like SmolLM2's, at toy width."""
+TINY_LLAMA_CONTEXT, TINY_LLAMA_ROPE_THETA, TINY_LLAMA_RMS_EPS = 256, 10000.0, 1e-5
+TINY_LLAMA_EOS = "<|endoftext|>"
+
+
 def tiny_llama_gguf(path: Path, texts: list[str], vocab_size: int = 400) -> Path:
     """A 2-layer Llama (width 64) with random weights (seed 0) and a byte-level BPE trained on `texts`,
     written as a GGUF file the way llama.cpp writes SmolLM2's: matrices quantised to Q4_1, norms and the
     (tied) embedding in F32, q/k rows in llama.cpp's rotary order, a ``gpt2`` tokenizer. The offline
     SmolLM2's loading path (de-quantise, cache, reload) at a size a fast test can convert in a second."""
+    import gguf
+
+    tokens, merges = _bpe_tokens_and_merges(train_byte_bpe(texts, vocab_size, [TINY_LLAMA_EOS]))
+    writer = gguf.GGUFWriter(str(path), "llama")
+    _add_llama_metadata(writer, tokens, merges)
+    _add_llama_tensors(writer, _random_tiny_llama(len(tokens)))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def _bpe_tokens_and_merges(raw) -> tuple[list[str], list[str]]:
+    """A trained ``tokenizers`` BPE's tokens in id order and its merges as "a b" strings (GGUF's form)."""
     import json
 
-    import gguf
-    import numpy as np
+    tokens = sorted(raw.get_vocab(), key=raw.get_vocab().get)
+    merges = [m if isinstance(m, str) else " ".join(m) for m in json.loads(raw.to_str())["model"]["merges"]]
+    return tokens, merges
+
+
+def _random_tiny_llama(vocab_size: int):
+    """The tiny Llama (``TINY_LLAMA_*``) with random weights, seed 0, embedding and output head tied."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    raw = train_byte_bpe(texts, vocab_size, ["<|endoftext|>"])
-    tokens = sorted(raw.get_vocab(), key=raw.get_vocab().get)
-    merges = [m if isinstance(m, str) else " ".join(m) for m in json.loads(raw.to_str())["model"]["merges"]]
-    layers, heads, kv_heads, width = 2, 4, 2, 64
     torch.manual_seed(0)
     config = LlamaConfig(
-        vocab_size=len(tokens),
-        hidden_size=width,
-        intermediate_size=2 * width,
-        num_hidden_layers=layers,
-        num_attention_heads=heads,
-        num_key_value_heads=kv_heads,
-        max_position_embeddings=256,
+        vocab_size=vocab_size,
+        hidden_size=TINY_LLAMA_WIDTH,
+        intermediate_size=2 * TINY_LLAMA_WIDTH,
+        num_hidden_layers=TINY_LLAMA_LAYERS,
+        num_attention_heads=TINY_LLAMA_HEADS,
+        num_key_value_heads=TINY_LLAMA_KV_HEADS,
+        max_position_embeddings=TINY_LLAMA_CONTEXT,
         tie_word_embeddings=True,
-        rms_norm_eps=1e-5,
-        rope_theta=10000.0,
+        rms_norm_eps=TINY_LLAMA_RMS_EPS,
+        rope_theta=TINY_LLAMA_ROPE_THETA,
     )
-    writer = gguf.GGUFWriter(str(path), "llama")
-    token_types = [gguf.TokenType.CONTROL if t == "<|endoftext|>" else gguf.TokenType.NORMAL for t in tokens]
+    return LlamaForCausalLM(config)
+
+
+def _add_llama_metadata(writer, tokens: list[str], merges: list[str]) -> None:
+    """The key-value header llama.cpp reads: the model's shape, the file type, and a ``gpt2`` tokenizer."""
+    import gguf
+
+    token_types = [gguf.TokenType.CONTROL if t == TINY_LLAMA_EOS else gguf.TokenType.NORMAL for t in tokens]
     for add, value in (
-        (writer.add_block_count, layers),
-        (writer.add_context_length, 256),
-        (writer.add_embedding_length, width),
-        (writer.add_feed_forward_length, 2 * width),
-        (writer.add_head_count, heads),
-        (writer.add_head_count_kv, kv_heads),
-        (writer.add_rope_freq_base, 10000.0),
-        (writer.add_layer_norm_rms_eps, 1e-5),
+        (writer.add_block_count, TINY_LLAMA_LAYERS),
+        (writer.add_context_length, TINY_LLAMA_CONTEXT),
+        (writer.add_embedding_length, TINY_LLAMA_WIDTH),
+        (writer.add_feed_forward_length, 2 * TINY_LLAMA_WIDTH),
+        (writer.add_head_count, TINY_LLAMA_HEADS),
+        (writer.add_head_count_kv, TINY_LLAMA_KV_HEADS),
+        (writer.add_rope_freq_base, TINY_LLAMA_ROPE_THETA),
+        (writer.add_layer_norm_rms_eps, TINY_LLAMA_RMS_EPS),
         (writer.add_vocab_size, len(tokens)),
-        (writer.add_rope_dimension_count, width // heads),
+        (writer.add_rope_dimension_count, TINY_LLAMA_WIDTH // TINY_LLAMA_HEADS),
         (writer.add_file_type, gguf.LlamaFileType.MOSTLY_Q4_1),
         (writer.add_tokenizer_model, "gpt2"),
         (writer.add_tokenizer_pre, "default"),
@@ -120,23 +148,29 @@ def tiny_llama_gguf(path: Path, texts: list[str], vocab_size: int = 400) -> Path
     ):
         add(value)
 
-    def rotary_order(w: np.ndarray, n_head: int) -> np.ndarray:  # llama.cpp's permute of q and k rows
-        return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
-    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, layers)
-    for key, tensor in LlamaForCausalLM(config).state_dict().items():
+def _rotary_order(w, n_head: int):
+    """llama.cpp's permute of q and k rows (its converter's order for rotary embeddings)."""
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def _add_llama_tensors(writer, model) -> None:
+    """The weights under GGUF names: matrices in Q4_1, norms and the embedding in F32, q/k rows permuted."""
+    import gguf
+    import numpy as np
+
+    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, TINY_LLAMA_LAYERS)
+    for key, tensor in model.state_dict().items():
         if key == "lm_head.weight":  # tied to the embedding: not stored, as in SmolLM2's file
             continue
         w = tensor.numpy().astype(np.float32)
-        w = rotary_order(w, heads) if "q_proj" in key else rotary_order(w, kv_heads) if "k_proj" in key else w
+        if "q_proj" in key:
+            w = _rotary_order(w, TINY_LLAMA_HEADS)
+        elif "k_proj" in key:
+            w = _rotary_order(w, TINY_LLAMA_KV_HEADS)
         name = names.get_name(key, try_suffixes=(".weight", ".bias"))
         if w.ndim == 2 and "embed" not in key:
             q4 = gguf.quants.quantize(w, gguf.GGMLQuantizationType.Q4_1)
             writer.add_tensor(name, q4, raw_shape=q4.shape, raw_dtype=gguf.GGMLQuantizationType.Q4_1)
         else:
             writer.add_tensor(name, w)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
