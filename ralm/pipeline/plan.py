@@ -17,7 +17,7 @@ from ralm.eval.ppl.compare import COMPARE_FILE
 from ralm.eval.ppl.conditions import BM25_ABOVE
 from ralm.fingerprints import path_fingerprint
 from ralm.lm.options import LMOptions, WindowOptions
-from ralm.pipeline.report import BASELINES, UPPER_BOUNDS
+from ralm.pipeline.labels import BASELINES, UPPER_BOUNDS
 from ralm.pipeline.scale import ScaleSettings
 from ralm.pipeline.stages import StagePlan, short_hash
 from ralm.pipeline.texts import PipelineTexts

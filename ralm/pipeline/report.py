@@ -11,48 +11,21 @@ import csv
 import json
 import math
 import statistics as stats_lib
-import textwrap
 from dataclasses import asdict
 from pathlib import Path
 
 from ralm.atomic_files import write_text_atomic
 from ralm.eval.ppl.compare_stats import TableRow, format_compare_table
 from ralm.eval.ppl.outputs import read_config, read_windows
+
+# The condition names live in ralm.pipeline.labels; re-exported for the report's existing importers.
+from ralm.pipeline.labels import BASELINES as BASELINES
+from ralm.pipeline.labels import UPPER_BOUNDS as UPPER_BOUNDS
+from ralm.pipeline.labels import label
+from ralm.pipeline.report_plot import plot
 from ralm.pipeline.scale import ScaleSettings
 from ralm.pipeline.verdicts import TRAINED_PREFIX, retrieving_comparisons, verdicts
-from ralm.plots import pyplot, save_figure
 from ralm.statistics import format_change
-
-BASELINES = (
-    "no-retrieval",
-    "no-retrieval-matched",
-    "bm25",
-    "random",
-    "zero-shot",
-    "oracle",
-    "oracle-or-none",
-)
-"""The built-in conditions of the demo's one `ralm eval ppl --compare` table (trained ones go between)."""
-UPPER_BOUNDS = ("oracle", "oracle-or-none")
-"""Conditions that read the true targets: bounds, not methods."""
-LABELS = {
-    "no-retrieval": "no retrieval",
-    "no-retrieval-matched": "no retrieval, context cut as BM25's passage cuts it",
-    "bm25": "BM25 top-1",
-    "random": "random of BM25 top-k",
-    "zero-shot": "zero-shot LM rerank",
-    "bm25-above": "BM25 top-1 if its score >= T",
-    "oracle": "bound: best of k",
-    "oracle-or-none": "bound: best of k or none",
-}
-
-
-def label(name: str, metrics: dict | None = None) -> str:
-    if name.startswith(TRAINED_PREFIX):
-        return f"trained reranker, seed {name.removeprefix(TRAINED_PREFIX)}"
-    if name == "bm25-above" and metrics and metrics.get("rule"):
-        return f"BM25 top-1 if score >= {float(metrics['rule']):.1f}"
-    return LABELS.get(name, name)
 
 
 def relative_change(value: float, baseline: float) -> float:
@@ -211,64 +184,6 @@ def dtype_line(check: dict | None) -> str:
     )
 
 
-def plot(
-    sets: dict[str, dict[str, dict]],
-    gain_curves: dict[str, list],
-    title: str,
-    path: Path,
-    decisions: list[str],
-) -> None:
-    """Per eval set, each condition's change vs no retrieval on the retrieving windows with its 95% CI; and
-    each seed's selection curve with the export decision's comparisons (what decided it) written under it."""
-    plt = pyplot()
-    fig, axes = plt.subplots(1, len(sets) + 1, figsize=(6 * (len(sets) + 1), 5.6))
-    for ax, (name, comparisons) in zip(axes, sets.items(), strict=False):
-        names = [n for n in comparisons if n != "no-retrieval"]
-        changes = [100 * comparisons[n]["vs_no_retrieval"]["change"] for n in names]
-        lows = [100 * comparisons[n]["vs_no_retrieval"]["low"] for n in names]
-        highs = [100 * comparisons[n]["vs_no_retrieval"]["high"] for n in names]
-        colors = [
-            "#999999" if n in UPPER_BOUNDS else "#55a868" if n.startswith(TRAINED_PREFIX) else "#4c72b0"
-            for n in names
-        ]
-        errors = [
-            [c - lo for c, lo in zip(changes, lows, strict=True)],
-            [h - c for c, h in zip(changes, highs, strict=True)],
-        ]
-        ax.bar(range(len(names)), changes, yerr=errors, capsize=3, color=colors)
-        for i, c in enumerate(
-            changes
-        ):  # a bar of height 0 (an abstaining reranker) is still visible as a label
-            ax.annotate(f"{c:+.1f}%", (i, c), ha="center", va="bottom" if c >= 0 else "top", fontsize=7)
-        ax.axhline(0.0, color="black", linewidth=0.8)
-        ax.set_xticks(range(len(names)), [label(n) for n in names], rotation=30, ha="right", fontsize=7)
-        ax.set_ylabel("token perplexity change vs no retrieval (%)")
-        ax.set_title(f"{name}: retrieving windows, vs no retrieval, 95% CI (lower is better)", fontsize=9)
-    right = axes[-1]
-    for name, curve in gain_curves.items():
-        if curve:
-            steps, gains = zip(*curve, strict=True)
-            right.plot(steps, gains, marker="o", label=name)
-    right.axhline(0.0, color="#4c72b0", linestyle="--", label="BM25 top-1 (0)")
-    right.axhline(1.0, color="#c44e52", linestyle="--", label="best candidate (1)")
-    right.set_xlabel("reranker optimizer steps")
-    right.set_ylabel("gain recovered on the selection prefixes")
-    right.set_title("Checkpoint selection (training books), not the held-out text", fontsize=9)
-    right.legend(loc="best", fontsize=7)
-    if decisions:  # the comparison with no retrieval and BM25 that decided the export, not drawn above
-        right.text(
-            0.0,
-            -0.25,
-            "\n".join(textwrap.fill(d, 90) for d in decisions),
-            transform=right.transAxes,
-            fontsize=6,
-            va="top",
-        )
-    fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    save_figure(fig, path, dpi=110)
-
-
 def orderings(comparisons: dict[str, dict]) -> dict[str, bool]:
     """The claims a reader checks on one set's retrieving windows, each with its 95% interval."""
     checks = {}
@@ -296,37 +211,12 @@ def build_report(
     """Write report.json, report.txt and report.png in `run_dir`; returns the report (with its table).
 
     `results` maps each eval set's name to its conditions' results.json paths."""
-    sections, sets = [], {}
+    sets, sections = {}, []
     for name, paths in results.items():
-        metrics = read_metrics(paths)
-        rows = {c: read_windows(Path(p).parent) for c, p in paths.items()}
-        # Window 0 ends at the input length eval used: the scale's max_length capped at the LM's context.
-        first_target = read_config(Path(next(iter(paths.values()))).parent)["max_length"]
-        comparisons = retrieving_comparisons(rows, first_target)
-        sets[name] = {
-            "metrics": metrics,
-            "retrieving": comparisons,
-            "orderings": orderings(comparisons),
-            "verdicts": verdicts(name, comparisons),
-        }
-        sections.append(set_section(name, metrics, comparisons, first_target))
+        sets[name], section = _read_eval_set(name, paths)
+        sections.append(section)
     title = f"ralm demo, {texts.get('split', 'test')} split"
-    data = [f"{role}: {texts[role]}" for role in ("corpus", "excluded", "train", "eval") if role in texts]
-    stage_times = ", ".join(f"{k} {v:.0f}s" for k, v in times.items())
-    table = "\n".join(
-        [
-            title,
-            *data,
-            dtype_line(dtype_check),
-            "",
-            *sections,
-            "",
-            *decision_lines(train_dirs),
-            f"stage times: {stage_times}; all stages {sum(times.values()):.0f}s, "
-            f"this run {total_seconds:.0f}s "
-            "(finished stages are reused)",
-        ]
-    )
+    table = _report_table(title, sections, train_dirs, times, texts, total_seconds, dtype_check)
     curves = {f"{name}: exported {_decision(d)}": read_gain_curve(d) for name, d in train_dirs.items()}
     plot(
         {n: s["retrieving"] for n, s in sets.items()},
@@ -345,11 +235,61 @@ def build_report(
         "gain_curves": curves,
         "table": table,
     }
+    _write_report(run_dir, report, table)
+    if any(not math.isfinite(m["token_ppl"]) for s in sets.values() for m in s["metrics"].values()):
+        print("[demo] warning: a perplexity is not finite; see the eval results", flush=True)
+    return report
+
+
+def _read_eval_set(name: str, paths: dict[str, Path]) -> tuple[dict, str]:
+    """One eval set read back from its conditions' output files: its part of report.json (metrics, the
+    retrieving windows' comparisons, the orderings a reader checks, the verdicts) and its table section."""
+    metrics = read_metrics(paths)
+    rows = {c: read_windows(Path(p).parent) for c, p in paths.items()}
+    # Window 0 ends at the input length eval used: the scale's max_length capped at the LM's context.
+    first_target = read_config(Path(next(iter(paths.values()))).parent)["max_length"]
+    comparisons = retrieving_comparisons(rows, first_target)
+    part = {
+        "metrics": metrics,
+        "retrieving": comparisons,
+        "orderings": orderings(comparisons),
+        "verdicts": verdicts(name, comparisons),
+    }
+    return part, set_section(name, metrics, comparisons, first_target)
+
+
+def _report_table(
+    title: str,
+    sections: list[str],
+    train_dirs: dict[str, Path],
+    times: dict[str, float],
+    texts: dict,
+    total_seconds: float,
+    dtype_check: dict | None,
+) -> str:
+    """report.txt: the texts used, the LM's dtype, each set's section, the export decisions, stage times."""
+    data = [f"{role}: {texts[role]}" for role in ("corpus", "excluded", "train", "eval") if role in texts]
+    stage_times = ", ".join(f"{k} {v:.0f}s" for k, v in times.items())
+    return "\n".join(
+        [
+            title,
+            *data,
+            dtype_line(dtype_check),
+            "",
+            *sections,
+            "",
+            *decision_lines(train_dirs),
+            f"stage times: {stage_times}; all stages {sum(times.values()):.0f}s, "
+            f"this run {total_seconds:.0f}s "
+            "(finished stages are reused)",
+        ]
+    )
+
+
+def _write_report(run_dir: Path, report: dict, table: str) -> None:
+    """report.json and report.txt, each written whole or not at all."""
     for name, content in (
         ("report.json", json.dumps(report, indent=1, default=str) + "\n"),
         ("report.txt", table + "\n"),
     ):
         write_text_atomic(run_dir / name, content)
-    if any(not math.isfinite(m["token_ppl"]) for s in sets.values() for m in s["metrics"].values()):
-        print("[demo] warning: a perplexity is not finite; see the eval results", flush=True)
-    return report
