@@ -275,38 +275,57 @@ def evaluate(
     cache = None if cache_path is None else str(cache_path)
     summaries = []
     for p in points:
-        settings = ScoringSettings(
-            max_length=p.max_length,
-            max_passage_tokens=options.max_passage_tokens,
-            rank_tokens=options.rank_tokens,
-            batch_size=options.batch_size,
-            max_batch_tokens=options.max_batch_tokens,
-        )
-        candidates = [[] for _ in windows[p]]
-        if options.retrieves and retriever is not None:
-            candidates = build_candidates(
-                model, windows[p], queries[p], hits_by_query, options.k, options.max_passage_tokens
-            )
+        candidates = _point_candidates(model, options, windows[p], queries[p], hits_by_query, retriever)
         point = Point(
             lm=model,
             text=text,
             windows=windows[p],
             queries=queries[p],
             candidates=candidates,
-            settings=settings,
+            settings=_scoring_settings(options, p),
             config=_point_config(model, text, options, p, index, cache),
             timings={**timings, "setup_s": time.perf_counter() - started},
         )
         point_dir = out / sweep.folder(p.value(sweep.field)) if sweep else out
-        output: Output = (
-            CompareOutput(
-                point, options.conditions, point_dir, seed=seed, resamples=resamples, bootstrap=bootstrap
-            )
-            if options.compare
-            else SingleOutput(point, options.conditions[0], point_dir, seed=seed)
-        )
+        output = _point_output(point, options, point_dir, seed=seed, resamples=resamples, bootstrap=bootstrap)
         results = run_conditions(
             point, options.conditions, output, models=models, seed=seed, progress=progress
         )
         summaries.append(PointResult(p, point_dir, results))
     return summaries
+
+
+def _scoring_settings(options: PplSettings, point: PointKey) -> ScoringSettings:
+    """How the LM scores this point's windows: its input length, the passage cut and the batch limits."""
+    return ScoringSettings(
+        max_length=point.max_length,
+        max_passage_tokens=options.max_passage_tokens,
+        rank_tokens=options.rank_tokens,
+        batch_size=options.batch_size,
+        max_batch_tokens=options.max_batch_tokens,
+    )
+
+
+def _point_candidates(
+    model: LanguageModel,
+    options: PplSettings,
+    windows: list[Window],
+    queries: list[str | None],
+    hits_by_query: dict[str, list[Hit]],
+    retriever: Retriever | None,
+) -> list[list[Candidate]]:
+    """Each window's candidate passages; none for every window when nothing is retrieved."""
+    if options.retrieves and retriever is not None:
+        return build_candidates(model, windows, queries, hits_by_query, options.k, options.max_passage_tokens)
+    return [[] for _ in windows]
+
+
+def _point_output(
+    point: Point, options: PplSettings, point_dir: Path, *, seed: int, resamples: int, bootstrap: str
+) -> Output:
+    """Where the point's results go: the --compare table's files, or the one condition's."""
+    if options.compare:
+        return CompareOutput(
+            point, options.conditions, point_dir, seed=seed, resamples=resamples, bootstrap=bootstrap
+        )
+    return SingleOutput(point, options.conditions[0], point_dir, seed=seed)
