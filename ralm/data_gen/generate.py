@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 
 from ralm.data_gen.candidates import retrieve_candidates
 from ralm.data_gen.options import SamplingOptions, prefix_floor
-from ralm.data_gen.prefixes import PrefixSample, TokenizedCorpus, prefix_tokens
+from ralm.data_gen.prefixes import PrefixSample, PrefixTokens, TokenizedCorpus, prefix_tokens
 from ralm.data_gen.scoring import PassageTokens, make_row, score_prefix
 from ralm.data_gen.shards import Shard, ShardStore
 from ralm.errors import RalmInputError
@@ -150,41 +150,14 @@ def shard_rows(
         prefix_tokens(corpus, doc, position, settings.stride, settings.query_tokens, settings.max_length)
         for doc, position in zip(docs, positions, strict=True)
     ]
-    doc_ids = [corpus.doc_ids[doc] for doc in docs]
-    candidates = retrieve_candidates(
-        retriever,
-        [lm.decode(t.query) for t in tokens],
-        doc_ids,
-        settings.k,
-        settings.exclude_same_doc,
-        settings.num_passages,
-        settings.retrieval_threads,
-    )
+    candidates = _shard_candidates(retriever, lm, tokens, [corpus.doc_ids[doc] for doc in docs], settings)
     if check_documents is not None:
         check_documents(docs, candidates)
     rows, pairs, copies = [], 0, 0
     for i, doc, position, toks, hits in zip(indices, docs, positions, tokens, candidates, strict=True):
         passage_tokens = passages(hits)
-        cand, none = score_prefix(
-            lm,
-            toks,
-            passage_tokens,
-            max_length=settings.max_length,
-            max_passage_tokens=settings.max_passage_tokens,
-        )
+        rows.append(_scored_row(lm, corpus, settings, i, doc, position, toks, hits, passage_tokens))
         copies += count_copies(corpus, doc, position, settings.stride, passage_tokens)
-        rows.append(
-            make_row(
-                prefix_index=i,
-                doc_id=corpus.doc_ids[doc],
-                position=position,
-                tokens=toks,
-                hits=hits,
-                candidate_token_logprobs=cand,
-                no_retrieval_token_logprobs=none,
-                decode=lm.decode,
-            )
-        )
         pairs += len(hits)
         if on_prefix is not None:
             on_prefix(len(hits))
@@ -195,6 +168,57 @@ def shard_rows(
         "candidates_copying_target": copies,
     }
     return rows, counts
+
+
+def _shard_candidates(
+    retriever: Retriever,
+    lm: LanguageModel,
+    tokens: list[PrefixTokens],
+    doc_ids: list[str],
+    settings: GenerationSettings,
+) -> list[list[Hit]]:
+    """Each prefix's candidates: one batched search of the decoded queries (own document excluded unless
+    --allow-same-doc)."""
+    return retrieve_candidates(
+        retriever,
+        [lm.decode(t.query) for t in tokens],
+        doc_ids,
+        settings.k,
+        settings.exclude_same_doc,
+        settings.num_passages,
+        settings.retrieval_threads,
+    )
+
+
+def _scored_row(
+    lm: LanguageModel,
+    corpus: TokenizedCorpus,
+    settings: GenerationSettings,
+    prefix_index: int,
+    doc: int,
+    position: int,
+    tokens: PrefixTokens,
+    hits: list[Hit],
+    passage_tokens: list[list[int]],
+) -> dict:
+    """One prefix's row: the LM's log-probs of its targets after each candidate and after no passage."""
+    cand, none = score_prefix(
+        lm,
+        tokens,
+        passage_tokens,
+        max_length=settings.max_length,
+        max_passage_tokens=settings.max_passage_tokens,
+    )
+    return make_row(
+        prefix_index=prefix_index,
+        doc_id=corpus.doc_ids[doc],
+        position=position,
+        tokens=tokens,
+        hits=hits,
+        candidate_token_logprobs=cand,
+        no_retrieval_token_logprobs=none,
+        decode=lm.decode,
+    )
 
 
 @dataclass(frozen=True)
