@@ -19,7 +19,7 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
 from ralm.atomic_files import atomic_path, write_text_atomic
 from ralm.rerank.dataset import RerankData, describe, finite_or_none
-from ralm.rerank.decision import Selected, decide_export, step0_selection
+from ralm.rerank.decision import Decision, Selected, decide_export, step0_selection
 from ralm.rerank.export import export_reranker
 from ralm.rerank.loggers import log_final_summary
 from ralm.rerank.promise import DEFAULT_MARGIN, RULE_SENTENCE
@@ -133,6 +133,7 @@ class ExportDecided(Callback):
         )
 
     def _export(self, trainer: pl.Trainer, seconds: float) -> dict:
+        """Decide, export the winner, drop what the export no longer needs, write and log summary.json."""
         s = self.settings
         step0 = os.path.join(s.out_dir, STEP0_FILE)
         step0 = step0 if s.bm25_prior and os.path.exists(step0) else None
@@ -149,7 +150,19 @@ class ExportDecided(Callback):
             threshold=s.threshold,
         )
         at_best = self.history.at_step(decision.evidence["selection"]["step"])
-        data = s.rerank_data
+        export_dir = self._write_reranker(decision, at_best)
+        if not s.keep_checkpoints:  # the export is complete: it needs none of these any more
+            shutil.rmtree(os.path.join(s.out_dir, "checkpoints"), ignore_errors=True)
+            if step0 is not None:
+                os.remove(step0)
+        summary = self._summary(trainer, seconds, selected, decision, at_best, export_dir)
+        write_text_atomic(os.path.join(s.out_dir, "summary.json"), json.dumps(summary, indent=2))
+        log_final_summary(s.loggers, summary)
+        return summary
+
+    def _write_reranker(self, decision: Decision, at_best: dict) -> str:
+        """``OUTPUT/reranker``: the decided weights (or none) with what they were trained on and why."""
+        s, data = self.settings, self.settings.rerank_data
         trained_on = {
             "path": os.path.abspath(s.data),
             "format": data.meta.get("format"),
@@ -158,7 +171,7 @@ class ExportDecided(Callback):
             "val_prefixes": len(data.val_rows),
             "decision_prefixes": len(data.decision_rows),
         }
-        export_dir = export_reranker(
+        return export_reranker(
             decision.exported,
             os.path.join(s.out_dir, "reranker"),
             hyper_parameters=s.hparams,
@@ -168,15 +181,23 @@ class ExportDecided(Callback):
             decision_evidence=decision.evidence,
             threshold=decision.threshold,
         )
-        if not s.keep_checkpoints:  # the export is complete: it needs none of these any more
-            shutil.rmtree(os.path.join(s.out_dir, "checkpoints"), ignore_errors=True)
-            if step0 is not None:
-                os.remove(step0)
+
+    def _summary(
+        self,
+        trainer: pl.Trainer,
+        seconds: float,
+        selected: Selected,
+        decision: Decision,
+        at_best: dict,
+        export_dir: str,
+    ) -> dict:
+        """summary.json: the run, what selection and the decision chose and why, and the last validation."""
+        s = self.settings
         metrics = {
             k: finite_or_none(float(v)) for k, v in trainer.callback_metrics.items() if k.startswith("val/")
         }
-        summary = {
-            "data": describe(data),
+        return {
+            "data": describe(s.rerank_data),
             "steps": trainer.global_step,
             "seconds": round(seconds, 2),
             **s.hardware,
@@ -195,6 +216,3 @@ class ExportDecided(Callback):
             "reranker": export_dir,
             "config": s.config,
         }
-        write_text_atomic(os.path.join(s.out_dir, "summary.json"), json.dumps(summary, indent=2))
-        log_final_summary(s.loggers, summary)
-        return summary
