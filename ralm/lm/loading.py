@@ -242,44 +242,17 @@ def load_lm(
     SDPA attention is requested (the fast fused kernels on CPU and GPU); an architecture without it falls
     back to its default attention.
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     started = time.perf_counter()
     name_or_path = str(name_or_path)
     _, gguf_path = _split_gguf(name_or_path, gguf_file)
-    converted = False
-    if gguf_path:
-        if not Path(gguf_path).is_file():
-            raise RalmInputError(f"{gguf_path}: GGUF file not found")
-        cached = gguf_cache_folder(Path(gguf_path))
-        converted = not (cached / "config.json").is_file()
-        folder = str(convert_gguf(Path(gguf_path), cached))
-    else:
-        folder = name_or_path
-    # A hub id is "org/name", so only an absolute or ./-relative path is known to be a local folder.
-    if not gguf_path and (Path(folder).is_absolute() or folder.startswith(".")) and not Path(folder).exists():
-        raise RalmInputError(f"{name_or_path}: model folder not found")
-    if Path(folder).is_dir() and not (Path(folder) / "config.json").is_file():
-        raise RalmInputError(f"{folder}: not a Hugging Face model folder (no config.json)")
-
+    folder, converted = _model_folder(name_or_path, gguf_path)
     torch_device = resolve_device(device)
     torch_dtype = config_dtype(folder) if dtype == "config" else resolve_dtype(dtype, torch_device)
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    with library_bars_quiet_in_logs():
-        try:
-            model = AutoModelForCausalLM.from_pretrained(
-                folder, dtype=torch_dtype, attn_implementation="sdpa"
-            )
-        except (ValueError, ImportError):  # an architecture without an SDPA implementation
-            model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch_dtype)
-    model.to(torch_device).eval().requires_grad_(False)
-
-    context = _context_length(model.config)
-    tokenizer_limit = getattr(tokenizer, "model_max_length", None)
-    if context is None and isinstance(tokenizer_limit, int) and tokenizer_limit < 10**9:
-        context = tokenizer_limit
-    if context is None:
-        raise RalmInputError(f"{name_or_path}: cannot tell the model's context length from its config")
+    model = _frozen_model(folder, torch_dtype, torch_device)
+    context = _context_or_tokenizer_limit(model.config, tokenizer, name_or_path)
     seconds = time.perf_counter() - started
     print(
         load_line(name_or_path, gguf_path, converted, torch_dtype, torch_device, seconds),
@@ -296,3 +269,49 @@ def load_lm(
         extra={"folder": folder, "gguf_file": gguf_path},
         bos_id=default_bos(tokenizer),
     )
+
+
+def _model_folder(name_or_path: str, gguf_path: str | None) -> tuple[str, bool]:
+    """The Hugging Face folder or hub id to load, and whether a GGUF file was converted for it just now (a
+    converted file is cached); a local folder that is missing or has no config.json fails here."""
+    converted = False
+    if gguf_path:
+        if not Path(gguf_path).is_file():
+            raise RalmInputError(f"{gguf_path}: GGUF file not found")
+        cached = gguf_cache_folder(Path(gguf_path))
+        converted = not (cached / "config.json").is_file()
+        folder = str(convert_gguf(Path(gguf_path), cached))
+    else:
+        folder = name_or_path
+    # A hub id is "org/name", so only an absolute or ./-relative path is known to be a local folder.
+    if not gguf_path and (Path(folder).is_absolute() or folder.startswith(".")) and not Path(folder).exists():
+        raise RalmInputError(f"{name_or_path}: model folder not found")
+    if Path(folder).is_dir() and not (Path(folder) / "config.json").is_file():
+        raise RalmInputError(f"{folder}: not a Hugging Face model folder (no config.json)")
+    return folder, converted
+
+
+def _frozen_model(folder: str, dtype: torch.dtype, device: torch.device):
+    """The causal LM with SDPA attention where its architecture has it, on `device`, in eval mode, with no
+    gradients."""
+    from transformers import AutoModelForCausalLM
+
+    with library_bars_quiet_in_logs():
+        try:
+            model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, attn_implementation="sdpa")
+        except (ValueError, ImportError):  # an architecture without an SDPA implementation
+            model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
+    model.to(device).eval().requires_grad_(False)
+    return model
+
+
+def _context_or_tokenizer_limit(config, tokenizer, name_or_path: str) -> int:
+    """The model's context length from its config, else the tokenizer's limit when it is a real one (not
+    transformers' huge "no limit" placeholder)."""
+    context = _context_length(config)
+    tokenizer_limit = getattr(tokenizer, "model_max_length", None)
+    if context is None and isinstance(tokenizer_limit, int) and tokenizer_limit < 10**9:
+        context = tokenizer_limit
+    if context is None:
+        raise RalmInputError(f"{name_or_path}: cannot tell the model's context length from its config")
+    return context
