@@ -18,7 +18,7 @@ from ralm.errors import RalmInputError
 from ralm.fingerprints import file_sha256
 from ralm.retrieval.index_meta import META_NAME, check_passages, make_meta, read_meta, write_meta
 from ralm.retrieval.passage_store import PassageStore, save_store
-from ralm.retrieval.passages import read_passages
+from ralm.retrieval.passages import Passage, read_passages
 from ralm.retrieval.types import Retriever
 
 BACKENDS = ("bm25s", "pyserini", "faiss")
@@ -61,26 +61,12 @@ def build_index(
     folder is an error unless `overwrite`. Bad passages fail (file:line) before the engine starts.
     """
     passages_path, index_dir = Path(passages_path), Path(index_dir)
-    if backend not in BACKENDS:
-        raise RalmInputError(f"backend: {backend!r} is not one of {', '.join(BACKENDS)}")
-    unknown = set(options) - BACKEND_OPTIONS[backend]
-    if unknown:
-        raise RalmInputError(f"backend {backend!r} has no option(s) {', '.join(sorted(unknown))}")
+    _check_backend_options(backend, options)
     passages = read_passages(passages_path)  # validates every line before any engine work
     sha = file_sha256(passages_path)
-    if index_dir.exists():
-        meta_path = index_dir / META_NAME
-        if meta_path.is_file() and not overwrite:
-            meta = read_meta(index_dir)
-            if _same_build(meta, backend, sha, options):
-                print(
-                    f"index: {index_dir} is already built from {passages_path}; reusing it", file=sys.stderr
-                )
-                return meta
-        if not overwrite:
-            raise RalmInputError(
-                f"{index_dir}: exists and is not an index of {passages_path}; pass --overwrite"
-            )
+    reused = _reusable_index(index_dir, passages_path, backend, sha, options, overwrite)
+    if reused is not None:
+        return reused
     partial = partial_dir(index_dir)
     resumable = backend == "faiss"  # encoded shards survive a killed build; the rest rebuilds quickly
     if partial.exists() and not resumable:
@@ -88,18 +74,7 @@ def build_index(
     partial.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     try:
-        if backend == "bm25s":
-            from ralm.retrieval.bm25s_backend import build_bm25s
-
-            settings = build_bm25s(passages, partial, **options)
-        elif backend == "pyserini":
-            from ralm.retrieval.pyserini_backend import build_pyserini
-
-            settings = build_pyserini(passages_path, partial, **options)
-        else:
-            from ralm.retrieval.faiss_backend import build_faiss
-
-            settings = build_faiss(passages, partial, passages_sha256=sha, **options)
+        settings = _build_engine(backend, passages, passages_path, partial, sha, options)
         save_store(partial, passages_path, [p.id for p in passages])
         meta = make_meta(backend, passages_path, sha, len(passages), **settings, options=options)
         meta["build_seconds"] = round(time.perf_counter() - started, 3)
@@ -111,6 +86,51 @@ def build_index(
         raise
     publish_dir(partial, index_dir)
     return meta
+
+
+def _check_backend_options(backend: str, options: dict) -> None:
+    """A known backend, given only options it takes (checked before the passages are read)."""
+    if backend not in BACKENDS:
+        raise RalmInputError(f"backend: {backend!r} is not one of {', '.join(BACKENDS)}")
+    unknown = set(options) - BACKEND_OPTIONS[backend]
+    if unknown:
+        raise RalmInputError(f"backend {backend!r} has no option(s) {', '.join(sorted(unknown))}")
+
+
+def _reusable_index(
+    index_dir: Path, passages_path: Path, backend: str, sha: str, options: dict, overwrite: bool
+) -> dict | None:
+    """The metadata of an existing index that is exactly this build (reused), else None when the folder
+    may be (re)built; any other existing folder is refused unless `overwrite`."""
+    if not index_dir.exists():
+        return None
+    meta_path = index_dir / META_NAME
+    if meta_path.is_file() and not overwrite:
+        meta = read_meta(index_dir)
+        if _same_build(meta, backend, sha, options):
+            print(f"index: {index_dir} is already built from {passages_path}; reusing it", file=sys.stderr)
+            return meta
+    if not overwrite:
+        raise RalmInputError(f"{index_dir}: exists and is not an index of {passages_path}; pass --overwrite")
+    return None
+
+
+def _build_engine(
+    backend: str, passages: list[Passage], passages_path: Path, partial: Path, sha: str, options: dict
+) -> dict:
+    """The backend's own files in `partial`; returns its settings for ralm_index.json. Each backend's
+    library is imported only when that backend builds."""
+    if backend == "bm25s":
+        from ralm.retrieval.bm25s_backend import build_bm25s
+
+        return build_bm25s(passages, partial, **options)
+    if backend == "pyserini":
+        from ralm.retrieval.pyserini_backend import build_pyserini
+
+        return build_pyserini(passages_path, partial, **options)
+    from ralm.retrieval.faiss_backend import build_faiss
+
+    return build_faiss(passages, partial, passages_sha256=sha, **options)
 
 
 def open_index(
