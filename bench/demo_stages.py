@@ -51,9 +51,9 @@ def data_gen_work(run: Path) -> tuple[float, str, str]:
     return flop, f"{inputs:,} LM inputs, {tokens / 1e6:.2f}M tokens", record["dtype"]
 
 
-def train_work(summary: dict) -> tuple[float, str, str]:
+def train_work(summary: dict, run: Path) -> tuple[float, str, str]:
     config = summary["config"]
-    data = json.loads((Path(config["data"]) / "ralm_data_gen.json").read_text())["config"]
+    data = json.loads((_resolve(config["data"], run) / "ralm_data_gen.json").read_text())["config"]
     pairs_per_prefix = data["k"] + (1 if config["abstain"] else 0)
     tokens = config["encoder"]["max_pair_tokens"]
     _, selection, decision = (
@@ -76,8 +76,18 @@ def eval_work(results: dict) -> tuple[float, str, str]:
     return flop, f"{inputs:,} LM inputs, {tokens / 1e6:.2f}M tokens", config["dtype"]
 
 
-def _output(command: list[str]) -> Path:
-    return Path(command[command.index("--output") + 1])
+def _resolve(path: str, run: Path) -> Path:
+    """A recorded path: absolute, or relative to where the run was started (an ancestor of its folder)."""
+    if Path(path).is_absolute():
+        return Path(path)
+    for base in (Path.cwd(), *run.resolve().parents):
+        if (base / path).exists():
+            return base / path
+    raise FileNotFoundError(f"{path}: not found from {run} or its parent folders")
+
+
+def _output(command: list[str], run: Path) -> Path:
+    return _resolve(command[command.index("--output") + 1], run)
 
 
 def stage_rows(run: Path) -> dict[str, tuple[float, float, str, str]]:
@@ -85,14 +95,14 @@ def stage_rows(run: Path) -> dict[str, tuple[float, float, str, str]]:
     test runs, a 1-seed key beside a 3-seed one): each output folder is counted once, under its first key."""
     rows, seen = {}, set()
     for key, stage in json.loads((run / "stages.json").read_text()).items():
-        output = _output(stage["command"])
+        output = _output(stage["command"], run)
         if output in seen or key == "index":
             continue
         seen.add(output)
         if key == "data-gen":
             work = data_gen_work(run)
         elif key.startswith("train"):
-            work = train_work(json.loads((output / "summary.json").read_text()))
+            work = train_work(json.loads((output / "summary.json").read_text()), run)
         else:  # eval sets and the bf16 check (fp32, no retrieval and BM25 over a few windows)
             # BM25's record: its counts hold the retrieving windows (no retrieval's hold none)
             results = json.loads((output / "bm25" / "results.json").read_text())
