@@ -51,7 +51,8 @@ def lm_options(lm: str, settings: ScaleSettings, dtype: str) -> LMOptions:
 def training_precision(dtype: str) -> dict[str, str]:
     """The reranker's training precision follows the LM's resolved dtype: bf16 (``fastest`` found the CPU
     computes it natively and faster, or the user asked for it) trains in ``bf16-mixed`` (autocast; weights and
-    optimizer in fp32), measured 2x faster per step than fp32 here (bench/RESULTS.md); otherwise ralm's rule
+    optimizer in fp32), measured 1.4x faster per training stage than fp32 here, with the same export decision
+    (bench/RESULTS.md); otherwise ralm's rule
     (``ralm.devices.training_precision``: bf16-mixed on a native-bf16 GPU, else 32-true)."""
     return {"precision": "bf16-mixed"} if dtype == "bf16" else {}
 
