@@ -188,7 +188,9 @@ def compare_precisions(args) -> None:
     for precision, runs in rates.items():
         rate = statistics.median(r[0] for r in runs)
         gflops = rate * flop_per_step / 1e9
-        share = gflops / peak.peak("bf16" if precision == "bf16-mixed" else "fp32")
+        # the peak of the cores this run's threads can use
+        used = min(1.0, torch.get_num_threads() / peak.cores)
+        share = gflops / (used * peak.peak("bf16" if precision == "bf16-mixed" else "fp32"))
         print(f"| {precision} | {rate:.3f} | {gflops:.0f} | {100 * share:.0f}% | {rate / base:.2f}x |")
 
 

@@ -72,8 +72,8 @@ class ScaleSettings:
 
 
 # Cost model (2-core CPU): the demo's LM (Gemma-3-270m base; SmolLM2-135M alike) reads about 1,000-2,000
-# tokens/s in bf16 on a CPU that computes it natively, 2-3x fewer in fp32. data-gen reads num_prefixes x (k
-# + 1) inputs of max_length tokens; each eval set (one --compare table) about (eval_tokens - max_length) /
+# tokens/s in bf16 on a CPU that computes it natively, 2-3x fewer in fp32. data-gen reads num_prefixes x
+# (k + 1) inputs of max_length tokens; each eval set (one --compare table) about (eval_tokens - max_length) /
 # stride x (k + 2) inputs; training reads train_steps x batch_size x (k + 1) pairs of max_pair_tokens
 # tokens, once per seed.
 #
