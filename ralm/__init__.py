@@ -18,25 +18,12 @@ from __future__ import annotations
 
 import importlib
 
+from ralm.commands import api_names
+
 __version__ = "0.1.0"
 
-_API = {
-    "make_passages": ("ralm.retrieval.passages_command", "make_passages"),
-    "build_index": ("ralm.retrieval.index", "build_index"),
-    "open_index": ("ralm.retrieval.index", "open_index"),
-    "load_lm": ("ralm.lm.loading", "load_lm"),
-    "generate_reranking_data": ("ralm.data_gen.data_gen_command", "data_gen"),
-    "train_reranker": ("ralm.rerank.train_command", "train"),
-    "Reranker": ("ralm.rerank.inference", "PredictiveReranker"),
-    "evaluate_perplexity": ("ralm.eval.ppl.ppl_command", "eval_ppl"),
-    "evaluate_flare": ("ralm.eval.qa.flare_command", "eval_flare"),
-    "evaluate_qa": ("ralm.eval.qa.qa_command", "eval_qa"),
-    "run_pipeline": ("ralm.pipeline.run_command", "run"),
-    "prepare_wikitext103": ("ralm.corpora.wikitext103_command", "prepare_wikitext103"),
-    "LMOptions": ("ralm.lm.options", "LMOptions"),
-    "RetrievalOptions": ("ralm.retrieval.options", "RetrievalOptions"),
-    "WindowOptions": ("ralm.lm.options", "WindowOptions"),
-}
+_API = api_names()
+"""``ralm.<name>`` -> (module, attribute), read off the one command table (``ralm.commands``)."""
 __all__ = ["__version__", *_API]
 
 

@@ -7,38 +7,16 @@ optional dependency of one stage never breaks another.
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 
+from ralm.commands import COMMANDS as TABLE
+from ralm.commands import command
 from ralm.progress import is_terminal
 
-# command words -> (module, one-line description). Two-word commands ("eval ppl") are nested.
-COMMANDS: dict[str, tuple[str, str]] = {
-    "prepare wikitext103": (
-        "ralm.corpora.wikitext103_command",
-        "WikiText-103 (hub or a saved copy) as articles JSONL and eval_lm.py's test text.",
-    ),
-    "passages": ("ralm.retrieval.passages_command", "Split raw documents into 100-word passages (JSONL)."),
-    "index": ("ralm.retrieval.index_command", "Build a BM25 (bm25s, pyserini) or dense (faiss) index."),
-    "retrieve": ("ralm.retrieval.retrieve_command", "Batch-search an index; write a TREC run and JSONL."),
-    "data-gen": (
-        "ralm.data_gen.data_gen_command",
-        "Score BM25 candidates with a frozen LM: reranker training data.",
-    ),
-    "train": ("ralm.rerank.train_command", "Train the predictive reranker (Lightning) and export it."),
-    "eval ppl": (
-        "ralm.eval.ppl.ppl_command",
-        "Strided In-Context RALM perplexity (none/BM25/zero-shot/trained/oracle).",
-    ),
-    "eval flare": ("ralm.eval.qa.flare_command", "FLARE active retrieval and its baselines on QA data."),
-    "eval qa": ("ralm.eval.qa.qa_command", "Open-domain QA, closed-book and open-book, exact match."),
-    "run": (
-        "ralm.pipeline.run_command",
-        "The whole pipeline on your own corpus and eval text, with a report.",
-    ),
-    "demo": ("ralm.demo.demo_command", "`ralm run` on real offline assets (the Bibles, or the Python docs)."),
-}
+COMMANDS: dict[str, tuple[str, str]] = {c.name: (c.module, c.description) for c in TABLE}
+"""Command words ("eval ppl") -> (module, one-line description), read off the one table (``ralm.commands``).
+Two-word commands are nested."""
 
 
 def _usage() -> str:
@@ -65,7 +43,7 @@ def resolve(argv: list[str]) -> tuple[str, list[str]]:
 
 def load_command(name: str):
     """The command module for `name` (e.g. "eval ppl")."""
-    return importlib.import_module(COMMANDS[name][0])
+    return command(name).load_module()
 
 
 def quiet_library_bars_in_logs() -> None:
