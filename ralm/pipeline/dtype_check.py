@@ -52,7 +52,8 @@ def check_dtype(
         "max_tokens": recorded["max_length"] + DTYPE_CHECK_WINDOWS * settings.stride,
         "output": str(folder),
     }
-    stage = StagePlan("bf16 check", evaluate.words, arguments, folder / COMPARE_FILE)
+    # The eval stage with these arguments: its inputs keyed as the eval keys them.
+    stage = replace(evaluate, key="bf16 check", arguments=arguments, output=folder / COMPARE_FILE)
     times[stage.key] = runner.run(stage)
     return dtype_change(evaluate.output.parent, folder)
 

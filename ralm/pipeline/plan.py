@@ -3,23 +3,25 @@
 
 Every setting reaches its stage as that stage's own option groups (`LMOptions`, `RetrievalOptions`,
 `WindowOptions`, the trainer's groups, ...), built here from the resolved `ScaleSettings`; nothing is turned
-into a string and parsed again (``commands.sh`` is rendered from these objects). Output folders are keyed
-by a hash of the inputs that make them (the input files' contents, not their names, and the stage's
-rendered command), so an edited file or setting gets a fresh folder and the same ones find the old.
+into a string and parsed again (``commands.sh`` is rendered from these objects, for the user). Output folders
+are keyed by the stage's fingerprint (``ralm.pipeline.stage_keys``): its typed arguments, the input files by
+their contents and an earlier stage's work by that stage's fingerprint (`StagePlan.produced`, collected in
+`known` as the plan goes), so an edited file or setting gets a fresh folder, and the same ones find the old
+whatever the run folder is called or where it is.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ralm.eval.ppl.compare import COMPARE_FILE
 from ralm.eval.ppl.conditions import BM25_ABOVE
-from ralm.fingerprints import path_fingerprint
 from ralm.lm.options import LMOptions, WindowOptions
 from ralm.pipeline.labels import BASELINES, UPPER_BOUNDS
 from ralm.pipeline.scale import ScaleSettings
-from ralm.pipeline.stages import StagePlan, short_hash
+from ralm.pipeline.stage_keys import Identities, identities_of, stage_fingerprint
+from ralm.pipeline.stages import StagePlan
 from ralm.pipeline.texts import PipelineTexts
 from ralm.retrieval.options import RetrievalOptions
 
@@ -75,10 +77,15 @@ def plan_pipeline(
     index = _index_stage(run_dir, texts, settings)
     passages = str(Path(f"{index.output}.passages.jsonl"))
     retrieval = RetrievalOptions(index=str(index.output), passages=passages, k=settings.k)
-    data_gen = _data_gen_stage(run_dir, texts, index, retrieval, lm_options(lm, settings, dtype), settings)
+    known = index.produced()
+    data_gen = _data_gen_stage(run_dir, texts, retrieval, lm_options(lm, settings, dtype), settings, known)
+    known |= data_gen.produced()
     trains = tuple(
-        _train_stage(run_dir, data_gen.output, encoder, settings, s, dtype) for s in settings.train_seeds
+        _train_stage(run_dir, data_gen.output, encoder, settings, s, dtype, known)
+        for s in settings.train_seeds
     )
+    for train in trains:
+        known |= train.produced()
     trained = {f"trained-seed{s}": t.output for s, t in zip(settings.train_seeds, trains, strict=True)}
     evals = tuple(
         eval_stage(
@@ -91,6 +98,7 @@ def plan_pipeline(
             trained,
             threshold,
             key="eval" if len(texts.evals) == 1 else f"eval {name}",
+            known=known,
         )
         for name, path in texts.evals.items()
     )
@@ -98,7 +106,6 @@ def plan_pipeline(
 
 
 def _index_stage(run_dir: Path, texts: PipelineTexts, settings: ScaleSettings) -> StagePlan:
-    # Keyed by the corpus's contents, not its name: an edited file gets a fresh folder.
     arguments = {
         "documents": texts.corpus,
         "passage_words": settings.passage_words,
@@ -106,26 +113,22 @@ def _index_stage(run_dir: Path, texts: PipelineTexts, settings: ScaleSettings) -
         "exclude": list(texts.exclude) or None,
         "overwrite": True,
     }
-    key = short_hash(
-        [
-            path_fingerprint(texts.corpus),
-            str(settings.passage_words),
-            str(settings.passage_stride),
-            *texts.exclude,
-        ]
-    )
-    index_dir = run_dir / f"index-{key}"
+    # Keyed by the corpus's contents, not its name: an edited file gets a fresh folder.
+    written = frozenset({"output", "passages"})
+    draft = StagePlan("index", ("index",), arguments, run_dir, written=written)
+    draft = replace(draft, identities=identities_of([texts.corpus], {}))
+    index_dir = run_dir / f"index-{draft.fingerprint[:8]}"
     arguments |= {"output": index_dir, "passages": Path(f"{index_dir}.passages.jsonl")}
-    return StagePlan("index", ("index",), arguments, index_dir)
+    return replace(draft, arguments=arguments, output=index_dir)
 
 
 def _data_gen_stage(
     run_dir: Path,
     texts: PipelineTexts,
-    index: StagePlan,
     retrieval: RetrievalOptions,
     lm: LMOptions,
     settings: ScaleSettings,
+    known: Identities,
 ) -> StagePlan:
     from ralm.data_gen.options import SamplingOptions, ShardingOptions
 
@@ -139,13 +142,20 @@ def _data_gen_stage(
         "window": window_options(settings),
         "sharding": ShardingOptions(prefixes_per_shard=settings.prefixes_per_shard),
     }
-    draft = StagePlan("data-gen", ("data-gen",), arguments, run_dir)
-    data_dir = run_dir / f"rerank-data-{short_hash([path_fingerprint(texts.train), *draft.command])}"
-    return StagePlan("data-gen", ("data-gen",), {**arguments, "output": str(data_dir)}, data_dir)
+    inputs = identities_of([texts.train, retrieval.index, retrieval.passages, lm.model], known)
+    draft = StagePlan("data-gen", ("data-gen",), arguments, run_dir, identities=inputs)
+    data_dir = run_dir / f"rerank-data-{draft.fingerprint[:8]}"
+    return replace(draft, arguments={**arguments, "output": str(data_dir)}, output=data_dir)
 
 
 def _train_stage(
-    run_dir: Path, data_dir: Path, encoder: str, settings: ScaleSettings, seed: int, dtype: str
+    run_dir: Path,
+    data_dir: Path,
+    encoder: str,
+    settings: ScaleSettings,
+    seed: int,
+    dtype: str,
+    known: Identities,
 ) -> StagePlan:
     from ralm.rerank.settings import EncoderOptions, LoaderOptions, OptimOptions, RunOptions
 
@@ -183,16 +193,11 @@ def _train_stage(
         "seed": seed,
         "margin": settings.margin,
     }
-    draft = StagePlan("train", ("train",), arguments, run_dir)
-    train_dir = run_dir / f"reranker-{short_hash(draft.command)}"
     key = "train" if len(settings.train_seeds) == 1 else f"train seed {seed}"
-    return StagePlan(
-        key,
-        ("train",),
-        {**arguments, "output": str(train_dir)},
-        train_dir / "reranker",
-        resume={"ckpt_path": "last"},
-    )
+    inputs = identities_of([data_dir, encoder], known)
+    draft = StagePlan(key, ("train",), arguments, run_dir, resume={"ckpt_path": "last"}, identities=inputs)
+    train_dir = run_dir / f"reranker-{draft.fingerprint[:8]}"
+    return replace(draft, arguments={**arguments, "output": str(train_dir)}, output=train_dir / "reranker")
 
 
 def eval_stage(
@@ -205,17 +210,22 @@ def eval_stage(
     trained: dict[str, Path],
     threshold: float | None,
     key: str,
+    known: Identities | None = None,
 ) -> StagePlan:
-    """One eval set's `ralm eval ppl --compare` table: every condition on the same windows and candidates."""
+    """One eval set's `ralm eval ppl --compare` table: every condition on the same windows and candidates.
+    `known`: the identities of earlier stages' work (the index, the rerankers); any other path is keyed by
+    its contents."""
     arguments = {
         "text": str(text),
         "lm": lm,
         "window": window_options(settings),
         "max_tokens": settings.eval_tokens,
     }
-    draft = StagePlan(key, ("eval", "ppl"), arguments, run_dir)
-    eval_key = short_hash([Path(retrieval.index).name, path_fingerprint(text), *draft.command])
-    cache = run_dir / f"retrieval-cache-{eval_key}.jsonl"
+    paths = [text, retrieval.index, retrieval.passages, lm.model, *trained.values()]
+    inputs = identities_of(paths, known or {})
+    # The retrieval cache serves every eval of the same windows and candidates, whatever the conditions.
+    cache_key = stage_fingerprint(("eval", "ppl"), {**arguments, "retrieval": retrieval}, (), inputs)
+    cache = run_dir / f"retrieval-cache-{cache_key[:8]}.jsonl"
     # One table of k + 2 LM scores per window serves every condition (`--compare`): the same windows,
     # candidates and scores for each, and each trained seed costs only its encoder passes.
     rule = [] if threshold is None else [f"{BM25_ABOVE}={threshold!r}"]
@@ -225,14 +235,14 @@ def eval_stage(
         + [f"{n}={p}" for n, p in trained.items()]
         + list(UPPER_BOUNDS)
     )
-    # The trained rerankers' folder names already carry their training settings.
-    eval_dir = run_dir / f"eval-{name}-{short_hash([eval_key, compare])}"
     # The report prints the table, with labels: the stage leaves it out (print_table false).
     arguments |= {
         "retrieval": retrieval,
         "retrieval_cache": str(cache),
         "compare": compare,
         "print_table": False,
-        "output": str(eval_dir),
     }
-    return StagePlan(key, ("eval", "ppl"), arguments, eval_dir / COMPARE_FILE)
+    written = frozenset({"output", "retrieval_cache"})
+    draft = StagePlan(key, ("eval", "ppl"), arguments, run_dir, written=written, identities=inputs)
+    eval_dir = run_dir / f"eval-{name}-{draft.fingerprint[:8]}"
+    return replace(draft, arguments={**arguments, "output": str(eval_dir)}, output=eval_dir / COMPARE_FILE)

@@ -1,13 +1,17 @@
 """Run a pipeline's stages, record their times, and skip finished ones.
 
 A stage is a `StagePlan`: the stage's command words and its function's typed arguments (the stage's own
-option groups, `LMOptions`, `RetrievalOptions`, ...), called through its Python API in this process. Its
-command line is rendered from those objects (``ralm.command_args.command_line``) for ``commands.sh`` (through
-the interpreter that ran the pipeline, `.../python -m ralm`, so it works where the venv is not active) and
-as the stage's identity; a test parses every rendered line back to the same objects, so a renamed option
-fails there, never mid-run. A stage's output folder name carries a short hash of its command line: the same
-settings find (and reuse, or resume) the same folder, other settings get a fresh one, and a half-finished
-output is never mistaken for a finished one because a stage is only marked done after its call returns.
+option groups, `LMOptions`, `RetrievalOptions`, ...), called through its Python API in this process (the
+function named in the one command table, ``ralm.commands``; nothing here imports the CLI). Its identity is
+the fingerprint of those objects with every path replaced by what it names (``ralm.pipeline.stage_keys``):
+an input by its contents, an earlier stage's work by that stage's fingerprint, what the stage writes left
+out. A stage folder's name carries 8 digits of it, so the same inputs and settings find (and reuse, or
+resume) the same folder wherever the run folder is and however its path is spelled, other ones get a fresh
+folder, and a half-finished output is never mistaken for a finished one because a stage is only marked
+done (its whole fingerprint in ``stages.json``) after its call returns. Each stage's command line is
+rendered from the same objects (``ralm.command_render.command_line``) into ``commands.sh``, for the user to
+read and replay (through the interpreter that ran the pipeline, `.../python -m ralm`, so it works where the
+venv is not active); it is never read back.
 """
 
 from __future__ import annotations
@@ -24,25 +28,24 @@ from pathlib import Path
 from typing import Any
 
 from ralm.atomic_files import write_json_atomic, write_text_atomic
-from ralm.fingerprints import fingerprint
+from ralm.commands import PIPELINE_STAGES, command
+from ralm.pipeline.stage_keys import Identities, keyed_arguments, stage_fingerprint, strings
 
 RALM = f"{shlex.quote(sys.executable)} -m ralm"
 """How ``commands.sh`` calls ralm: this interpreter, so the script runs outside the venv too (a bare
 ``ralm`` is on PATH only while the venv is active)."""
 
-
-def short_hash(parts: list[str]) -> str:
-    """A stage folder's name suffix: 8 digits of the fingerprint of its inputs and options. Only a name:
-    whether a stage is done is decided by the whole command line recorded in ``stages.json``."""
-    return fingerprint(parts)[:8]
+STAGE_FUNCTIONS = {words: (command(words).module, command(words).function) for words in PIPELINE_STAGES}
+"""Each pipeline stage's command words -> the module and typed function that do its work (the command
+table's entries for ``ralm.commands.PIPELINE_STAGES``)."""
 
 
 @dataclass(frozen=True)
 class StagePlan:
     key: str
-    """Name in the report ("index", "data-gen", "train", "eval related", ...)."""
+    """Name in the report and in ``stages.json`` ("index", "data-gen", "train", "eval related", ...)."""
     words: tuple[str, ...]
-    """The command's words (``("eval", "ppl")``): its module in ``ralm.cli.COMMANDS``."""
+    """The command's words (``("eval", "ppl")``): its entry in ``ralm.commands.COMMANDS``."""
     arguments: Mapping[str, Any]
     """The stage function's arguments, typed: its option groups as their dataclasses."""
     output: Path
@@ -50,6 +53,30 @@ class StagePlan:
     resume: Mapping[str, Any] = field(default_factory=dict)
     """Arguments added only when a killed run left partial work (``ckpt_path="last"``); not part of the
     key."""
+    written: frozenset[str] = frozenset({"output"})
+    """The arguments naming what the stage writes (its output folder, a cache): not part of its identity."""
+    identities: Identities = field(default_factory=dict)
+    """The paths among `arguments` as the plan spells them -> what they name (``ralm.pipeline.stage_keys``):
+    an input's contents or an earlier stage's fingerprint."""
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """The stage's identity (64 hex digits); its folder's name carries the first 8."""
+        return stage_fingerprint(self.words, self.arguments, self.written, self.identities)
+
+    def produced(self) -> dict[str, str]:
+        """The paths of this stage's work (what it writes, and `output`) -> their identity in a later
+        stage's key: this stage's fingerprint and the argument that names the path."""
+        paths = {str(self.arguments[name]): name for name in sorted(self.written) if name in self.arguments}
+        paths.setdefault(str(self.output), "result")
+        return {path: f"{' '.join(self.words)} {self.fingerprint} {role}" for path, role in paths.items()}
+
+    def places(self, folder: Path) -> list[str]:
+        """The strings of the stage's key that still name a place in `folder` (should be none: a path in
+        the run folder is keyed by its contents or its stage, so a moved run folder keeps every key)."""
+        keyed = keyed_arguments(self.arguments, self.written, self.identities)
+        root = folder.resolve()
+        return [text for text in strings(keyed) if f"{root}{os.sep}" in text or _inside(text, root)]
 
     @property
     def command(self) -> list[str]:
@@ -66,31 +93,27 @@ class StagePlan:
         return self.function(**self.arguments, **(self.resume if resuming else {}))
 
 
-STAGE_FUNCTIONS = {
-    ("index",): ("ralm.retrieval.index_command", "make_index"),
-    ("data-gen",): ("ralm.data_gen.data_gen_command", "data_gen"),
-    ("train",): ("ralm.rerank.train_command", "train"),
-    ("eval", "ppl"): ("ralm.eval.ppl.ppl_command", "eval_ppl"),
-}
-"""Each pipeline stage's command words -> the module and typed function that do its work."""
+def _inside(text: str, folder: Path) -> bool:
+    """`text` is an existing path in `folder` (however it is spelled)."""
+    try:
+        return os.path.exists(text) and Path(text).resolve().is_relative_to(folder)
+    except (OSError, ValueError):
+        return False
 
 
 def stage_function(words: tuple[str, ...]) -> Callable[..., Any]:
-    import importlib
-
-    module, name = STAGE_FUNCTIONS[tuple(words)]
-    return getattr(importlib.import_module(module), name)
+    return command(words).load_function()
 
 
 @functools.cache
 def _option_names(words: tuple[str, ...]):
-    from ralm.cli import load_command
-
-    return load_command(" ".join(words)).build_parser().ralm_option_names
+    """How the command's parser spells its options (its renames, its leaf forms): for ``commands.sh``."""
+    return command(words).load_module().build_parser().ralm_option_names
 
 
 class StageRunner:
-    """Runs stages in order, writing ``commands.sh`` and ``stages.json`` (status and seconds per stage)."""
+    """Runs stages in order, writing ``commands.sh`` and ``stages.json`` (per stage: its fingerprint, its
+    rendered command, its seconds and whether this run reused it)."""
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
@@ -98,25 +121,32 @@ class StageRunner:
         self.state: dict = json.loads(self.state_path.read_text()) if self.state_path.is_file() else {}
         self.commands: list[str] = []
 
-    def is_done(self, stage: StagePlan, command: list[str]) -> bool:
-        """Finished earlier with this command line (`stage.command`, rendered once by the caller)."""
-        entry = self.state.get(stage.key)
-        return bool(entry and entry.get("command") == command and stage.output.exists())
+    def finished(self, stage: StagePlan) -> str | None:
+        """The ``stages.json`` entry that finished this very stage (the same fingerprint; its own name
+        first, then any other, as "train" for the seed that a one-seed run called "train seed 0"), if its
+        output is there."""
+        if not stage.output.exists():
+            return None
+        names = [stage.key, *(name for name in self.state if name != stage.key)]
+        return next((n for n in names if self.state.get(n, {}).get("fingerprint") == stage.fingerprint), None)
 
     def run(self, stage: StagePlan) -> float:
         """Run `stage` unless done; returns its seconds (this run's, or the recorded ones when reused)."""
+        placed = stage.places(self.run_dir)
+        if placed:
+            raise RuntimeError(f"{stage.key}: its key names places in the run folder: {placed}")
         command = stage.command
         self.commands.append(f"{RALM} {shlex.join(command)}")
         self._write_commands()
-        if self.is_done(stage, command):
-            seconds = float(self.state[stage.key]["seconds"])
+        done = self.finished(stage)
+        if done is not None:
+            seconds = float(self.state[done]["seconds"])
             print(f"[demo] {stage.key}: done earlier ({seconds:.0f} s), reusing {stage.output}", flush=True)
-            self.state[stage.key]["reused"] = True
-            write_json_atomic(self.state_path, self.state, indent=1)
+            self._record(stage, command, seconds, reused=True)
             return seconds
         resuming = stage.output.exists()
         before = self.state.get(stage.key)
-        if before and before.get("command") != command:
+        if before and before.get("fingerprint") != stage.fingerprint:
             # Output folders are keyed by the inputs' contents and the settings: a new folder means one
             # changed.
             print(
@@ -129,10 +159,13 @@ class StageRunner:
         started = time.perf_counter()
         stage.call(resuming)
         sys.stdout.flush()
-        seconds = time.perf_counter() - started
-        self.state[stage.key] = {"command": command, "seconds": seconds, "reused": False}
+        self._record(stage, command, time.perf_counter() - started, reused=False)
+        return float(self.state[stage.key]["seconds"])
+
+    def _record(self, stage: StagePlan, command: list[str], seconds: float, reused: bool) -> None:
+        entry = {"fingerprint": stage.fingerprint, "command": command, "seconds": seconds, "reused": reused}
+        self.state[stage.key] = entry
         write_json_atomic(self.state_path, self.state, indent=1)
-        return seconds
 
     def _write_commands(self) -> None:
         header = [
