@@ -126,3 +126,29 @@ def test_a_nested_former_key_in_a_config_file_is_refused_with_its_new_name(tmp_p
         "(README, Usage)"
     )
     assert capsys.readouterr().err.strip() == expected
+
+
+def test_the_cli_the_api_and_the_pipeline_read_one_command_table():
+    """Each command is written once, in ralm.commands: the CLI dispatches to its module, the Python API
+    exports its function, the pipeline calls it; no other module spells a command module's path."""
+    from pathlib import Path
+
+    import ralm
+    from ralm import commands
+    from ralm.cli import load_command, resolve
+    from ralm.pipeline.stages import STAGE_FUNCTIONS, stage_function
+
+    assert COMMANDS == {c.name: (c.module, c.description) for c in commands.COMMANDS}
+    for command in commands.COMMANDS:
+        assert resolve([*command.words, "--x"]) == (command.name, ["--x"])
+        assert load_command(command.name) is command.load_module()
+        if command.api:
+            assert getattr(ralm, command.api) is command.load_function()
+    assert set(STAGE_FUNCTIONS) == set(commands.PIPELINE_STAGES)
+    for words in commands.PIPELINE_STAGES:
+        assert stage_function(words) is commands.command(words).load_function()
+    assert {name: ralm._API[name] for name in commands.API_ONLY} == commands.API_ONLY
+    package = Path(ralm.__file__).parent
+    for reader in ("cli.py", "__init__.py", "pipeline/stages.py", "pipeline/plan.py", "pipeline/runner.py"):
+        source = (package / reader).read_text()
+        assert not [c.module for c in commands.COMMANDS if c.module in source], reader

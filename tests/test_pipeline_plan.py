@@ -4,6 +4,9 @@ line written to commands.sh parses back (with the stage's own parser) to exactly
 from __future__ import annotations
 
 import dataclasses
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,7 +16,7 @@ from ralm.command_args import parse
 from ralm.lm.options import LMOptions
 from ralm.pipeline.plan import plan_pipeline
 from ralm.pipeline.scale import QUICK, ScaleOptions, resolve_scale
-from ralm.pipeline.stages import STAGE_FUNCTIONS, StagePlan
+from ralm.pipeline.stages import STAGE_FUNCTIONS, StagePlan, StageRunner
 from ralm.pipeline.texts import PipelineTexts
 from ralm.retrieval.options import RetrievalOptions
 
@@ -95,3 +98,102 @@ def test_the_reranker_trains_in_bf16_mixed_exactly_when_the_lm_runs_in_bf16(
     command = train.command
     assert ("--trainer.precision" in command) == (precision is not None)
     assert _parsed(train)["trainer"].get("precision") == precision
+
+
+def _keys(plan) -> dict[str, tuple[str, str]]:
+    """Each stage's fingerprint and the name of the folder (or file) it writes."""
+    return {
+        stage.key: (stage.fingerprint, stage.output.relative_to(plan.index.output.parent).parts[0])
+        for stage in plan.stages
+    }
+
+
+def test_stage_keys_name_no_place_so_a_moved_or_respelled_run_folder_keeps_them(tmp_path, texts, monkeypatch):
+    settings = resolve_scale(True, ScaleOptions(k=3, train_seeds=[0, 1]))
+    plan = plan_pipeline(tmp_path / "run", texts, "my-lm", "my-encoder", settings, "fp32", threshold=1.25)
+    for stage in plan.stages:
+        assert stage.places(tmp_path / "run") == [], stage.key
+    monkeypatch.chdir(tmp_path)
+    relative = PipelineTexts(
+        Path(texts.corpus.name),
+        Path(texts.train.name),
+        {"eval": Path("eval.txt")},
+        {},
+        texts.exclude,
+        texts.train_exclude,
+    )
+    respelled = plan_pipeline(Path("run"), relative, "my-lm", "my-encoder", settings, "fp32", threshold=1.25)
+    moved = plan_pipeline(
+        tmp_path / "elsewhere" / "moved", texts, "my-lm", "my-encoder", settings, "fp32", 1.25
+    )
+    assert _keys(respelled) == _keys(plan) == _keys(moved)
+    assert len({fingerprint for fingerprint, _ in _keys(plan).values()}) == len(plan.stages)
+
+
+def test_a_setting_or_an_input_changes_the_keys_of_its_stage_and_of_the_stages_after_it(tmp_path, texts):
+    def keys(k: int = 3) -> dict[str, str]:
+        settings = resolve_scale(True, ScaleOptions(k=k))
+        plan = plan_pipeline(tmp_path / "run", texts, "my-lm", "my-encoder", settings, "fp32", threshold=1.25)
+        return {stage.key: stage.fingerprint for stage in plan.stages}
+
+    first = keys()
+    changed = keys(k=4)  # data-gen's and eval's option: the index stays
+    assert [s for s in first if first[s] != changed[s]] == ["data-gen", "train", "eval"]
+    texts.evals["eval"].write_text("other words\n")  # only the eval reads it
+    assert [s for s in first if first[s] != keys()[s]] == ["eval"]
+    texts.corpus.write_text(
+        '{"id": "b", "title": "B", "text": "other words"}\n'
+    )  # the index feeds every stage
+    assert [s for s in first if first[s] == keys()[s]] == []
+
+
+def test_the_key_reads_no_command_line(tmp_path, texts, monkeypatch):
+    """Renaming an option (or its spelling on the command line) leaves every key as it was."""
+    plan = plan_pipeline(tmp_path / "run", texts, "my-lm", "my-encoder", QUICK, "fp32", threshold=1.25)
+    expected = [stage.fingerprint for stage in plan.stages]
+
+    def no_command_line(*_):
+        raise AssertionError("a stage key rendered a command line")
+
+    monkeypatch.setattr("ralm.command_render.command_line", no_command_line)
+    monkeypatch.setattr("ralm.pipeline.stages._option_names", no_command_line)
+    again = plan_pipeline(tmp_path / "run", texts, "my-lm", "my-encoder", QUICK, "fp32", threshold=1.25)
+    assert [stage.fingerprint for stage in again.stages] == expected
+
+
+def test_a_finished_stage_is_found_under_the_name_another_seed_count_gave_it(tmp_path, texts):
+    """A one-seed run names its training stage "train", a run of several seeds "train seed 0": the same
+    stage (same fingerprint, same folder), reused."""
+    run_dir = tmp_path / "run"
+    one = plan_pipeline(run_dir, texts, "my-lm", "my-encoder", resolve_scale(True, ScaleOptions()), "fp32")
+    two = plan_pipeline(
+        run_dir, texts, "my-lm", "my-encoder", resolve_scale(True, ScaleOptions(train_seeds=[0, 1])), "fp32"
+    )
+    (train,), (seed0, seed1) = one.trains, two.trains
+    assert (train.key, seed0.key) == ("train", "train seed 0") and train.output == seed0.output
+    train.output.mkdir(parents=True)
+    entry = {"fingerprint": train.fingerprint, "command": train.command, "seconds": 1.0, "reused": False}
+    (run_dir / "stages.json").write_text(json.dumps({"train": entry}))
+    runner = StageRunner(run_dir)
+    assert runner.finished(seed0) == "train" and runner.finished(seed1) is None
+
+
+def test_the_pipeline_never_imports_the_cli():
+    """Planning every stage and rendering its command (commands.sh) reads the command table, not ralm.cli."""
+    code = (
+        "import sys, tempfile\n"
+        "from pathlib import Path\n"
+        "import ralm.pipeline.runner, ralm.pipeline.dtype_check\n"
+        "from ralm.pipeline.plan import plan_pipeline\n"
+        "from ralm.pipeline.scale import QUICK\n"
+        "from ralm.pipeline.texts import PipelineTexts\n"
+        "folder = Path(tempfile.mkdtemp())\n"
+        "(folder / 'a.txt').write_text('words')\n"
+        "texts = PipelineTexts(folder / 'a.txt', folder / 'a.txt', {'e': folder / 'a.txt'}, {})\n"
+        "plan = plan_pipeline(folder / 'run', texts, 'lm', 'encoder', QUICK, 'fp32', threshold=1.0)\n"
+        "print([len(stage.command) for stage in plan.stages])\n"
+        "assert 'ralm.cli' not in sys.modules, 'ralm.cli imported'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert len(done.stdout.strip().split(",")) == 4  # index, data-gen, train, eval: each rendered
