@@ -1,6 +1,7 @@
 """The `ralm` console script: one entry point that dispatches to each stage's command module.
 
-Each command module exposes ``build_parser() -> jsonargparse.ArgumentParser`` and ``main(argv)``.
+The commands are the rows of the one command table, ``ralm.commands``. Each command module exposes
+``build_parser() -> jsonargparse.ArgumentParser`` and ``main(argv)``.
 Modules are imported only when their command runs, so ``ralm --help`` is instant and a missing
 optional dependency of one stage never breaks another.
 """

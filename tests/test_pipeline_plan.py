@@ -197,3 +197,12 @@ def test_the_pipeline_never_imports_the_cli():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert len(done.stdout.strip().split(",")) == 4  # index, data-gen, train, eval: each rendered
+
+
+def test_a_key_that_still_names_a_place_in_the_run_folder_is_refused(tmp_path, texts):
+    run_dir = tmp_path / "run"
+    plan = plan_pipeline(run_dir, texts, "my-lm", "my-encoder", QUICK, "fp32")
+    unkeyed = dataclasses.replace(plan.data_gen, identities={})  # the index by its path, not its stage
+    assert str(plan.index.output) in unkeyed.places(run_dir)
+    with pytest.raises(RuntimeError, match="its key names places in the run folder"):
+        StageRunner(run_dir).run(unkeyed)

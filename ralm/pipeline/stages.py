@@ -94,9 +94,9 @@ class StagePlan:
 
 
 def _inside(text: str, folder: Path) -> bool:
-    """`text` is an existing path in `folder` (however it is spelled)."""
+    """`text` is a path (it has a separator) that exists in `folder`, however it is spelled."""
     try:
-        return os.path.exists(text) and Path(text).resolve().is_relative_to(folder)
+        return os.sep in text and os.path.exists(text) and Path(text).resolve().is_relative_to(folder)
     except (OSError, ValueError):
         return False
 
