@@ -133,7 +133,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|" + ("---|---|" if base else ""))
     for key, (seconds, flop, work, dtype) in rows.items():
         rate = flop / seconds / 1e9
-        kind = "bf16" if "bf16" in dtype else "fp32"
+        kind = "bf16" if dtype in ("bf16", "bfloat16", "bf16-mixed") else "fp32"
         share, attained = rate / peak.peak(kind), rate / gemm[kind]
         line = (
             f"| {key} | {seconds:.0f} | {work} | {dtype} | {flop / 1e9:,.0f} | {rate:.0f} | {share:.0%} "

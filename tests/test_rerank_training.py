@@ -373,3 +373,43 @@ def test_a_global_batch_that_does_not_divide_and_the_planned_world():
     assert planned_world_size({"devices": 2, "num_nodes": 2}, env={}) == 4
     assert planned_world_size({"devices": "auto"}, env={"WORLD_SIZE": "8"}) == 8
     assert planned_world_size({"devices": "0,1,2"}, env={}) == 3
+
+
+def _validation_curve(output: Path) -> list[tuple[int, float]]:
+    """(step, gain recovered) of every validation, as the CSV logger wrote them."""
+    import csv
+
+    rows = csv.DictReader(open(output / "logs" / "csv" / "version_0" / "metrics.csv"))
+    return [(int(r["step"]), float(r["val/gain_recovered"])) for r in rows if r.get("val/gain_recovered")]
+
+
+def _stop_index(values: list[float], patience: int) -> int:
+    """Reference: the index of the validation after which `patience` in a row have not beaten the best."""
+    best, wait = float("-inf"), 0
+    for i, value in enumerate(values):
+        best, wait = (value, 0) if value > best else (best, wait + 1)
+        if wait >= patience:
+            return i
+    return len(values) - 1
+
+
+def test_patience_stops_where_the_full_curve_says_and_takes_the_full_runs_steps(
+    tmp_path, data_dir, tiny_encoder_dir
+):
+    settings = _settings(tiny_encoder_dir, max_steps=24, warmup_steps=2)
+    settings["run"] = RunOptions(val_every=2, save_every=2, wandb="off")
+    full = fit_reranker(str(data_dir), str(tmp_path / "full"), **settings, seed=5)
+    settings["run"] = RunOptions(val_every=2, save_every=2, wandb="off", patience=1)
+    early = fit_reranker(str(data_dir), str(tmp_path / "early"), **settings, seed=5)
+    curve = _validation_curve(tmp_path / "full")
+    stop = _stop_index([v for _, v in curve], patience=1)
+    assert stop < len(curve) - 1, f"the full run's curve never stalled: {curve}"  # else this tests nothing
+    early_curve = _validation_curve(tmp_path / "early")
+    # the same steps as the full run up to the stop, and not one validation more
+    assert [s for s, _ in early_curve] == [s for s, _ in curve[: stop + 1]]
+    assert [v for _, v in early_curve] == pytest.approx([v for _, v in curve[: stop + 1]], abs=1e-6)
+    assert early["steps"] == curve[stop][0] + 1 < full["steps"] == 24
+    assert early["stopped_early"] and not full["stopped_early"]
+    best_before_stop = max(range(stop + 1), key=lambda i: (curve[i][1], -i))  # the first of equal bests
+    sel = early["decision_evidence"]["selection"]
+    assert sel["step"] == curve[best_before_stop][0] + 1

@@ -183,7 +183,11 @@ def _train_stage(
             max_steps=settings.train_steps,
         ),
         "run": RunOptions(
-            val_every=settings.val_every, save_every=settings.val_every, wandb="off", keep_checkpoints=False
+            val_every=settings.val_every,
+            patience=settings.patience or None,
+            save_every=settings.val_every,
+            wandb="off",
+            keep_checkpoints=False,
         ),
         "trainer": {"log_every_n_steps": 10, **training_precision(dtype)},
         # Start from BM25's ranking and learn corrections: with a few dozen prefixes a reranker trained from

@@ -52,6 +52,8 @@ class ScaleSettings:
     val_every: int
     train_seeds: tuple[int, ...]
     abstain: bool
+    patience: int = 0
+    """Stop a seed's training after this many validations without a new best (0: all train_steps)."""
     dtype: str = "fastest"
     margin: float = 0.01
     """δ of the export's promise: not worse than no retrieval by more than this share of token perplexity."""
@@ -122,6 +124,9 @@ FULL = replace(
     warmup_steps=15,
     val_every=25,
     train_seeds=(0, 1, 2),
+    # Every recorded full-demo curve (four seeds, two LMs) peaked by step 25 and never recovered it: stopping
+    # two validations after the best selected the same step on all four at half the steps (README, issue 31).
+    patience=2,
 )
 
 
@@ -173,6 +178,10 @@ class ScaleOptions:
     checkpoint, BM25 or no retrieval (val_fraction + decision_fraction < 1)."""
     val_every: PositiveInt | None = None
     """Validate (and keep the best checkpoint) every this many steps."""
+    patience: NonNegativeInt | None = None
+    """Stop a seed's training after this many validations in a row without a new best gain recovered (0:
+    run all train_steps); the schedule keeps train_steps' length, so the selection is the full run's
+    whenever no later validation would have beaten the best."""
     train_seeds: list[int] | None = None
     """One reranker per seed, all in the same eval table (their spread is the training noise)."""
     abstain: bool | None = None

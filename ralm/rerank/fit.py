@@ -18,7 +18,7 @@ from dataclasses import asdict
 
 import lightning.pytorch as pl
 import torch
-from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
 
 from ralm.devices import training_precision
 from ralm.errors import RalmInputError
@@ -130,9 +130,19 @@ def build_trainer(
         **{**settings, **hardware, "enable_progress_bar": bar and is_terminal()},
         val_check_interval=val_every * settings["accumulate_grad_batches"],
         logger=loggers,
-        callbacks=[ValidateAtEnd(val_every), *callbacks, *log_lines],
+        callbacks=[ValidateAtEnd(val_every), *early_stopping(run.patience), *callbacks, *log_lines],
         default_root_dir=output,
     )
+
+
+def early_stopping(patience: int | None) -> list[Callback]:
+    """Stop after `patience` validations without a new best (strictly greater, as ModelCheckpoint keeps one).
+
+    Selection reads the same metric, so stopping changes nothing it picks unless a later validation would
+    have been the best: the schedule keeps max_steps' length and every step taken is the full run's."""
+    if patience is None:
+        return []
+    return [EarlyStopping(BEST_METRIC, mode="max", patience=patience, check_on_train_epoch_end=False)]
 
 
 LIGHTNING_INFO_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.pytorch.accelerators.cuda")

@@ -121,6 +121,10 @@ class RunOptions:
 
     val_every: PositiveInt = 500
     """Validate every this many optimizer steps (and at the end); sets the Trainer's val_check_interval."""
+    patience: PositiveInt | None = None
+    """Stop training after this many validations in a row without a new best gain recovered (None: run all
+    optim.max_steps). The learning-rate schedule keeps its length, so the steps taken are the same as in the
+    full run and the selected checkpoint is too whenever no later validation would have beaten it."""
     save_every: PositiveInt = 100
     """Write checkpoints/last.ckpt every this many optimizer steps (for --ckpt-path last)."""
     wandb: Literal["auto", "on", "off"] = "auto"

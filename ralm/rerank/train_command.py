@@ -153,7 +153,12 @@ def _print_summary(summary: dict) -> None:
         "ralm train: done",
         f"  data          {summary['data']}",
         f"  steps         {summary['steps']} in {summary['seconds']:.1f} s ({summary['accelerator']}, "
-        f"{summary['precision']}, {summary['world_size']} process(es))",
+        f"{summary['precision']}, {summary['world_size']} process(es))"
+        + (
+            f"; stopped early: {summary['config']['run']['patience']} validations without a new best"
+            if summary.get("stopped_early")
+            else ""
+        ),
         f"  validation    last: top-1 agreement {_fmt(val, 'val/top1_agreement')}, gain recovered "
         f"{_fmt(val, 'val/gain_recovered')}, retrieval rate {_fmt(val, 'val/retrieval_rate')}",
         f"  selected      step {sel.get('step')} ({sel.get('checkpoint')}), gain recovered "

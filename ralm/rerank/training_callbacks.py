@@ -199,6 +199,8 @@ class ExportDecided(Callback):
         return {
             "data": describe(s.rerank_data),
             "steps": trainer.global_step,
+            # --patience ended the run before max_steps (the schedule still had max_steps' length)
+            "stopped_early": trainer.global_step < trainer.max_steps,
             "seconds": round(seconds, 2),
             **s.hardware,
             "world_size": trainer.world_size,
