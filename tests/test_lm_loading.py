@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 
 import pytest
 import torch
@@ -145,3 +146,28 @@ def test_first_gguf_load_piped_to_a_file_is_one_line_with_no_bars_and_no_deepspe
     )
     # The cached copy gives the converted model's logits.
     assert second.splitlines()[-1] == lines[-1]
+
+
+def test_the_load_line_reads_the_gguf_metadata_once_per_cached_copy(tiny_gguf, tmp_path, monkeypatch):
+    """Parsing a GGUF's metadata for the load line took 5-16 s for Gemma's: the cached copy keeps the name."""
+    import gguf
+
+    from ralm.lm.loading import GGUF_NAME_FILE, gguf_name
+
+    monkeypatch.setenv("RALM_CACHE", str(tmp_path))
+    load_lm(tiny_gguf, device="cpu", dtype="float32")
+    (folder,) = (tmp_path / "gguf").iterdir()
+    assert tuple(json.loads((folder / GGUF_NAME_FILE).read_text())) == gguf_name(tiny_gguf)
+
+    def unreadable(*args, **kwargs):
+        raise AssertionError("the GGUF was parsed again")
+
+    monkeypatch.setattr(gguf, "GGUFReader", unreadable)
+    lines = []
+    monkeypatch.setattr(
+        sys, "stderr", type("Sink", (), {"write": lines.append, "flush": lambda self: None})()
+    )
+    load_lm(tiny_gguf, device="cpu", dtype="float32")
+    assert "".join(lines).startswith(
+        "loaded Tiny-Llama-Instruct (GGUF Q4_1, de-quantised fp32 copy from the cache)"
+    )

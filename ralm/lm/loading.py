@@ -12,6 +12,7 @@ fp32) in 14 s; runs as fp32 on cpu"); piped to a file, the libraries' own bars a
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -25,7 +26,7 @@ from typing import Any
 
 import torch
 
-from ralm.atomic_files import publish_first
+from ralm.atomic_files import publish_first, write_text_atomic
 from ralm.devices import resolve_device, resolve_dtype
 from ralm.errors import RalmInputError
 from ralm.fingerprints import file_sha256
@@ -185,6 +186,26 @@ def convert_gguf(gguf_path: Path, target: Path | None = None) -> Path:
     return target
 
 
+GGUF_NAME_FILE = "ralm_gguf_name.json"
+"""Beside a de-quantised copy: its GGUF's `gguf_name`, read once (parsing a GGUF's metadata, a 262k-token
+vocabulary for Gemma, took 5-16 s on a 2-core CPU at every load)."""
+
+
+def cached_gguf_name(gguf_path: Path, folder: Path) -> tuple[str, str]:
+    """`gguf_name` of `gguf_path`, kept in its de-quantised `folder` after the first read."""
+    record = folder / GGUF_NAME_FILE
+    try:
+        name, kind = json.loads(record.read_text())
+        return str(name), str(kind)
+    except (OSError, ValueError, TypeError):  # not written yet (or damaged): read the GGUF once more
+        name, kind = gguf_name(gguf_path)
+    try:
+        write_text_atomic(str(record), json.dumps([name, kind]))
+    except OSError:  # a read-only cache still loads; the name is read again next time
+        pass
+    return name, kind
+
+
 def gguf_name(gguf_path: Path) -> tuple[str, str]:
     """(model name, quantisation) for the load line: the file type the GGUF records ("Q4_1"; "" when it
     records none) and the file name without it ("SmolLM2-135M-Instruct")."""
@@ -205,11 +226,18 @@ def gguf_name(gguf_path: Path) -> tuple[str, str]:
 
 
 def load_line(
-    name: str, gguf_path: str | None, converted: bool, dtype: torch.dtype, device, seconds: float
+    name: str,
+    gguf_path: str | None,
+    converted: bool,
+    dtype: torch.dtype,
+    device,
+    seconds: float,
+    folder: str | None = None,
 ) -> str:
     """The one line a load writes: what was loaded, from where, how long it took, and how it runs."""
     if gguf_path:
-        model, kind = gguf_name(Path(gguf_path))
+        path = Path(gguf_path)
+        model, kind = cached_gguf_name(path, Path(folder)) if folder else gguf_name(path)
         how = "de-quantised and cached as fp32" if converted else "de-quantised fp32 copy from the cache"
         name = f"{model} (GGUF{' ' + kind if kind else ''}, {how})"
     short = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
@@ -255,7 +283,7 @@ def load_lm(
     context = _context_or_tokenizer_limit(model.config, tokenizer, name_or_path)
     seconds = time.perf_counter() - started
     print(
-        load_line(name_or_path, gguf_path, converted, torch_dtype, torch_device, seconds),
+        load_line(name_or_path, gguf_path, converted, torch_dtype, torch_device, seconds, folder),
         file=sys.stderr,
         flush=True,
     )
