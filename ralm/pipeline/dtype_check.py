@@ -12,7 +12,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from ralm.eval.ppl.compare import COMPARE_FILE
+from ralm.eval.ppl.conditions import Condition
 from ralm.eval.ppl.outputs import read_config, read_windows
+from ralm.eval.ppl.registry import BM25, NO_RETRIEVAL
 from ralm.pipeline.scale import ScaleSettings
 from ralm.pipeline.stages import StagePlan, StageRunner
 
@@ -29,6 +31,8 @@ def resolved_dtype(dtype: str) -> str:
 
 DTYPE_CHECK_WINDOWS = 8
 """Retrieving windows rescored in fp32 when the eval ran in bf16, to state bf16's change in NLL."""
+CHECKED = (Condition(NO_RETRIEVAL, NO_RETRIEVAL), Condition(BM25, BM25))
+"""The conditions rescored in fp32: the LM alone and with BM25's top-1 (both in every demo table)."""
 
 
 def check_dtype(
@@ -39,7 +43,7 @@ def check_dtype(
     change in their total NLL."""
     # The dtype the eval recorded, not the name that chose it: ``fastest`` is ``auto`` on a GPU, which is
     # bf16 there (ralm.devices), and ``bfloat16`` is bf16 too.
-    recorded = read_config(evaluate.output.parent / "no-retrieval")
+    recorded = read_config(evaluate.output.parent / NO_RETRIEVAL)
     if recorded["dtype"] != "bfloat16":
         return None
     lm = evaluate.arguments["lm"]
@@ -47,7 +51,7 @@ def check_dtype(
     arguments = {
         **evaluate.arguments,
         "lm": replace(lm, dtype="fp32"),
-        "compare": "no-retrieval,bm25",
+        "compare": ",".join(c.spec for c in CHECKED),
         # The eval's input length (scale.max_length capped at the LM's context) ends window 0.
         "max_tokens": recorded["max_length"] + DTYPE_CHECK_WINDOWS * settings.stride,
         "output": str(folder),
@@ -61,7 +65,7 @@ def check_dtype(
 def dtype_change(bf16_dir: Path, fp32_dir: Path) -> dict:
     """Total NLL of the fp32 check's windows in bf16 against fp32, per condition (relative change)."""
     out = {}
-    for condition in ("no-retrieval", "bm25"):
+    for condition in (c.name for c in CHECKED):
         fp32 = _window_nlls(fp32_dir / condition)
         bf16 = _window_nlls(bf16_dir / condition)
         shared = [w for w in fp32 if w in bf16]

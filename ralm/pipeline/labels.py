@@ -1,36 +1,55 @@
-"""The conditions of the demo's ``ralm eval ppl --compare`` table and the words the report gives them."""
+"""The conditions of the demo's ``ralm eval ppl --compare`` table and the words the report gives them, both
+read off the condition registry (``ralm.eval.ppl.registry``): a kind declared there with ``in_demo`` is in
+the table, under its declared label, with no change here."""
 
 from __future__ import annotations
 
-from ralm.pipeline.verdicts import TRAINED_PREFIX
+from collections.abc import Mapping
+from pathlib import Path
 
-BASELINES = (
-    "no-retrieval",
-    "no-retrieval-matched",
-    "bm25",
-    "random",
-    "zero-shot",
-    "oracle",
-    "oracle-or-none",
-)
+from ralm.eval.ppl.conditions import Condition
+from ralm.eval.ppl.registry import KINDS, kind_named
+
+TRAINED_PREFIX = "trained-seed"
+"""The demo's trained rerankers are compared as ``trained-seed<seed>``."""
+BASELINES = tuple(k.name for k in KINDS.values() if k.in_demo and k.value == "none")
 """The built-in conditions of the demo's one `ralm eval ppl --compare` table (trained ones go between)."""
-UPPER_BOUNDS = ("oracle", "oracle-or-none")
+UPPER_BOUNDS = tuple(k.name for k in KINDS.values() if k.reads_targets)
 """Conditions that read the true targets: bounds, not methods."""
-LABELS = {
-    "no-retrieval": "no retrieval",
-    "no-retrieval-matched": "no retrieval, context cut as BM25's passage cuts it",
-    "bm25": "BM25 top-1",
-    "random": "random of BM25 top-k",
-    "zero-shot": "zero-shot LM rerank",
-    "bm25-above": "BM25 top-1 if its score >= T",
-    "oracle": "bound: best of k",
-    "oracle-or-none": "bound: best of k or none",
-}
+
+
+def demo_conditions(threshold: float | None, trained: Mapping[str, Path]) -> list[Condition]:
+    """The demo table's conditions in the registry's order: every kind declared ``in_demo``; a threshold rule
+    when `threshold` was fitted; a trained reranker per entry of `trained` (name -> exported folder)."""
+    conditions = []
+    for kind in KINDS.values():
+        if not kind.in_demo:
+            continue
+        if kind.value == "folder":
+            conditions += [Condition(kind.name, name, model=str(path)) for name, path in trained.items()]
+        elif kind.value == "threshold":
+            conditions += [] if threshold is None else [Condition(kind.name, kind.name, threshold=threshold)]
+        else:
+            conditions.append(Condition(kind.name, kind.name))
+    return conditions
+
+
+def trained_seed(name: str) -> str | None:
+    """The seed of a demo condition that is a trained reranker (judged by the verdicts), else None."""
+    if kind_named(name).verdict != "judged" or not name.startswith(TRAINED_PREFIX):
+        return None
+    return name.removeprefix(TRAINED_PREFIX)
 
 
 def label(name: str, metrics: dict | None = None) -> str:
-    if name.startswith(TRAINED_PREFIX):
-        return f"trained reranker, seed {name.removeprefix(TRAINED_PREFIX)}"
-    if name == "bm25-above" and metrics and metrics.get("rule"):
-        return f"BM25 top-1 if score >= {float(metrics['rule']):.1f}"
-    return LABELS.get(name, name)
+    """The report's words for the condition compared as `name` (`metrics`: its results, for a rule's
+    value)."""
+    seed = trained_seed(name)
+    if seed is not None:
+        return f"{kind_named(name).label}, seed {seed}"
+    if name not in KINDS:
+        return name
+    declared, value = KINDS[name], (metrics or {}).get("rule")
+    if declared.value_label and value:
+        return declared.value_label.format(value=float(value))
+    return declared.label

@@ -16,9 +16,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ralm.eval.ppl.compare import COMPARE_FILE
-from ralm.eval.ppl.conditions import BM25_ABOVE
 from ralm.lm.options import LMOptions, WindowOptions
-from ralm.pipeline.labels import BASELINES, UPPER_BOUNDS
+from ralm.pipeline.labels import TRAINED_PREFIX, demo_conditions
 from ralm.pipeline.scale import ScaleSettings
 from ralm.pipeline.stage_keys import Identities, identities_of, stage_fingerprint
 from ralm.pipeline.stages import StagePlan
@@ -86,7 +85,7 @@ def plan_pipeline(
     )
     for train in trains:
         known |= train.produced()
-    trained = {f"trained-seed{s}": t.output for s, t in zip(settings.train_seeds, trains, strict=True)}
+    trained = {f"{TRAINED_PREFIX}{s}": t.output for s, t in zip(settings.train_seeds, trains, strict=True)}
     evals = tuple(
         eval_stage(
             run_dir,
@@ -232,13 +231,7 @@ def eval_stage(
     cache = run_dir / f"retrieval-cache-{cache_key[:8]}.jsonl"
     # One table of k + 2 LM scores per window serves every condition (`--compare`): the same windows,
     # candidates and scores for each, and each trained seed costs only its encoder passes.
-    rule = [] if threshold is None else [f"{BM25_ABOVE}={threshold!r}"]
-    compare = ",".join(
-        [c for c in BASELINES if c not in UPPER_BOUNDS]
-        + rule
-        + [f"{n}={p}" for n, p in trained.items()]
-        + list(UPPER_BOUNDS)
-    )
+    compare = ",".join(c.spec for c in demo_conditions(threshold, trained))
     # The report prints the table, with labels: the stage leaves it out (print_table false).
     arguments |= {
         "retrieval": retrieval,

@@ -17,14 +17,15 @@ from pathlib import Path
 from ralm.atomic_files import write_text_atomic
 from ralm.eval.ppl.compare_stats import TableRow, format_compare_table
 from ralm.eval.ppl.outputs import read_config, read_windows
+from ralm.eval.ppl.registry import BM25, kind_named
 
-# The condition names live in ralm.pipeline.labels; re-exported for the report's existing importers.
+# The demo's conditions come from the registry through ralm.pipeline.labels; re-exported for importers.
 from ralm.pipeline.labels import BASELINES as BASELINES
 from ralm.pipeline.labels import UPPER_BOUNDS as UPPER_BOUNDS
-from ralm.pipeline.labels import label
+from ralm.pipeline.labels import label, trained_seed
 from ralm.pipeline.report_plot import plot
 from ralm.pipeline.scale import ScaleSettings
-from ralm.pipeline.verdicts import TRAINED_PREFIX, retrieving_comparisons, verdicts
+from ralm.pipeline.verdicts import retrieving_comparisons, verdicts
 from ralm.statistics import format_change
 
 
@@ -47,7 +48,7 @@ def read_metrics(results_paths: dict[str, Path]) -> dict[str, dict]:
             "windows": int(counts["windows"]),
             "retrieval_rate": float(metrics.get("retrieval_rate") or 0.0),
             "comparison": results.get("comparison", {}),
-            "rule": results["config"].get("reranker") if condition == "bm25-above" else None,
+            "rule": results["config"].get("reranker") if kind_named(condition).value == "threshold" else None,
             "rerank_seconds": float(results.get("timings", {}).get("rerank_s") or 0.0),
         }
     return out
@@ -109,12 +110,12 @@ def decision_lines(train_dirs: dict[str, Path]) -> list[str]:
 
 def seed_spread(metrics: dict[str, dict]) -> dict | None:
     """Perplexity of the trained rerankers over seeds: values, mean and sample standard deviation."""
-    ppl = {n: m["token_ppl"] for n, m in metrics.items() if n.startswith(TRAINED_PREFIX)}
+    ppl = {trained_seed(n): m["token_ppl"] for n, m in metrics.items() if trained_seed(n) is not None}
     if not ppl:
         return None
     values = list(ppl.values())
     return {
-        "seeds": [n.removeprefix(TRAINED_PREFIX) for n in ppl],
+        "seeds": list(ppl),
         "token_ppl": values,
         "mean": stats_lib.fmean(values),
         "sd": stats_lib.stdev(values) if len(values) > 1 else 0.0,
@@ -187,9 +188,9 @@ def dtype_line(check: dict | None) -> str:
 def orderings(comparisons: dict[str, dict]) -> dict[str, bool]:
     """The claims a reader checks on one set's retrieving windows, each with its 95% interval."""
     checks = {}
-    if "bm25" in comparisons:
-        checks["bm25 < no retrieval (CI)"] = comparisons["bm25"]["vs_no_retrieval"]["high"] < 0
-    trained = [c for n, c in comparisons.items() if n.startswith(TRAINED_PREFIX)]
+    if BM25 in comparisons:
+        checks["bm25 < no retrieval (CI)"] = comparisons[BM25]["vs_no_retrieval"]["high"] < 0
+    trained = [c for n, c in comparisons.items() if trained_seed(n) is not None]
     if trained:
         checks["trained < bm25 (CI, every seed)"] = all(c["vs_bm25"]["high"] < 0 for c in trained)
         checks["trained < no retrieval (CI, every seed)"] = all(

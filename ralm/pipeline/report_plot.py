@@ -6,8 +6,8 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from ralm.pipeline.labels import UPPER_BOUNDS, label
-from ralm.pipeline.verdicts import TRAINED_PREFIX
+from ralm.eval.ppl.registry import NO_RETRIEVAL
+from ralm.pipeline.labels import UPPER_BOUNDS, label, trained_seed
 from ralm.plots import pyplot, save_figure
 
 
@@ -23,12 +23,12 @@ def plot(
     plt = pyplot()
     fig, axes = plt.subplots(1, len(sets) + 1, figsize=(6 * (len(sets) + 1), 5.6))
     for ax, (name, comparisons) in zip(axes, sets.items(), strict=False):
-        names = [n for n in comparisons if n != "no-retrieval"]
+        names = [n for n in comparisons if n != NO_RETRIEVAL]
         changes = [100 * comparisons[n]["vs_no_retrieval"]["change"] for n in names]
         lows = [100 * comparisons[n]["vs_no_retrieval"]["low"] for n in names]
         highs = [100 * comparisons[n]["vs_no_retrieval"]["high"] for n in names]
         colors = [
-            "#999999" if n in UPPER_BOUNDS else "#55a868" if n.startswith(TRAINED_PREFIX) else "#4c72b0"
+            "#999999" if n in UPPER_BOUNDS else "#55a868" if trained_seed(n) is not None else "#4c72b0"
             for n in names
         ]
         errors = [

@@ -13,7 +13,8 @@ The verdicts are the questions the two test sets ask, each answered with its int
 - *unrelated* (it does not): does the trained reranker stay within +1% of no retrieval (the interval's upper
   end below +1%)?
 Each trained reranker is also compared with the threshold rule "BM25's top-1 when its score is at least T"
-(``bm25-above``), which a learned reranker must not lose to.
+(``bm25-above``), which a learned reranker must not lose to. Which conditions the others are compared with,
+and which are judged, is declared in the condition registry (``ralm.eval.ppl.registry``: ``verdict``).
 """
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from ralm.eval.ppl.registry import BM25, CONTEXT_MATCHED, NO_RETRIEVAL, references
+from ralm.pipeline.labels import trained_seed
 from ralm.statistics import dependent_blocks, format_change, paired_bootstrap
 
 UNRELATED_LIMIT = 0.01
 """On unrelated text the trained reranker's change against no retrieval must have its upper end below this."""
-TRAINED_PREFIX = "trained-seed"
 
 
 def retrieving_comparisons(
@@ -35,19 +37,14 @@ def retrieving_comparisons(
     """Per condition, on the windows whose targets start at `first_target` or later: token perplexity and
     its change against no retrieval, BM25's top-1 and (when compared) the context-matched row."""
     kept = {name: [r for r in rs if r["target_start"] >= first_target] for name, rs in rows.items()}
-    none = kept["no-retrieval"]
+    none = kept[NO_RETRIEVAL]
     n = [r["num_targets"] for r in none]
     nll = {name: [r["nll"] for r in rs] for name, rs in kept.items()}
     if not n:
         return {}
     # One block length for the set, from the dependence of BM25's per-window effect.
-    blocks = dependent_blocks(np.subtract(nll["bm25"], nll["no-retrieval"]))
-    baselines = {
-        "vs_no_retrieval": "no-retrieval",
-        "vs_bm25": "bm25",
-        "vs_matched": "no-retrieval-matched",
-        "vs_threshold": "bm25-above",  # the trivial rule a learned reranker must not lose to (issue 29)
-    }
+    blocks = dependent_blocks(np.subtract(nll[BM25], nll[NO_RETRIEVAL]))
+    baselines = {kind.reference.key: kind.name for kind in references()}
     out = {}
     for name, values in nll.items():
         entry = {
@@ -78,16 +75,15 @@ def verdicts(set_name: str, comparisons: Mapping[str, dict]) -> list[str]:
     """The set's verdict lines: each claim with its change in token perplexity and 95% interval."""
     if not comparisons:
         return [f"{set_name}: no retrieving windows (the text is shorter than one window and a stride)"]
-    lines = [f"BM25 top-1 vs no retrieval: {_words(comparisons['bm25']['vs_no_retrieval'])}"]
-    if "vs_matched" in comparisons["bm25"]:
+    lines = [f"BM25 top-1 vs no retrieval: {_words(comparisons[BM25]['vs_no_retrieval'])}"]
+    if "vs_matched" in comparisons[BM25]:
         lines.append(
             f"BM25's passage vs the same window cut by its length (what its content adds): "
-            f"{_words(comparisons['bm25']['vs_matched'])}; the cut alone vs the full window: "
-            f"{_words(comparisons['no-retrieval-matched']['vs_no_retrieval'])}"
+            f"{_words(comparisons[BM25]['vs_matched'])}; the cut alone vs the full window: "
+            f"{_words(comparisons[CONTEXT_MATCHED]['vs_no_retrieval'])}"
         )
-    trained = {n: c for n, c in comparisons.items() if n.startswith(TRAINED_PREFIX)}
-    for name, c in trained.items():
-        seed = name.removeprefix(TRAINED_PREFIX)
+    trained = {trained_seed(n): c for n, c in comparisons.items() if trained_seed(n) is not None}
+    for seed, c in trained.items():
         if set_name == "unrelated":
             ok = is_below(c["vs_no_retrieval"], UNRELATED_LIMIT)
             lines.append(

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from ralm.atomic_files import write_json_atomic
 from ralm.eval.ppl.choosers import choose_first
-from ralm.eval.ppl.conditions import CONTEXT_MATCHED, NO_RETRIEVAL, Condition, pick, plan_rows
+from ralm.eval.ppl.conditions import Condition, pick, plan_rows
 from ralm.eval.ppl.eval_text import EvalText
 from ralm.eval.ppl.outputs import RESULTS_FILE, WindowLog, config_key, point_results
 from ralm.eval.ppl.perplexity import Candidate, ScoringSettings, blank_row, score_rows
@@ -78,7 +78,7 @@ def condition_config(config: dict, condition: Condition, compared: list[str] | N
     cfg = {**config, "mode": condition.kind, "reranker": condition.recorded_reranker}
     if compared is not None:
         cfg["compare"] = compared
-    if condition.kind == NO_RETRIEVAL:
+    if not condition.searches:
         cfg.update(index=None, retrieval_cache=None)
     return cfg
 
@@ -86,7 +86,7 @@ def condition_config(config: dict, condition: Condition, compared: list[str] | N
 def searched(condition: Condition, point: Point) -> Sequence[Sequence[Candidate]]:
     """Each window's candidates as `condition` saw them: none for no retrieval, which makes no query (so
     it has no retrieving windows, in a comparison as in its own run)."""
-    return [()] * len(point.windows) if condition.kind == NO_RETRIEVAL else point.candidates
+    return point.candidates if condition.searches else [()] * len(point.windows)
 
 
 def condition_rows(
@@ -100,7 +100,7 @@ def condition_rows(
         index = pick(condition, row, picks.get(w.index), seed)
         cand = row["candidates"][index] if index is not None else None
         bare = row["no_passage_nll"]
-        if condition.kind == CONTEXT_MATCHED and row["candidates"]:
+        if condition.declared.matched_row and row["candidates"]:
             bare = row["matched_nll"]
         rows.append(
             {
@@ -110,7 +110,7 @@ def condition_rows(
                 "target_start": w.target_start,
                 "num_targets": w.num_targets,
                 "nll": cand["nll"] if cand else bare,
-                "query": None if condition.kind == NO_RETRIEVAL else point.queries[w.index],
+                "query": point.queries[w.index] if condition.searches else None,
                 "chosen_rank": index,
                 "passage_id": cand["id"] if cand else None,
                 "copies_target": bool(cand and cand["copies_target"]),

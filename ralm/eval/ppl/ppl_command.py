@@ -22,12 +22,7 @@ from ralm.command_args import call_with_args, parser_for
 from ralm.config_types import AtLeastTwoInt, NonNegativeInt, PositiveInt, check_arguments, check_fields
 from ralm.errors import RalmInputError
 from ralm.eval.ppl.chooser_loading import load_rerank_lms, load_rerankers
-from ralm.eval.ppl.conditions import (
-    NO_RETRIEVAL,
-    Condition,
-    parse_conditions,
-    single_condition,
-)
+from ralm.eval.ppl.conditions import Condition, parse_conditions, single_condition
 from ralm.eval.ppl.eval_text import read_eval_documents
 from ralm.eval.ppl.summary import report_points
 from ralm.eval.ppl.sweep import Sweep, parse_sweep
@@ -292,7 +287,7 @@ def _resolve(
             f"--sweep max_length={max(max_lengths)}: longer than the LM's {lm_max_length} tokens"
         )
     rank_tokens = reranking.rank_tokens if any(c.ranks for c in conditions) else 0
-    retrieves = conditions[0].kind != NO_RETRIEVAL or compare
+    retrieves = conditions[0].searches or compare
     for stride in strides:
         for length in max_lengths or (max_length,):
             _check_lengths(length, stride, window.max_passage_tokens, retrieves, rank_tokens)

@@ -20,7 +20,7 @@ from typing import Any
 import ralm
 from ralm.errors import RalmInputError
 from ralm.eval.ppl.compare import CompareOutput
-from ralm.eval.ppl.conditions import BM25, NO_RETRIEVAL, ZERO_SHOT, Condition
+from ralm.eval.ppl.conditions import BM25, ZERO_SHOT, Condition
 from ralm.eval.ppl.eval_text import EvalText, word_counts
 from ralm.eval.ppl.perplexity import Candidate, ScoringSettings
 from ralm.eval.ppl.point import Output, Point, SingleOutput, run_conditions
@@ -124,7 +124,7 @@ class PplSettings:
 
     @property
     def retrieves(self) -> bool:
-        return self.compare or self.conditions[0].kind != NO_RETRIEVAL
+        return self.compare or self.conditions[0].searches
 
     @property
     def rerank_lm(self) -> str | None:
