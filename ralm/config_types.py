@@ -26,7 +26,7 @@ import re
 import types
 import typing
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from jsonargparse.typing import (
     ClosedUnitInterval,
@@ -45,8 +45,14 @@ HalfOpenUnitInterval = restricted_number_type(
     "HalfOpenUnitInterval", float, [(">=", 0.0), ("<", 1.0)], docstring="A float in [0, 1)."
 )
 
+Dtype = Literal["auto", "fastest", "config", "fp32", "bf16", "fp16", "float32", "bfloat16", "float16"]
+"""The one vocabulary of an LM's dtype (``LMOptions.dtype``: ``--dtype`` of every LM stage, the demo's
+``--scale.dtype``, ``ralm.devices.DTYPES``): auto and fastest (``ralm.devices``' rules), config (the model
+config's dtype, as the authors' eval_lm.py loads it: fp16 for OPT), or a precision by name."""
+
 __all__ = [
     "AtLeastTwoInt",
+    "Dtype",
     "ClosedUnitInterval",
     "HalfOpenUnitInterval",
     "NonNegativeFloat",

@@ -22,12 +22,14 @@ import functools
 import os
 import time
 from collections.abc import Mapping
+from typing import get_args
 
 import torch
 
+from ralm.config_types import Dtype
 from ralm.errors import RalmInputError
 
-DTYPES = {
+DTYPES: dict[Dtype, torch.dtype] = {
     "float32": torch.float32,
     "fp32": torch.float32,
     "bfloat16": torch.bfloat16,
@@ -35,6 +37,11 @@ DTYPES = {
     "float16": torch.float16,
     "fp16": torch.float16,
 }
+"""The precisions of the vocabulary (``ralm.config_types.Dtype``), by both their names."""
+RULES: tuple[Dtype, ...] = ("auto", "fastest")
+"""The names of the vocabulary resolved by a rule here (module docstring); ``config`` is the LM loader's."""
+assert set(get_args(Dtype)) == {*DTYPES, *RULES, "config"}, "Dtype and DTYPES name the same precisions"
+SHORT_NAMES: dict[str, Dtype] = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 NATIVE_BF16_CAPABILITY = (8, 0)
 """Ampere: the first NVIDIA generation with bf16 tensor cores."""
 
@@ -93,13 +100,16 @@ def native_bf16(device: torch.device) -> bool:
 
 
 def resolve_dtype(dtype: str | torch.dtype = "auto", device: torch.device | None = None) -> torch.dtype:
-    """``auto``: bf16 where `device` computes it natively, fp32 elsewhere; else the named dtype."""
+    """``auto``: bf16 where `device` computes it natively, fp32 elsewhere; ``fastest``: `fastest_dtype`; else
+    the named dtype."""
     if isinstance(dtype, torch.dtype):
         return dtype
+    if dtype == "fastest":
+        dtype = fastest_dtype(device)
     if dtype == "auto":
         return torch.bfloat16 if native_bf16(device or resolve_device("auto")) else torch.float32
     if dtype not in DTYPES:
-        raise RalmInputError(f"--dtype {dtype!r}: expected auto or one of {sorted(DTYPES)}")
+        raise RalmInputError(f"--dtype {dtype!r}: expected auto or one of {sorted(DTYPES)} (or fastest)")
     return DTYPES[dtype]
 
 

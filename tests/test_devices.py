@@ -84,3 +84,26 @@ def test_cpu_is_fp32_unless_asked_and_bad_names_say_what_is_allowed():
     if not torch.cuda.is_available():
         with pytest.raises(RalmInputError, match="no CUDA GPU is visible"):
             devices.resolve_device("cuda:1")
+
+
+def test_one_dtype_vocabulary_for_every_option_and_the_device_rule(monkeypatch):
+    """``--dtype``, ``--scale.dtype`` and `resolve_dtype` share one Literal: every name it lists resolves
+    (config is the LM loader's) and ``fastest`` resolves as the demo resolves it."""
+    import typing
+
+    from ralm.config_types import Dtype
+    from ralm.lm.options import LMOptions
+    from ralm.pipeline.dtype_check import resolved_dtype
+    from ralm.pipeline.scale import ScaleOptions, ScaleSettings
+
+    assert typing.get_type_hints(LMOptions)["dtype"] == Dtype
+    assert typing.get_type_hints(ScaleSettings)["dtype"] == Dtype
+    assert typing.get_type_hints(ScaleOptions)["dtype"] == Dtype | None
+    cpu = torch.device("cpu")
+    for name in typing.get_args(Dtype):
+        if name != "config":
+            assert isinstance(devices.resolve_dtype(name, cpu), torch.dtype), name
+    monkeypatch.setattr(devices, "fastest_dtype", lambda device=None: "bf16")
+    assert devices.resolve_dtype("fastest", cpu) == torch.bfloat16
+    assert resolved_dtype("fastest") == "bf16" and resolved_dtype("bfloat16") == "bf16"
+    assert resolved_dtype("fp32") == "fp32" and resolved_dtype("auto") == "auto"

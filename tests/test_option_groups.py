@@ -98,3 +98,26 @@ def test_command_line_renders_a_typed_call_that_parses_back(parser):
 def test_command_line_refuses_an_argument_the_function_lacks(parser):
     with pytest.raises(TypeError, match=r"stage\(\) has no parameter candidates"):
         command_line(stage, {"output": "o", "candidates": 3}, parser.ralm_option_names)
+
+
+def test_every_stage_refuses_a_window_by_the_one_fit_rule():
+    """data-gen, eval and a reranking LM's check all answer with `window_fits`: a passage and the other
+    parts of a window fit exactly when their sum is at most the input length."""
+    from ralm.data_gen.inputs import check_input_fits
+    from ralm.eval.ppl.ppl_command import _check_lengths
+    from ralm.lm.options import window_fits
+
+    assert window_fits(64, 32, 16, 16) and not window_fits(63, 32, 16, 16)
+    assert window_fits(4, 0, 4) and not window_fits(3, 0, 4)  # no passage: the targets alone
+    window = WindowOptions(stride=16, query_tokens=16, max_passage_tokens=32)
+    check_input_fits(64, window)  # passage + query + targets = 64
+    with pytest.raises(RalmInputError, match=r"--max-length: the LM holds 63 tokens, less than .* = 64"):
+        check_input_fits(63, window)
+    _check_lengths(48, 16, 32, retrieval=True, rank_tokens=0)  # passage + targets = 48
+    with pytest.raises(RalmInputError, match="--max-length 47: too small to hold a 32-token passage"):
+        _check_lengths(47, 16, 32, retrieval=True, rank_tokens=0)
+    with pytest.raises(RalmInputError, match="and 8 ranking tokens"):
+        _check_lengths(48, 16, 32, retrieval=True, rank_tokens=8)
+    _check_lengths(16, 16, 32, retrieval=False, rank_tokens=0)  # no retrieval: the targets alone
+    with pytest.raises(RalmInputError, match="--stride 17: larger than --max-length 16"):
+        _check_lengths(16, 17, 0, retrieval=False, rank_tokens=0)

@@ -12,7 +12,7 @@ from ralm.data_gen.options import SamplingOptions, ShardingOptions, prefix_floor
 from ralm.data_gen.prefixes import PrefixSample, TokenizedCorpus, sample_prefixes, tokenize_documents
 from ralm.errors import RalmInputError
 from ralm.lm.interface import LanguageModel
-from ralm.lm.options import WindowOptions
+from ralm.lm.options import WindowOptions, window_fits
 from ralm.retrieval.options import RetrievalOptions
 from ralm.retrieval.types import Retriever
 
@@ -28,8 +28,8 @@ def open_candidates_index(retrieval: RetrievalOptions) -> Retriever:
 def check_input_fits(max_length: int, window: WindowOptions) -> None:
     """Refuse an LM input (already capped at the LM's context) too short for a passage, a query and a
     target."""
-    needed = window.max_passage_tokens + window.query_tokens + window.stride
-    if max_length < needed:
+    if not window_fits(max_length, window.max_passage_tokens, window.query_tokens, window.stride):
+        needed = window.max_passage_tokens + window.query_tokens + window.stride
         raise RalmInputError(
             f"--max-length: the LM holds {max_length} tokens, less than max_passage_tokens "
             f"{window.max_passage_tokens} + query_tokens {window.query_tokens} + stride {window.stride} = "

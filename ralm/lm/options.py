@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ralm.config_types import AtLeastTwoInt, NonNegativeInt, PositiveInt, check_fields
+from ralm.config_types import AtLeastTwoInt, Dtype, NonNegativeInt, PositiveInt, check_fields
 from ralm.errors import RalmInputError
 
 if TYPE_CHECKING:
@@ -33,9 +33,10 @@ class LMOptions:
     """GGUF file name inside the model folder, if any."""
     device: str = "auto"
     """auto: cuda when available, else cpu; or cpu, cuda, cuda:N."""
-    dtype: str = "auto"
-    """auto: bf16 on a GPU that computes it natively, else fp32; config: the model config's dtype, as the
-    authors' eval_lm.py loads it (fp16 for OPT); or fp32, bf16, fp16."""
+    dtype: Dtype = "auto"
+    """auto: bf16 on a GPU that computes it natively, else fp32; fastest: auto on a GPU, on a CPU bf16 where
+    measured faster; config: the model config's dtype, as the authors' eval_lm.py loads it (fp16 for OPT);
+    or fp32, bf16, fp16."""
     max_length: AtLeastTwoInt | None = None
     """LM input length in tokens (passage + prefix + targets); default 1024, the paper's; never more than
     the LM's own context."""
@@ -58,6 +59,14 @@ class LMOptions:
         from ralm.lm.loading import load_lm
 
         return load_lm(self.require(), device=self.device, dtype=self.dtype, gguf_file=self.gguf_file)
+
+
+def window_fits(max_length: int, max_passage_tokens: int, *parts: int) -> bool:
+    """THE window-fit rule: one LM input of `max_length` tokens (already capped: `LMOptions.input_length`)
+    holds a whole passage cut to `max_passage_tokens` (0: no passage) beside every other part of a window,
+    none overlapping (`parts`: the targets s, the query ℓ where the prefix must hold it, the ranking tokens
+    s'). data-gen, eval and a zero-shot reranking LM refuse inputs with it, each naming its options."""
+    return max_passage_tokens + sum(parts) <= max_length
 
 
 LMOptions.shorthand = "model"  # `--lm X` / YAML `lm: X` mean `--lm.model X` (ralm.command_args)

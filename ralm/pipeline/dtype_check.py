@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from ralm.config_types import Dtype
 from ralm.eval.ppl.compare import COMPARE_FILE
 from ralm.eval.ppl.conditions import Condition
 from ralm.eval.ppl.outputs import read_config, read_windows
@@ -19,14 +20,12 @@ from ralm.pipeline.scale import ScaleSettings
 from ralm.pipeline.stages import StagePlan, StageRunner
 
 
-def resolved_dtype(dtype: str) -> str:
-    """The scale's dtype as ``--dtype`` takes it: ``fastest`` measured here
-    (``ralm.devices.fastest_dtype``)."""
-    if dtype != "fastest":
-        return dtype
-    from ralm.devices import fastest_dtype
+def resolved_dtype(dtype: Dtype) -> Dtype:
+    """The scale's dtype as the stages take it: ``fastest`` measured here (``ralm.devices.fastest_dtype``), a
+    precision by its short name (``bf16``, which the reranker's training precision follows)."""
+    from ralm.devices import SHORT_NAMES, fastest_dtype
 
-    return fastest_dtype()
+    return fastest_dtype() if dtype == "fastest" else SHORT_NAMES.get(dtype, dtype)
 
 
 DTYPE_CHECK_WINDOWS = 8

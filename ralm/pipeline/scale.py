@@ -15,6 +15,7 @@ from typing import Literal
 
 from ralm.config_types import (
     AtLeastTwoInt,
+    Dtype,
     HalfOpenUnitInterval,
     NonNegativeInt,
     OpenUnitInterval,
@@ -54,7 +55,7 @@ class ScaleSettings:
     abstain: bool
     patience: int = 0
     """Stop a seed's training after this many validations without a new best (0: all train_steps)."""
-    dtype: str = "fastest"
+    dtype: Dtype = "fastest"
     margin: float = 0.01
     """δ of the export's promise: not worse than no retrieval by more than this share of token perplexity."""
 
@@ -190,11 +191,11 @@ class ScaleOptions:
     margin: HalfOpenUnitInterval | None = None
     """δ: the exported rule must be shown not worse than no retrieval by more than this share of token
     perplexity (one-sided 95% bound on the decision prefixes; `ralm train --margin`)."""
-    dtype: Literal["fastest", "auto", "fp32", "bf16"] | None = None
+    dtype: Dtype | None = None
     """The frozen LM's dtype in data-gen and eval: fastest (bf16 where the device computes it natively and a
     measurement here finds it faster, else fp32; the report states bf16's change in NLL against fp32), auto
-    (ralm's rule: fp32 on CPU), fp32 or bf16. The reranker trains in bf16-mixed when this resolves to bf16
-    (``ralm.pipeline.plan.training_precision``)."""
+    (ralm's rule: fp32 on CPU), fp32 or bf16 (any ``--dtype`` value). The reranker trains in bf16-mixed
+    when this resolves to bf16 (``ralm.pipeline.plan.training_precision``)."""
 
     def __post_init__(self) -> None:
         check_fields(self)  # before the first stage, not minutes later in the stage that reads the value

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from ralm.errors import RalmInputError
 from ralm.eval.ppl.conditions import TRAINED, ZERO_SHOT, Condition
+from ralm.lm.options import window_fits
 
 if TYPE_CHECKING:
     from ralm.eval.ppl.choosers import RerankLM
@@ -40,7 +41,7 @@ def load_rerank_lms(
             continue
         rerank_lm = load_lm(c.model, device=lm.device, dtype=lm.dtype)
         max_length = lm.input_length(rerank_lm.max_length)
-        if max_length < window.max_passage_tokens + reranking.rank_tokens:
+        if not window_fits(max_length, window.max_passage_tokens, reranking.rank_tokens):
             raise RalmInputError(
                 f"--rerank-lm {c.model}: its {max_length} tokens cannot hold a"
                 f" {window.max_passage_tokens}-token passage and {reranking.rank_tokens} ranking tokens"

@@ -26,7 +26,7 @@ from ralm.eval.ppl.conditions import Condition, parse_conditions, single_conditi
 from ralm.eval.ppl.eval_text import read_eval_documents
 from ralm.eval.ppl.summary import report_points
 from ralm.eval.ppl.sweep import Sweep, parse_sweep
-from ralm.lm.options import LMOptions, WindowOptions
+from ralm.lm.options import LMOptions, WindowOptions, window_fits
 from ralm.retrieval.options import RetrievalOptions
 
 if TYPE_CHECKING:
@@ -109,12 +109,9 @@ def _check_lengths(
     max_length: int, stride: int, max_passage_tokens: int, retrieval: bool, rank_tokens: int
 ) -> None:
     """Every input must hold a whole passage, the targets and (same-LM zero-shot) the ranking tokens."""
-    if stride > max_length:
+    if not window_fits(max_length, 0, stride):
         raise RalmInputError(f"--stride {stride}: larger than --max-length {max_length}")
-    if not retrieval:
-        return
-    needed = max_passage_tokens + stride + rank_tokens
-    if max_length < needed:
+    if retrieval and not window_fits(max_length, max_passage_tokens, stride, rank_tokens):
         parts = f"a {max_passage_tokens}-token passage and {stride} target tokens"
         if rank_tokens:
             parts += f" and {rank_tokens} ranking tokens"
