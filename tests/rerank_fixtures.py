@@ -97,3 +97,48 @@ def save_rows(
 
 def keyword_dataset(real_documents: list[dict], folder: Path, n_prefixes: int, **kwargs) -> Path:
     return save_rows(keyword_rows(real_documents, n_prefixes, **kwargs), folder)
+
+
+CPU_TRAINER = {"accelerator": "cpu", "devices": 1, "enable_progress_bar": False}
+"""The Trainer of every tiny fit: one CPU process, no bar."""
+
+
+def tiny_fit_options(
+    encoder_dir: Path,
+    *,
+    max_steps: int,
+    val_every: int | None = None,
+    encoder: dict | None = None,
+    loader: dict | None = None,
+    optim: dict | None = None,
+    run: dict | None = None,
+    trainer: dict | None = None,
+) -> dict:
+    """``fit_reranker``'s option groups for a tiny encoder on CPU: 40-token pairs (12 prefix tokens),
+    batches of 4 with a quarter of the prefixes validating, lr 1e-3 after one warmup step, validation and a
+    checkpoint every `val_every` steps (default: once, at `max_steps`), no wandb; the fields given in a
+    group's dict replace these (any other field keeps its class default)."""
+    from ralm.rerank.settings import EncoderOptions, LoaderOptions, OptimOptions, RunOptions
+
+    every = val_every or max_steps
+    return {
+        "encoder": EncoderOptions(
+            **{"name": str(encoder_dir), "max_pair_tokens": 40, "max_prefix_tokens": 12, **(encoder or {})}
+        ),
+        "loader": LoaderOptions(**{"batch_size": 4, "val_fraction": 0.25, **(loader or {})}),
+        "optim": OptimOptions(**{"lr": 1e-3, "warmup_steps": 1, "max_steps": max_steps, **(optim or {})}),
+        "run": RunOptions(**{"val_every": every, "save_every": every, "wandb": "off", **(run or {})}),
+        "trainer": {**CPU_TRAINER, **(trainer or {})},
+    }
+
+
+def fit_tiny_reranker(data: Path, output: Path, encoder_dir: Path, *, max_steps: int, **options) -> dict:
+    """``fit_reranker`` with `tiny_fit_options` (its keyword groups in `options`); the other keyword
+    arguments (``bm25_prior``, ``abstain``, ``seed``, ...) go to ``fit_reranker`` as they are. Its summary."""
+    from ralm.rerank.fit import fit_reranker
+
+    groups = ("val_every", "encoder", "loader", "optim", "run", "trainer")
+    chosen = {k: options.pop(k) for k in groups if k in options}
+    return fit_reranker(
+        str(data), str(output), **tiny_fit_options(encoder_dir, max_steps=max_steps, **chosen), **options
+    )

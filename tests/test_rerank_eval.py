@@ -11,11 +11,9 @@ from transformers import AutoTokenizer
 
 from ralm.eval.ppl.ppl_command import main as eval_ppl_main
 from ralm.rerank.export import export_reranker
-from ralm.rerank.fit import fit_reranker
 from ralm.rerank.inference import PredictiveReranker
-from ralm.rerank.settings import EncoderOptions, LoaderOptions, OptimOptions, RunOptions
 from ralm.retrieval.index import build_index, open_index
-from tests.rerank_fixtures import keyword_rows, save_rows
+from tests.rerank_fixtures import fit_tiny_reranker, keyword_rows, save_rows
 
 K = 4
 STRIDE, QUERY, CONTEXT = 32, 16, 512  # the eval hands the reranker the last 512 LM tokens as prefix text
@@ -36,14 +34,13 @@ def setup(tmp_path_factory, real_documents, tiny_encoder_dir):
     rows = keyword_rows(real_documents, 60, k=3, seed=2)
     for row in rows[::2]:
         row["lm_logprobs"] = [-9.0] * len(row["lm_logprobs"])
-    summary = fit_reranker(
-        str(save_rows(rows, root / "data")),
-        str(root / "train"),
-        encoder=EncoderOptions(name=str(tiny_encoder_dir), max_pair_tokens=96, max_prefix_tokens=48),
-        loader=LoaderOptions(batch_size=4, val_fraction=0.25),
-        optim=OptimOptions(lr=2e-3, warmup_steps=2, max_steps=8),
-        run=RunOptions(val_every=8, save_every=8, wandb="off"),
-        trainer={"accelerator": "cpu", "devices": 1, "enable_progress_bar": False},
+    summary = fit_tiny_reranker(
+        save_rows(rows, root / "data"),
+        root / "train",
+        tiny_encoder_dir,
+        max_steps=8,
+        encoder={"max_pair_tokens": 96, "max_prefix_tokens": 48},
+        optim={"lr": 2e-3, "warmup_steps": 2},
         abstain=True,
     )
     # This file checks how eval applies the reranker's own picks; whether the decision keeps them (eight

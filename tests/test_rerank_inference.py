@@ -12,25 +12,15 @@ import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from ralm.errors import RalmInputError
-from ralm.rerank.fit import fit_reranker
 from ralm.rerank.inference import PredictiveReranker
-from ralm.rerank.settings import EncoderOptions, LoaderOptions, OptimOptions, RunOptions
-from tests.rerank_fixtures import keyword_dataset
+from tests.rerank_fixtures import fit_tiny_reranker, keyword_dataset
 
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory, real_documents, tiny_encoder_dir) -> Path:
     root = tmp_path_factory.mktemp("export")
     data = keyword_dataset(real_documents, root / "data", 40, k=3, seed=5)
-    summary = fit_reranker(
-        str(data),
-        str(root / "out"),
-        encoder=EncoderOptions(name=str(tiny_encoder_dir), max_pair_tokens=40, max_prefix_tokens=12),
-        loader=LoaderOptions(batch_size=4, val_fraction=0.25),
-        optim=OptimOptions(lr=1e-3, warmup_steps=1, max_steps=3),
-        run=RunOptions(val_every=3, save_every=3, wandb="off"),
-        trainer={"accelerator": "cpu", "devices": 1, "enable_progress_bar": False},
-    )
+    summary = fit_tiny_reranker(data, root / "out", tiny_encoder_dir, max_steps=3)
     return Path(summary["reranker"])
 
 

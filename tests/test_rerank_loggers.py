@@ -9,10 +9,8 @@ import time
 import pytest
 
 from ralm.errors import RalmInputError
-from ralm.rerank.fit import fit_reranker
 from ralm.rerank.loggers import wandb_api_key_configured, wandb_mode
-from ralm.rerank.settings import EncoderOptions, LoaderOptions, OptimOptions, RunOptions
-from tests.rerank_fixtures import keyword_dataset
+from tests.rerank_fixtures import fit_tiny_reranker, keyword_dataset
 
 
 def read_offline_run(path) -> tuple[dict, dict]:
@@ -77,14 +75,13 @@ def test_an_offline_wandb_run_gets_the_config_the_validation_metrics_and_the_dec
     monkeypatch.setenv("WANDB_SILENT", "true")
     monkeypatch.setenv("NETRC", str(tmp_path / "missing"))
     data = keyword_dataset(real_documents, tmp_path / "data", 24, k=3, seed=4)
-    summary = fit_reranker(
-        str(data),
-        str(tmp_path / "out"),
-        encoder=EncoderOptions(name=str(tiny_encoder_dir), max_pair_tokens=40, max_prefix_tokens=12),
-        loader=LoaderOptions(batch_size=4, val_batch_size=16, val_fraction=0.25),
-        optim=OptimOptions(lr=1e-3, warmup_steps=1, max_steps=2),
-        run=RunOptions(val_every=2, save_every=2, wandb="on"),
-        trainer={"accelerator": "cpu", "devices": 1, "enable_progress_bar": False},
+    summary = fit_tiny_reranker(
+        data,
+        tmp_path / "out",
+        tiny_encoder_dir,
+        max_steps=2,
+        loader={"val_batch_size": 16},
+        run={"wandb": "on"},
         bm25_prior=True,
     )
     (run_file,) = (tmp_path / "out" / "wandb").glob("offline-run-*/run-*.wandb")

@@ -14,29 +14,27 @@ import torch
 from ralm.rerank.batch import GroupCollator
 from ralm.rerank.dataset import GroupDataset, load_rerank_data
 from ralm.rerank.export import export_reranker
-from ralm.rerank.fit import STEP0_FILE, fit_reranker
+from ralm.rerank.fit import STEP0_FILE
 from ralm.rerank.inference import PredictiveReranker
 from ralm.rerank.inputs import bm25_prior
 from ralm.rerank.lit_module import RerankerModule
 from ralm.rerank.metrics import selection_sums
 from ralm.rerank.model import load_tokenizer
-from ralm.rerank.settings import EncoderOptions, LoaderOptions, OptimOptions, RunOptions
 from ralm.rerank.train_command import _print_summary
-from tests.rerank_fixtures import keyword_dataset
+from tests.rerank_fixtures import fit_tiny_reranker, keyword_dataset
 
 
 @pytest.fixture(scope="module")
 def prior_run(tmp_path_factory, real_documents, tiny_encoder_dir) -> tuple[Path, dict]:
     root = tmp_path_factory.mktemp("prior")
     data = keyword_dataset(real_documents, root / "data", 40, k=3, seed=5)
-    summary = fit_reranker(
-        str(data),
-        str(root / "out"),
-        encoder=EncoderOptions(name=str(tiny_encoder_dir), max_pair_tokens=40, max_prefix_tokens=12),
-        loader=LoaderOptions(batch_size=4, val_batch_size=16, val_fraction=0.25),
-        optim=OptimOptions(lr=1e-3, warmup_steps=1, max_steps=4),
-        run=RunOptions(val_every=2, save_every=2, wandb="off"),
-        trainer={"accelerator": "cpu", "devices": 1, "enable_progress_bar": False},
+    summary = fit_tiny_reranker(
+        data,
+        root / "out",
+        tiny_encoder_dir,
+        max_steps=4,
+        val_every=2,
+        loader={"val_batch_size": 16},
         bm25_prior=True,
     )
     return data, summary
@@ -168,14 +166,14 @@ def test_without_a_validation_win_the_export_is_bm25_itself(tmp_path, real_docum
     for row in rows:
         row["lm_logprobs"] = [-5.0, -7.0, -9.0]
     data = save_rows(rows, tmp_path / "data")
-    summary = fit_reranker(
-        str(data),
-        str(tmp_path / "out"),
-        encoder=EncoderOptions(name=str(tiny_encoder_dir), max_pair_tokens=40, max_prefix_tokens=12),
-        loader=LoaderOptions(batch_size=4, val_batch_size=16, val_fraction=0.25),
-        optim=OptimOptions(lr=1e-3, head_lr=1e-2, warmup_steps=1, max_steps=3),
-        run=RunOptions(val_every=1, save_every=1, wandb="off"),
-        trainer={"accelerator": "cpu", "devices": 1, "enable_progress_bar": False},
+    summary = fit_tiny_reranker(
+        data,
+        tmp_path / "out",
+        tiny_encoder_dir,
+        max_steps=3,
+        val_every=1,
+        loader={"val_batch_size": 16},
+        optim={"head_lr": 1e-2},
         bm25_prior=True,
     )
     info = json.loads((Path(summary["reranker"]) / "ralm_reranker.json").read_text())
@@ -196,15 +194,17 @@ def test_when_no_passage_beats_every_candidate_the_export_never_retrieves(
         row["no_retrieval_logprob"] = -1.0
     data = save_rows(rows, tmp_path / "data")
     capfd.readouterr()  # the fixture's own output
-    summary = fit_reranker(
-        str(data),
-        str(tmp_path / "out"),
-        encoder=EncoderOptions(name=str(tiny_encoder_dir), max_pair_tokens=40, max_prefix_tokens=12),
-        loader=LoaderOptions(batch_size=4, val_batch_size=16, val_fraction=0.25),
-        optim=OptimOptions(lr=1e-3, head_lr=1e-2, warmup_steps=1, max_steps=3),
-        run=RunOptions(val_every=1, save_every=1, wandb="off", keep_checkpoints=False),
+    summary = fit_tiny_reranker(
+        data,
+        tmp_path / "out",
+        tiny_encoder_dir,
+        max_steps=3,
+        val_every=1,
+        loader={"val_batch_size": 16},
+        optim={"head_lr": 1e-2},
+        run={"keep_checkpoints": False},
         # a bar, piped here (pytest captures stderr): plain lines instead
-        trainer={"accelerator": "cpu", "devices": 1, "enable_progress_bar": True},
+        trainer={"enable_progress_bar": True},
         bm25_prior=True,
         abstain=True,
     )

@@ -10,6 +10,7 @@ from ralm.rerank.dataset import GroupDataset, load_rerank_data
 from ralm.rerank.fit import fit_reranker
 from ralm.rerank.settings import EncoderOptions, LoaderOptions, OptimOptions, RunOptions
 from tests.data_gen_fixtures import cli_args, write_corpus
+from tests.rerank_fixtures import fit_tiny_reranker
 
 
 def test_trains_on_data_gen_output_of_the_tiny_lm(tmp_path, real_documents, tiny_lm_dir, tiny_encoder_dir):
@@ -42,14 +43,12 @@ def test_trains_on_data_gen_output_of_the_tiny_lm(tmp_path, real_documents, tiny
     row = rows[data.val_rows[0]]
     assert group.passages == row["candidate_texts"] + [""]
     assert group.lm_logprobs == pytest.approx(row["lm_logprobs"] + [row["no_retrieval_logprob"]])
-    summary = fit_reranker(
-        str(out),
-        str(tmp_path / "train_out"),
-        encoder=EncoderOptions(name=str(tiny_encoder_dir), max_pair_tokens=128, max_prefix_tokens=48),
-        loader=LoaderOptions(batch_size=4, val_fraction=0.25),
-        optim=OptimOptions(lr=1e-3, warmup_steps=1, max_steps=2),
-        run=RunOptions(val_every=2, save_every=2, wandb="off"),
-        trainer={"accelerator": "cpu", "devices": 1, "enable_progress_bar": False},
+    summary = fit_tiny_reranker(
+        out,
+        tmp_path / "train_out",
+        tiny_encoder_dir,
+        max_steps=2,
+        encoder={"max_pair_tokens": 128, "max_prefix_tokens": 48},
         abstain=True,
     )
     assert (

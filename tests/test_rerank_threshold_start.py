@@ -15,15 +15,13 @@ import torch
 
 from ralm.rerank.batch import GroupCollator
 from ralm.rerank.dataset import GroupDataset, bm25_top_stats, load_rerank_data
-from ralm.rerank.fit import fit_reranker
 from ralm.rerank.inference import PredictiveReranker
 from ralm.rerank.lit_module import RerankerModule
 from ralm.rerank.model import load_tokenizer
 from ralm.rerank.promise import RULE_SENTENCE
 from ralm.rerank.scalar_init import threshold_scalars
 from ralm.rerank.selection import bm25_threshold
-from ralm.rerank.settings import EncoderOptions, LoaderOptions, OptimOptions, RunOptions
-from tests.rerank_fixtures import keyword_rows, save_rows
+from tests.rerank_fixtures import fit_tiny_reranker, keyword_rows, save_rows
 
 NONE, HELPS, HURTS = -6.0, -3.0, -9.0
 
@@ -106,14 +104,14 @@ def test_a_run_that_cannot_improve_on_its_start_exports_the_threshold_rule(
     rule's promise test."""
     rows = _threshold_rows(real_documents)
     data = save_rows(rows, tmp_path / "data", meta={"s": 2})
-    summary = fit_reranker(
-        str(data),
-        str(tmp_path / "out"),
-        encoder=EncoderOptions(name=str(tiny_encoder_dir), max_pair_tokens=40, max_prefix_tokens=12),
-        loader=LoaderOptions(batch_size=4, val_batch_size=16, val_fraction=0.25, decision_fraction=0.25),
-        optim=OptimOptions(lr=1e-12, head_lr=1e-12, prior_lr=0.0, warmup_steps=0, max_steps=2),
-        run=RunOptions(val_every=1, save_every=1, wandb="off"),
-        trainer={"accelerator": "cpu", "devices": 1, "enable_progress_bar": False},
+    summary = fit_tiny_reranker(
+        data,
+        tmp_path / "out",
+        tiny_encoder_dir,
+        max_steps=2,
+        val_every=1,
+        loader={"val_batch_size": 16, "decision_fraction": 0.25},
+        optim={"lr": 1e-12, "head_lr": 1e-12, "prior_lr": 0.0, "warmup_steps": 0},
         bm25_prior=True,
         abstain=True,
     )

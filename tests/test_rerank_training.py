@@ -15,9 +15,9 @@ import torch
 from ralm.errors import RalmInputError
 from ralm.rerank.fit import fit_reranker
 from ralm.rerank.inference import PredictiveReranker
-from ralm.rerank.settings import EncoderOptions, LoaderOptions, OptimOptions, RunOptions
+from ralm.rerank.settings import RunOptions
 from ralm.rerank.train_command import build_parser, main
-from tests.rerank_fixtures import keyword_dataset
+from tests.rerank_fixtures import keyword_dataset, tiny_fit_options
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -45,12 +45,15 @@ def quiet_encoder_dir(tmp_path_factory, tiny_encoder_dir) -> Path:
 _CPU = {"accelerator": "cpu", "devices": 1, "log_every_n_steps": 1, "enable_progress_bar": False}
 
 
-def _settings(encoder_dir, accumulate=1, **optim):
-    return dict(
-        encoder=EncoderOptions(name=str(encoder_dir), max_pair_tokens=48, max_prefix_tokens=24),
-        loader=LoaderOptions(batch_size=4, val_batch_size=16, val_fraction=0.25),
-        optim=OptimOptions(**{"lr": 1e-3, "warmup_steps": 2, "max_steps": 10, **optim}),
-        run=RunOptions(val_every=4, save_every=2, wandb="off"),
+def _settings(encoder_dir, accumulate=1, max_steps=10, **optim):
+    return tiny_fit_options(
+        encoder_dir,
+        max_steps=max_steps,
+        val_every=4,
+        encoder={"max_pair_tokens": 48, "max_prefix_tokens": 24},
+        loader={"val_batch_size": 16},
+        optim={"warmup_steps": 2, **optim},
+        run={"save_every": 2},
         trainer={**_CPU, "accumulate_grad_batches": accumulate},
     )
 
