@@ -14,6 +14,7 @@ from ppl_fixtures import ppl_setup  # noqa: F401
 
 from ralm.eval.ppl.conditions import Condition, RowPlan, parse_conditions, pick, plan_rows
 from ralm.eval.ppl.ppl_command import eval_ppl
+from ralm.eval.ppl.records import CandidateScores, WindowRecord, WindowScores
 from ralm.eval.ppl.registry import KINDS, ConditionKind, kind_named, references
 from ralm.lm.options import LMOptions, WindowOptions
 from ralm.pipeline.labels import TRAINED_PREFIX, demo_conditions, label
@@ -23,7 +24,7 @@ from ralm.retrieval.options import RetrievalOptions
 SECOND = ConditionKind(
     "bm25-second",
     "BM25's second candidate",
-    lambda condition, row, seed: min(1, len(row["candidates"]) - 1),
+    lambda condition, row, seed: min(1, len(row.candidates) - 1),
     "shown",
 )
 """A new pick-only condition, declared here only: BM25's second candidate (its first when it has one)."""
@@ -87,12 +88,13 @@ def test_the_demo_table_and_the_references_keep_their_order(tmp_path):
 def test_a_pick_only_condition_is_one_declaration(monkeypatch):
     monkeypatch.setitem(KINDS, SECOND.name, SECOND)
     conditions = parse_conditions("no-retrieval,bm25-second")
-    row = {"window": 2, "no_passage_nll": 9.0, "candidates": [{"bm25": 5.0}, {"bm25": 4.0}, {"bm25": 1.0}]}
+    bm25 = [CandidateScores(f"p{i}", score) for i, score in enumerate((5.0, 4.0, 1.0))]
+    row = WindowScores(window=2, target_start=40, num_targets=4, no_passage_nll=9.0, candidates=bm25)
     assert pick(conditions[1], row) == 1
     assert plan_rows(conditions, row, {}) == RowPlan(bare=True, candidates=(1,))
     assert [c.name for c in demo_conditions(None, {})][-1] == "bm25-second"  # declared last here
     assert label("bm25-second") == "BM25's second candidate"
-    windows = [{"target_start": 10 + i, "num_targets": 4, "nll": 8.0 + i % 3} for i in range(12)]
+    windows = [WindowRecord(i, 0, 0, 10 + i, 4, 8.0 + i % 3, None, None, None, False) for i in range(12)]
     rows = {"no-retrieval": windows, "bm25": windows, "bm25-second": windows}
     comparisons = retrieving_comparisons(rows, 10, resamples=50)
     assert set(comparisons["bm25-second"]) >= {"vs_no_retrieval", "vs_bm25"}

@@ -42,8 +42,11 @@ def test_native_bf16_is_read_off_the_cpu_flags():
 
 
 def _windows(folder, rows):
+    """A windows.jsonl of these lines (window, end, nll), the other fields of the format filled in."""
     folder.mkdir(parents=True)
-    (folder / "windows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    blank = {"begin": 0, "target_start": 0, "num_targets": 1, "query": None, "chosen_rank": None}
+    lines = [{**blank, **r, "passage_id": None, "copies_target": False} for r in rows]
+    (folder / "windows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
 
 
 def test_dtype_change_compares_the_same_windows(tmp_path):

@@ -15,6 +15,7 @@ from ppl_fixtures import export_untrained_reranker, ppl_setup  # noqa: F401
 import ralm.eval.ppl.perplexity
 from ralm.errors import RalmInputError
 from ralm.eval.ppl.ppl_command import RerankingOptions, eval_ppl
+from ralm.eval.ppl.records import CandidateScores, WindowScores
 from ralm.eval.ppl.windows import strided_windows
 from ralm.lm.options import LMOptions, WindowOptions
 from ralm.retrieval.options import RetrievalOptions
@@ -203,7 +204,8 @@ def test_a_single_condition_scores_only_the_rows_its_plan_names(runs):
     """The planner's rows, counted at the LM: one condition scores fewer rows than the table of five."""
     from ralm.eval.ppl.conditions import parse_conditions, plan_rows, single_condition
 
-    table = [json.loads(x) for x in (runs["root"] / "compare" / "candidates.jsonl").read_text().splitlines()]
+    lines = (runs["root"] / "compare" / "candidates.jsonl").read_text().splitlines()
+    table = [WindowScores.from_json(json.loads(x)) for x in lines]
     trained = {r["window"]: r["chosen_rank"] for r in _windows(runs["root"] / "trained")}
     conditions = {
         "no-retrieval": single_condition(True, "none"),
@@ -213,7 +215,7 @@ def test_a_single_condition_scores_only_the_rows_its_plan_names(runs):
         "trained": single_condition(False, str(runs["folder"])),
     }
     for name, condition in conditions.items():
-        planned = sum(plan_rows([condition], r, {"trained": trained[r["window"]]}).rows for r in table)
+        planned = sum(plan_rows([condition], r, {"trained": trained[r.window]}).rows for r in table)
         assert runs["single_rows"][name] == planned < runs["compare_rows"], name
     together = parse_conditions(runs["spec"])
     assert runs["compare_rows"] == sum(plan_rows(together, r, {}, baselines=True).rows for r in table)
@@ -493,17 +495,14 @@ def test_one_block_length_per_table_and_blocks_cut_at_document_starts():
     for t in range(1, 120):
         diff[t] = 0.9 * diff[t - 1] + rng.normal()
     table = [
-        {
-            "window": i,
-            "target_start": 100 + 4 * i,
-            "no_passage_nll": 50.0,
-            "candidates": [{"nll": 50.0 + diff[i]}] if i else [],
-        }
+        WindowScores(
+            i, 100 + 4 * i, 4, 50.0, candidates=[CandidateScores("p", None, 50.0 + diff[i])] if i else []
+        )
         for i in range(120)
     ]
     starts = (0, 150, 170, 300)  # tokens: windows 0-12, 13-17, 18-49 and 50-119
     blocks = table_blocks(table, starts)
-    documents = [sum(1 for s in starts if s <= r["target_start"]) - 1 for r in table]
+    documents = [sum(1 for s in starts if s <= r.target_start) - 1 for r in table]
     assert blocks.block_length == block_length(diff) > 2 and blocks.documents == 4
     for label in set(blocks.labels):
         members = [i for i, lab in enumerate(blocks.labels) if lab == label]

@@ -7,22 +7,25 @@ import pytest
 
 from ralm.errors import RalmInputError
 from ralm.eval.ppl.conditions import Condition, RowPlan, parse_conditions, pick, plan_rows, single_condition
+from ralm.eval.ppl.records import WindowScores
 
 
-def row(bm25=(12.0, 9.0, 7.0), nll=None, rank=None, bare=None, window=3) -> dict:
+def row(bm25=(12.0, 9.0, 7.0), nll=None, rank=None, bare=None, window=3) -> WindowScores:
     """A window's table row with three candidates (LM values None where not scored)."""
     nll = nll or [None] * len(bm25)
     rank = rank or [None] * len(bm25)
-    return {
-        "window": window,
-        "target_start": 40,
-        "num_targets": 4,
-        "no_passage_nll": bare,
-        "candidates": [
-            {"id": f"p{i}", "bm25": b, "nll": n, "rank_logprob": r, "copies_target": False}
-            for i, (b, n, r) in enumerate(zip(bm25, nll, rank, strict=True))
-        ],
-    }
+    return WindowScores.from_json(
+        {
+            "window": window,
+            "target_start": 40,
+            "num_targets": 4,
+            "no_passage_nll": bare,
+            "candidates": [
+                {"id": f"p{i}", "bm25": b, "nll": n, "rank_logprob": r, "copies_target": False}
+                for i, (b, n, r) in enumerate(zip(bm25, nll, rank, strict=True))
+            ],
+        }
+    )
 
 
 def one(spec: str) -> Condition:

@@ -11,6 +11,7 @@ from ralm.errors import RalmInputError
 from ralm.eval.ppl.compare_stats import condition_statistics
 from ralm.eval.ppl.eval_text import EvalText
 from ralm.eval.ppl.outputs import perplexity_metrics, point_results
+from ralm.eval.ppl.records import CandidateScores, WindowRecord, WindowScores
 from ralm.eval.ppl.retrieval_cache import read_cache, retrieve_cached
 from ralm.eval.ppl.sweep import parse_sweep
 from ralm.eval.ppl.windows import ranking_span, retrieving_windows, strided_windows
@@ -97,11 +98,16 @@ def test_retrieval_cache_searches_each_distinct_query_once(tmp_path):
     assert [len(v) for v in read_cache(path, retriever.meta, 1).values()] == [1, 1, 1]
 
 
+def window_record(window: int, *, nll: float, num_targets: int, passage_id=None, copies_target=False):
+    """A windows.jsonl line with the fields the metrics read (the others placeholders)."""
+    return WindowRecord(window, 0, 0, 0, num_targets, nll, None, None, passage_id, copies_target)
+
+
 def test_metrics_against_direct_formulas():
     rows = [
-        {"window": 0, "nll": 10.0, "num_targets": 5, "passage_id": None},
-        {"window": 1, "nll": 2.5, "num_targets": 2, "passage_id": "p"},
-        {"window": 2, "nll": 1.5, "num_targets": 2, "passage_id": None},
+        window_record(0, nll=10.0, num_targets=5),
+        window_record(1, nll=2.5, num_targets=2, passage_id="p"),
+        window_record(2, nll=1.5, num_targets=2),
     ]
     m = perplexity_metrics(rows, num_tokens=10, words=6, words_eval_lm=5, retrieving=2)
     assert m["total_nll"] == 14.0 and m["scored_tokens"] == 9
@@ -120,13 +126,7 @@ def test_a_window_retrieves_when_its_query_found_a_candidate_in_every_count():
     candidates = [[], ["p1"], [], ["p3", "p4"]]
     assert retrieving_windows(candidates) == [1, 3]
     rows = [
-        {
-            "window": i,
-            "nll": 2.0,
-            "num_targets": 2,
-            "passage_id": "p1" if i == 1 else None,
-            "copies_target": i == 1,
-        }
+        window_record(i, nll=2.0, num_targets=2, passage_id="p1" if i == 1 else None, copies_target=i == 1)
         for i in range(4)
     ]
     text = EvalText(path="t", sha256="x", tokens=tuple(range(9)), words=4, words_eval_lm=3)
@@ -134,13 +134,9 @@ def test_a_window_retrieves_when_its_query_found_a_candidate_in_every_count():
     assert results["counts"]["retrieving_windows"] == 2 and results["counts"]["windows_with_passage"] == 1
     assert results["metrics"]["retrieval_rate"] == 0.5  # 1 of the 2 retrieving windows
     table = [
-        {
-            "window": i,
-            "target_start": 2 * i,
-            "num_targets": 2,
-            "no_passage_nll": 2.0,
-            "candidates": [{"nll": 2.0, "id": c} for c in cands],
-        }
+        WindowScores(
+            i, 2 * i, 2, no_passage_nll=2.0, candidates=[CandidateScores(c, None, 2.0) for c in cands]
+        )
         for i, cands in enumerate(candidates)
     ]
     stats = condition_statistics(table, rows, resamples=10)

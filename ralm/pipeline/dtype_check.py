@@ -74,4 +74,4 @@ def dtype_change(bf16_dir: Path, fp32_dir: Path) -> dict:
 
 
 def _window_nlls(folder: Path) -> dict[tuple[int, int], float]:
-    return {(r["window"], r["end"]): r["nll"] for r in read_windows(folder)}
+    return {(r.window, r.end): r.nll for r in read_windows(folder)}

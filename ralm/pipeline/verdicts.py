@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from ralm.eval.ppl.records import WindowRecord
 from ralm.eval.ppl.registry import BM25, CONTEXT_MATCHED, NO_RETRIEVAL, references
 from ralm.pipeline.labels import trained_seed
 from ralm.statistics import dependent_blocks, format_change, paired_bootstrap
@@ -32,14 +33,14 @@ UNRELATED_LIMIT = 0.01
 
 
 def retrieving_comparisons(
-    rows: Mapping[str, Sequence[dict]], first_target: int, *, resamples: int = 2000, seed: int = 0
+    rows: Mapping[str, Sequence[WindowRecord]], first_target: int, *, resamples: int = 2000, seed: int = 0
 ) -> dict[str, dict]:
     """Per condition, on the windows whose targets start at `first_target` or later: token perplexity and
     its change against no retrieval, BM25's top-1 and (when compared) the context-matched row."""
-    kept = {name: [r for r in rs if r["target_start"] >= first_target] for name, rs in rows.items()}
+    kept = {name: [r for r in rs if r.target_start >= first_target] for name, rs in rows.items()}
     none = kept[NO_RETRIEVAL]
-    n = [r["num_targets"] for r in none]
-    nll = {name: [r["nll"] for r in rs] for name, rs in kept.items()}
+    n = [r.num_targets for r in none]
+    nll = {name: [r.nll for r in rs] for name, rs in kept.items()}
     if not n:
         return {}
     # One block length for the set, from the dependence of BM25's per-window effect.

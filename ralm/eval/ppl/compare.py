@@ -22,6 +22,7 @@ from ralm.eval.ppl.compare_stats import TableBlocks, condition_statistics, table
 from ralm.eval.ppl.conditions import Condition
 from ralm.eval.ppl.outputs import RESULTS_FILE, WINDOWS_FILE, WindowLog, config_key, point_results
 from ralm.eval.ppl.point import Chosen, Point, Scored, condition_config, condition_rows, searched
+from ralm.eval.ppl.records import WindowScores
 from ralm.eval.ppl.windows import Window, retrieving_windows
 from ralm.statistics import DEFAULT_RESAMPLES, DEFAULT_SEED
 
@@ -65,12 +66,12 @@ class CompareOutput:
             "rank_tokens": point.settings.rank_tokens if self.rank else 0,
             "table_format": TABLE_FORMAT,
         }
-        self.log = WindowLog(out, config_key(table_key), name=TABLE_FILE)
+        self.log = WindowLog(out, config_key(table_key), name=TABLE_FILE, record=WindowScores)
 
     def choosing(self, todo: Sequence[Window]) -> Sequence[Window]:
         return self.point.windows  # every condition's rows are read off the whole table at the end
 
-    def append(self, rows: list[dict], chosen: Chosen) -> None:
+    def append(self, rows: list[WindowScores], chosen: Chosen) -> None:
         self.log.append(rows)
 
     def finish(self, scored: Scored, chosen: Chosen) -> dict[str, dict]:
@@ -84,7 +85,12 @@ class CompareOutput:
         return results
 
     def _condition(
-        self, condition: Condition, table: list[dict], scored: Scored, chosen: Chosen, blocks: TableBlocks
+        self,
+        condition: Condition,
+        table: list[WindowScores],
+        scored: Scored,
+        chosen: Chosen,
+        blocks: TableBlocks,
     ) -> dict:
         rows = condition_rows(condition, table, self.point, chosen, self.seed)
         timings = {
@@ -110,12 +116,12 @@ class CompareOutput:
             "bootstrap": blocks.as_dict(),
             **statistics,
         }
-        write_jsonl_atomic(self.out / condition.name / WINDOWS_FILE, rows)
+        write_jsonl_atomic(self.out / condition.name / WINDOWS_FILE, (r.to_json() for r in rows))
         write_json_atomic(self.out / condition.name / RESULTS_FILE, record, default=str)
         return record
 
     def _summary(
-        self, table: list[dict], results: dict[str, dict], scored: Scored, blocks: TableBlocks
+        self, table: list[WindowScores], results: dict[str, dict], scored: Scored, blocks: TableBlocks
     ) -> dict:
         metrics = ("token_ppl", "word_ppl", "total_nll")
         return {
@@ -128,8 +134,8 @@ class CompareOutput:
             "table": {
                 "file": TABLE_FILE,
                 "windows": len(table),
-                "retrieving_windows": len(retrieving_windows(r["candidates"] for r in table)),
-                "candidates": sum(len(r["candidates"]) for r in table),
+                "retrieving_windows": len(retrieving_windows(r.candidates for r in table)),
+                "candidates": sum(len(r.candidates) for r in table),
                 "rank_logprob": self.rank,
                 "lm_requests": scored.lm_rows,
                 "resumed_windows": scored.resumed,

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ralm.eval.ppl.records import WindowRecord, WindowScores
 from ralm.eval.ppl.windows import retrieving_windows, window_documents
 from ralm.retrieval.overlap import COPY_TOKENS
 from ralm.statistics import (
@@ -61,13 +62,13 @@ class TableBlocks:
 
 
 def table_blocks(
-    table: Sequence[dict], document_starts: Sequence[int] = (0,), method: str = "blocks"
+    table: Sequence[WindowScores], document_starts: Sequence[int] = (0,), method: str = "blocks"
 ) -> TableBlocks:
     """ONE resampling plan per table: blocks of `block_length` consecutive windows (from the BM25 − no
     retrieval difference), cut at every document start (`document_starts`: tokens), or single windows."""
     if method not in BOOTSTRAPS:
         raise ValueError(f"bootstrap {method!r}: expected one of {', '.join(BOOTSTRAPS)}")
-    documents = window_documents([r["target_start"] for r in table], document_starts)
+    documents = window_documents([r.target_start for r in table], document_starts)
     count = len(set(documents))
     if method == "windows":
         return TableBlocks(method, None, 1, len(table), count)
@@ -77,19 +78,17 @@ def table_blocks(
     return TableBlocks(method, labels, length, len(set(labels)), count)
 
 
-def baseline_nlls(table: Sequence[dict]) -> dict[str, list[float]]:
+def baseline_nlls(table: Sequence[WindowScores]) -> dict[str, list[float]]:
     """Per-window NLL of no retrieval, BM25 top-1 and the oracle (best of k), from the table rows."""
-    none = [r["no_passage_nll"] for r in table]
-    bm25 = [r["candidates"][0]["nll"] if r["candidates"] else r["no_passage_nll"] for r in table]
-    oracle = [
-        min(c["nll"] for c in r["candidates"]) if r["candidates"] else r["no_passage_nll"] for r in table
-    ]
+    none = [r.no_passage_nll for r in table]
+    bm25 = [r.candidates[0].nll if r.candidates else r.no_passage_nll for r in table]
+    oracle = [min(c.nll for c in r.candidates) if r.candidates else r.no_passage_nll for r in table]
     return {"none": none, "bm25": bm25, "oracle": oracle}
 
 
 def condition_statistics(
-    table: Sequence[dict],
-    rows: Sequence[dict],
+    table: Sequence[WindowScores],
+    rows: Sequence[WindowRecord],
     *,
     blocks: Sequence[int] | None = None,
     resamples: int = DEFAULT_RESAMPLES,
@@ -98,11 +97,11 @@ def condition_statistics(
     """The statistics of one condition's window rows (in table order) against both baselines; `blocks`:
     the table's block of each window (``table_blocks``), None for the per-window bootstrap."""
     base = baseline_nlls(table)
-    n = [r["num_targets"] for r in table]
-    nll = [r["nll"] for r in rows]
-    retrieving = retrieving_windows(r["candidates"] for r in table)
-    with_passage = [r for r in rows if r["passage_id"] is not None]
-    copies = sum(1 for r in with_passage if r.get("copies_target"))
+    n = [r.num_targets for r in table]
+    nll = [r.nll for r in rows]
+    retrieving = retrieving_windows(r.candidates for r in table)
+    with_passage = [r for r in rows if r.passage_id is not None]
+    copies = sum(1 for r in with_passage if r.copies_target)
     gap = math.fsum(base["bm25"]) - math.fsum(base["oracle"])
     gained = math.fsum(base["bm25"]) - math.fsum(nll)
     options = {"blocks": blocks, "resamples": resamples, "seed": seed}

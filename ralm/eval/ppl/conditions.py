@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ralm.errors import RalmInputError
 from ralm.eval.ppl.registry import (
@@ -50,6 +51,9 @@ __all__ = [
     "plan_rows",
     "single_condition",
 ]
+
+if TYPE_CHECKING:
+    from ralm.eval.ppl.records import WindowScores
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
 
@@ -161,13 +165,13 @@ def single_condition(no_retrieval: bool, reranker: str, rerank_lm: str | None = 
     return Condition(TRAINED, TRAINED, model=reranker)
 
 
-def pick(condition: Condition, row: dict, chosen: int | None = None, seed: int = 0) -> int | None:
+def pick(condition: Condition, row: WindowScores, chosen: int | None = None, seed: int = 0) -> int | None:
     """The candidate `condition` prepends in one window's row (None: nothing).
 
-    `row` is a table row (``ralm.eval.ppl.perplexity.score_rows``); `chosen` is the pick of a condition that
+    `row` is a table row (``ralm.eval.ppl.records.WindowScores``); `chosen` is the pick of a condition that
     chooses first. Only a condition that ``reads_every_candidate`` reads the row's LM scores.
     """
-    if not row["candidates"]:
+    if not row.candidates:
         return None
     if condition.chooses_first:
         return chosen
@@ -193,7 +197,7 @@ class RowPlan:
 
 def plan_rows(
     conditions: Sequence[Condition],
-    row: dict,
+    row: WindowScores,
     chosen: Mapping[str, int | None],
     *,
     seed: int = 0,
@@ -206,7 +210,7 @@ def plan_rows(
     table) the no-passage row and every candidate are scored whatever the conditions, since every
     condition is compared with no retrieval, BM25 and the oracle.
     """
-    count = len(row["candidates"])
+    count = len(row.candidates)
     if count == 0:
         return RowPlan(bare=True, candidates=())
     every = baselines or any(c.reads_every_candidate for c in conditions)

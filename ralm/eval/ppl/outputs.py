@@ -12,8 +12,10 @@ import json
 import math
 from collections.abc import Iterable, Sequence, Sized
 from pathlib import Path
+from typing import Generic, Protocol, TypeVar
 
 from ralm.atomic_files import write_jsonl_atomic
+from ralm.eval.ppl.records import WindowRecord
 from ralm.eval.ppl.windows import retrieving_windows
 from ralm.fingerprints import fingerprint
 from ralm.records import JsonlLog, read_jsonl
@@ -28,35 +30,53 @@ def config_key(config: dict) -> str:
     return fingerprint(config)
 
 
-class WindowLog:
-    """Append-only per-window records with resume by configuration key (``name``: the final file's name)."""
+class Record(Protocol):
+    """A per-window line (``ralm.eval.ppl.records``): its JSON object and back."""
 
-    def __init__(self, out_dir: Path, key: str, name: str = WINDOWS_FILE):
+    window: int
+
+    def to_json(self) -> dict: ...
+
+
+R = TypeVar("R", bound=Record)
+
+
+class WindowLog(Generic[R]):
+    """Append-only per-window records with resume by configuration key (``name``: the final file's name;
+    `record`: the lines' type, ``WindowRecord`` or the table's ``WindowScores``)."""
+
+    def __init__(self, out_dir: Path, key: str, name: str = WINDOWS_FILE, record: type[R] = WindowRecord):
         self.partial = out_dir / f"{name}.partial"
         self.final = out_dir / name
         self.key = key
+        self._record = record
         self._log = JsonlLog(
             self.partial, lambda row: row["window"], header={"config_key": key}, ensure_ascii=True
         )
-        self.done: dict[int, dict] = self._log.records
 
-    def append(self, rows: Iterable[dict]) -> None:
-        self._log.append(rows)
+    @property
+    def done(self) -> dict[int, R]:
+        """The finished windows' records by window index."""
+        return {i: self._record.from_json(row) for i, row in self._log.records.items()}
 
-    def rows(self) -> list[dict]:
+    def append(self, rows: Iterable[R]) -> None:
+        self._log.append(row.to_json() for row in rows)
+
+    def rows(self) -> list[R]:
         """The finished rows in window order."""
-        return [self.done[i] for i in sorted(self.done)]
+        done = self.done
+        return [done[i] for i in sorted(done)]
 
-    def finish(self) -> list[dict]:
+    def finish(self) -> list[R]:
         """All rows in window order, written to the final file (atomic rename of a complete file)."""
         rows = self.rows()
-        write_jsonl_atomic(self.final, rows)
+        write_jsonl_atomic(self.final, (row.to_json() for row in rows))
         self.partial.unlink(missing_ok=True)
         return rows
 
 
 def point_results(
-    rows: list[dict], text, config: dict, timings: dict, resumed: int, candidates: Sequence[Sized]
+    rows: list[WindowRecord], text, config: dict, timings: dict, resumed: int, candidates: Sequence[Sized]
 ) -> dict:
     """The ``results.json`` record of one point from its window rows (`text`: an ``EvalText``;
     `candidates`: each window's candidates, which say which windows retrieved)."""
@@ -75,7 +95,7 @@ def point_results(
             "words_eval_lm": text.words_eval_lm,
             "windows": len(rows),
             "retrieving_windows": retrieving,
-            "windows_with_passage": sum(1 for r in rows if r["passage_id"] is not None),
+            "windows_with_passage": sum(1 for r in rows if r.passage_id is not None),
             "resumed_windows": resumed,
         },
         "metrics": metrics,
@@ -84,7 +104,7 @@ def point_results(
 
 
 def perplexity_metrics(
-    rows: list[dict], num_tokens: int, words: int, words_eval_lm: int, *, retrieving: int
+    rows: list[WindowRecord], num_tokens: int, words: int, words_eval_lm: int, *, retrieving: int
 ) -> dict:
     """Token and word perplexity, the divisors eval_lm.py used for its published numbers, and the share
     of the `retrieving` windows (``windows.retrieving_windows``) given a passage.
@@ -92,9 +112,9 @@ def perplexity_metrics(
     eval_lm.py divides the total NLL by ``text.count(" ")`` (word level) or by all N tokens (token level,
     although the first token is never scored); both are given beside the honest divisors.
     """
-    total = math.fsum(r["nll"] for r in rows)
-    scored = sum(r["num_targets"] for r in rows)
-    with_passage = sum(1 for r in rows if r["passage_id"] is not None)  # a passage needs a candidate
+    total = math.fsum(r.nll for r in rows)
+    scored = sum(r.num_targets for r in rows)
+    with_passage = sum(1 for r in rows if r.passage_id is not None)  # a passage needs a candidate
 
     def ppl(divisor: int) -> float | None:
         return math.exp(total / divisor) if divisor > 0 else None
@@ -111,9 +131,9 @@ def perplexity_metrics(
     }
 
 
-def read_windows(folder: Path) -> list[dict]:
+def read_windows(folder: Path) -> list[WindowRecord]:
     """A finished run's (or compared condition's) ``windows.jsonl`` rows, in window order."""
-    return [row for _, row in read_jsonl(folder / WINDOWS_FILE)]
+    return [WindowRecord.from_json(row) for _, row in read_jsonl(folder / WINDOWS_FILE)]
 
 
 def read_config(folder: Path) -> dict:
@@ -122,12 +142,12 @@ def read_config(folder: Path) -> dict:
     return json.loads((Path(folder) / RESULTS_FILE).read_text())["config"]
 
 
-def targets_perplexity(rows: list[dict], first_target: int) -> dict:
+def targets_perplexity(rows: list[WindowRecord], first_target: int) -> dict:
     """Token perplexity over the windows whose targets start at or after `first_target` (``windows.jsonl``
     rows): e.g. the tokens every point of a ``max_length`` sweep scores in a retrieving window."""
-    kept = [r for r in rows if r["target_start"] >= first_target]
-    scored = sum(r["num_targets"] for r in kept)
-    total = math.fsum(r["nll"] for r in kept)
+    kept = [r for r in rows if r.target_start >= first_target]
+    scored = sum(r.num_targets for r in kept)
+    total = math.fsum(r.nll for r in kept)
     return {
         "first_target": first_target,
         "windows": len(kept),

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from ralm.eval.ppl.conditions import RowPlan
+from ralm.eval.ppl.records import CandidateScores, WindowScores
 from ralm.eval.ppl.windows import Window, ranking_span
 from ralm.lm.interface import LanguageModel
 from ralm.lm.scoring import ScoreRequest, score_continuations
@@ -58,20 +59,15 @@ def matched_request(tokens: Sequence[int], window: Window, displaced: int) -> Sc
     return ScoreRequest((), tokens[start : window.target_start], tokens[window.target_start : window.end])
 
 
-def blank_row(window: Window, candidates: Sequence[Candidate]) -> dict:
+def blank_row(window: Window, candidates: Sequence[Candidate]) -> WindowScores:
     """A window's table row before scoring: its candidates in BM25 order, every LM value still null."""
     cands = candidates if window.retrieves else ()
-    return {
-        "window": window.index,
-        "target_start": window.target_start,
-        "num_targets": window.num_targets,
-        "no_passage_nll": None,
-        "matched_nll": None,
-        "candidates": [
-            {"id": c.id, "bm25": c.bm25_score, "nll": None, "rank_logprob": None, "copies_target": None}
-            for c in cands
-        ],
-    }
+    return WindowScores(
+        window.index,
+        window.target_start,
+        window.num_targets,
+        candidates=[CandidateScores(c.id, c.bm25_score) for c in cands],
+    )
 
 
 def _requests(
@@ -102,7 +98,7 @@ def score_rows(
     *,
     chunk_windows: int = 16,
     on_batch: Callable[[int, int], None] | None = None,
-) -> Iterator[list[dict]]:
+) -> Iterator[list[WindowScores]]:
     """Yield the table rows of `windows` chunk by chunk (callers persist each chunk: a killed run resumes).
 
     `plans[w.index]` says which of the window's rows to score; the others stay null in its table row.
@@ -130,16 +126,16 @@ def score_rows(
             plan, row = plans[w.index], blank_row(w, candidates[w.index])
             scored = iter(scores[start : start + plan.rows])
             if plan.bare:
-                row["no_passage_nll"] = -float(next(scored).double().sum())
+                row.no_passage_nll = -float(next(scored).double().sum())
             if plan.matched:
-                row["matched_nll"] = -float(next(scored).double().sum())
+                row.matched_nll = -float(next(scored).double().sum())
             for i in plan.candidates:
-                s, entry, passage = next(scored), row["candidates"][i], candidates[w.index][i]
-                entry["nll"] = -float(s[n_rank:].double().sum())
+                s, entry, passage = next(scored), row.candidates[i], candidates[w.index][i]
+                entry.nll = -float(s[n_rank:].double().sum())
                 if plan.rank_tokens:  # y' ranks; with no y' left (n_rank 0) the targets themselves do
-                    entry["rank_logprob"] = float((s[:n_rank] if n_rank else s).double().sum())
+                    entry.rank_logprob = float((s[:n_rank] if n_rank else s).double().sum())
                 if passage.id not in grams:
                     grams[passage.id] = ngrams(passage.tokens)
-                entry["copies_target"] = copies_span(grams[passage.id], tokens, w.target_start, w.end)
+                entry.copies_target = copies_span(grams[passage.id], tokens, w.target_start, w.end)
             rows.append(row)
         yield rows

@@ -23,6 +23,7 @@ from ralm.eval.ppl.conditions import Condition, pick, plan_rows
 from ralm.eval.ppl.eval_text import EvalText
 from ralm.eval.ppl.outputs import RESULTS_FILE, WindowLog, config_key, point_results
 from ralm.eval.ppl.perplexity import Candidate, ScoringSettings, blank_row, score_rows
+from ralm.eval.ppl.records import WindowRecord, WindowScores
 from ralm.eval.ppl.windows import Window
 from ralm.lm.interface import LanguageModel
 from ralm.progress import progress as progress_bar
@@ -69,7 +70,7 @@ class Output(Protocol):
     log: WindowLog
 
     def choosing(self, todo: Sequence[Window]) -> Sequence[Window]: ...
-    def append(self, rows: list[dict], chosen: Chosen) -> None: ...
+    def append(self, rows: list[WindowScores], chosen: Chosen) -> None: ...
     def finish(self, scored: Scored, chosen: Chosen) -> dict: ...
 
 
@@ -90,31 +91,31 @@ def searched(condition: Condition, point: Point) -> Sequence[Sequence[Candidate]
 
 
 def condition_rows(
-    condition: Condition, table: Sequence[dict], point: Point, chosen: Chosen, seed: int = 0
-) -> list[dict]:
+    condition: Condition, table: Sequence[WindowScores], point: Point, chosen: Chosen, seed: int = 0
+) -> list[WindowRecord]:
     """The condition's ``windows.jsonl`` rows from table rows (docs/formats.md §6)."""
     picks = chosen.get(condition.name, {})
     rows = []
     for row in table:
-        w = point.windows[row["window"]]
+        w = point.windows[row.window]
         index = pick(condition, row, picks.get(w.index), seed)
-        cand = row["candidates"][index] if index is not None else None
-        bare = row["no_passage_nll"]
-        if condition.declared.matched_row and row["candidates"]:
-            bare = row["matched_nll"]
+        cand = row.candidates[index] if index is not None else None
+        bare = row.no_passage_nll
+        if condition.declared.matched_row and row.candidates:
+            bare = row.matched_nll
         rows.append(
-            {
-                "window": w.index,
-                "begin": w.begin,
-                "end": w.end,
-                "target_start": w.target_start,
-                "num_targets": w.num_targets,
-                "nll": cand["nll"] if cand else bare,
-                "query": point.queries[w.index] if condition.searches else None,
-                "chosen_rank": index,
-                "passage_id": cand["id"] if cand else None,
-                "copies_target": bool(cand and cand["copies_target"]),
-            }
+            WindowRecord(
+                window=w.index,
+                begin=w.begin,
+                end=w.end,
+                target_start=w.target_start,
+                num_targets=w.num_targets,
+                nll=cand.nll if cand else bare,
+                query=point.queries[w.index] if condition.searches else None,
+                chosen_rank=index,
+                passage_id=cand.id if cand else None,
+                copies_target=bool(cand and cand.copies_target),
+            )
         )
     return rows
 
@@ -133,7 +134,7 @@ class SingleOutput:
     def choosing(self, todo: Sequence[Window]) -> Sequence[Window]:
         return todo  # the finished windows' rows are in the log
 
-    def append(self, rows: list[dict], chosen: Chosen) -> None:
+    def append(self, rows: list[WindowScores], chosen: Chosen) -> None:
         self.log.append(condition_rows(self.condition, rows, self.point, chosen, self.seed))
 
     def finish(self, scored: Scored, chosen: Chosen) -> dict:
@@ -213,7 +214,7 @@ def run_conditions(
     per_window = max((p.rows for p in plans.values()), default=1)
     bar = progress_bar(
         sum(w.num_targets for w in point.windows),
-        initial=sum(r["num_targets"] for r in output.log.done.values()),
+        initial=sum(r.num_targets for r in output.log.done.values()),
         unit="tok",
         desc=f"eval ppl ({output.label})",
         disable=not progress,
@@ -232,7 +233,7 @@ def run_conditions(
             on_batch=counted,
         ):
             output.append(rows, chosen)
-            bar.update(sum(r["num_targets"] for r in rows))
+            bar.update(sum(r.num_targets for r in rows))
     scoring_s = time.perf_counter() - started
     scored_now = sum(w.num_targets for w in todo)
     tokens_per_s = scored_now / scoring_s if scoring_s > 0 else None

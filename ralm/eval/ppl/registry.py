@@ -26,7 +26,7 @@ The kinds:
 - ``trained`` (``--reranker PATH``, ``NAME=PATH`` in a list): a ``PredictiveReranker``'s choice, abstention
   and BM25 prior applied inside the reranker.
 
-A ``row`` handed to a pick rule is a comparison table row (``ralm.eval.ppl.perplexity.score_rows``): the
+A ``row`` handed to a pick rule is a comparison table row (``ralm.eval.ppl.records.WindowScores``): the
 window's index (``window``), the no-passage NLL (``no_passage_nll``) and per candidate, in BM25 order,
 ``bm25``, ``nll`` and ``rank_logprob`` (None where the planner scored nothing). It always has a candidate
 (``pick`` answers None for a window without one before any rule is asked).
@@ -44,8 +44,9 @@ from ralm.ranking import best_first, first_smallest
 
 if TYPE_CHECKING:
     from ralm.eval.ppl.conditions import Condition
+    from ralm.eval.ppl.records import WindowScores
 
-PickRule = Callable[["Condition", dict, int], "int | None"]
+PickRule = Callable[["Condition", "WindowScores", int], "int | None"]
 """(condition, table row, seed) -> the candidate prepended (its BM25 rank), or None for no passage."""
 
 
@@ -107,33 +108,33 @@ def random_pick(seed: int, window: int, k: int) -> int:
     return int(np.random.default_rng([seed, window]).integers(k))
 
 
-def _nothing(condition: Condition, row: dict, seed: int) -> None:
+def _nothing(condition: Condition, row: WindowScores, seed: int) -> None:
     return None
 
 
-def _top1(condition: Condition, row: dict, seed: int) -> int:
+def _top1(condition: Condition, row: WindowScores, seed: int) -> int:
     return 0
 
 
-def _random(condition: Condition, row: dict, seed: int) -> int:
-    return random_pick(seed, row["window"], len(row["candidates"]))
+def _random(condition: Condition, row: WindowScores, seed: int) -> int:
+    return random_pick(seed, row.window, len(row.candidates))
 
 
-def _above(condition: Condition, row: dict, seed: int) -> int | None:
-    return 0 if max(c["bm25"] for c in row["candidates"]) >= condition.threshold else None
+def _above(condition: Condition, row: WindowScores, seed: int) -> int | None:
+    return 0 if max(c.bm25 for c in row.candidates) >= condition.threshold else None
 
 
-def _best_ranked(condition: Condition, row: dict, seed: int) -> int:
-    return best_first([c["rank_logprob"] for c in row["candidates"]])[0]
+def _best_ranked(condition: Condition, row: WindowScores, seed: int) -> int:
+    return best_first([c.rank_logprob for c in row.candidates])[0]
 
 
-def _smallest_nll(condition: Condition, row: dict, seed: int) -> int:
-    return first_smallest([c["nll"] for c in row["candidates"]])
+def _smallest_nll(condition: Condition, row: WindowScores, seed: int) -> int:
+    return first_smallest([c.nll for c in row.candidates])
 
 
-def _smallest_or_none(condition: Condition, row: dict, seed: int) -> int | None:
+def _smallest_or_none(condition: Condition, row: WindowScores, seed: int) -> int | None:
     best = _smallest_nll(condition, row, seed)
-    return None if row["no_passage_nll"] <= row["candidates"][best]["nll"] else best
+    return None if row.no_passage_nll <= row.candidates[best].nll else best
 
 
 NO_RETRIEVAL, BM25, RANDOM, BM25_ABOVE = "no-retrieval", "bm25", "random", "bm25-above"
