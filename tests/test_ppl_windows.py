@@ -110,14 +110,14 @@ def test_metrics_against_direct_formulas():
         window_record(2, nll=1.5, num_targets=2),
     ]
     m = perplexity_metrics(rows, num_tokens=10, words=6, words_eval_lm=5, retrieving=2)
-    assert m["total_nll"] == 14.0 and m["scored_tokens"] == 9
-    assert m["token_ppl"] == pytest.approx(math.exp(14 / 9))
-    assert m["word_ppl"] == pytest.approx(math.exp(14 / 6))
-    assert m["token_ppl_eval_lm"] == pytest.approx(math.exp(14 / 10))
-    assert m["word_ppl_eval_lm"] == pytest.approx(math.exp(14 / 5))
-    assert m["retrieval_rate"] == 0.5  # 1 of the 2 retrieving windows got a passage
+    assert m.total_nll == 14.0 and m.scored_tokens == 9
+    assert m.token_ppl == pytest.approx(math.exp(14 / 9))
+    assert m.word_ppl == pytest.approx(math.exp(14 / 6))
+    assert m.token_ppl_eval_lm == pytest.approx(math.exp(14 / 10))
+    assert m.word_ppl_eval_lm == pytest.approx(math.exp(14 / 5))
+    assert m.retrieval_rate == 0.5  # 1 of the 2 retrieving windows got a passage
     # A query that found nothing makes its window non-retrieving: 1 of 1.
-    assert perplexity_metrics(rows, 10, 6, 5, retrieving=1)["retrieval_rate"] == 1.0
+    assert perplexity_metrics(rows, 10, 6, 5, retrieving=1).retrieval_rate == 1.0
 
 
 def test_a_window_retrieves_when_its_query_found_a_candidate_in_every_count():
@@ -131,8 +131,8 @@ def test_a_window_retrieves_when_its_query_found_a_candidate_in_every_count():
     ]
     text = EvalText(path="t", sha256="x", tokens=tuple(range(9)), words=4, words_eval_lm=3)
     results = point_results(rows, text, {}, {}, resumed=0, candidates=candidates)
-    assert results["counts"]["retrieving_windows"] == 2 and results["counts"]["windows_with_passage"] == 1
-    assert results["metrics"]["retrieval_rate"] == 0.5  # 1 of the 2 retrieving windows
+    assert results.counts.retrieving_windows == 2 and results.counts.windows_with_passage == 1
+    assert results.metrics.retrieval_rate == 0.5  # 1 of the 2 retrieving windows
     table = [
         WindowScores(
             i, 2 * i, 2, no_passage_nll=2.0, candidates=[CandidateScores(c, None, 2.0) for c in cands]

@@ -22,7 +22,7 @@ from ralm.eval.ppl.compare_stats import TableBlocks, condition_statistics, table
 from ralm.eval.ppl.conditions import Condition
 from ralm.eval.ppl.outputs import RESULTS_FILE, WINDOWS_FILE, WindowLog, config_key, point_results
 from ralm.eval.ppl.point import Chosen, Point, Scored, condition_config, condition_rows, searched
-from ralm.eval.ppl.records import WindowScores
+from ralm.eval.ppl.records import PointResults, WindowScores
 from ralm.eval.ppl.windows import Window, retrieving_windows
 from ralm.statistics import DEFAULT_RESAMPLES, DEFAULT_SEED
 
@@ -74,7 +74,7 @@ class CompareOutput:
     def append(self, rows: list[WindowScores], chosen: Chosen) -> None:
         self.log.append(rows)
 
-    def finish(self, scored: Scored, chosen: Chosen) -> dict[str, dict]:
+    def finish(self, scored: Scored, chosen: Chosen) -> dict[str, PointResults]:
         """Write every condition's files and compare.json; return each condition's results."""
         table = self.log.rows()
         blocks = table_blocks(table, self.point.text.document_starts, self.bootstrap)  # one for every row
@@ -91,7 +91,7 @@ class CompareOutput:
         scored: Scored,
         chosen: Chosen,
         blocks: TableBlocks,
-    ) -> dict:
+    ) -> PointResults:
         rows = condition_rows(condition, table, self.point, chosen, self.seed)
         timings = {
             **self.point.timings,
@@ -111,24 +111,24 @@ class CompareOutput:
         statistics = condition_statistics(
             table, rows, blocks=blocks.labels, resamples=self.resamples, seed=self.seed
         )
-        record["comparison"] = {
+        record.comparison = {
             "seed": self.seed,  # of the random condition's draws and of the bootstrap
             "bootstrap": blocks.as_dict(),
             **statistics,
         }
         write_jsonl_atomic(self.out / condition.name / WINDOWS_FILE, (r.to_json() for r in rows))
-        write_json_atomic(self.out / condition.name / RESULTS_FILE, record, default=str)
+        write_json_atomic(self.out / condition.name / RESULTS_FILE, record.to_json(), default=str)
         return record
 
     def _summary(
-        self, table: list[WindowScores], results: dict[str, dict], scored: Scored, blocks: TableBlocks
+        self, table: list[WindowScores], results: dict[str, PointResults], scored: Scored, blocks: TableBlocks
     ) -> dict:
         metrics = ("token_ppl", "word_ppl", "total_nll")
         return {
             "format": COMPARE_FORMAT,
             "conditions": [c.spec for c in self.conditions],
             "results": {
-                name: {"dir": str(self.out / name), **{k: r["metrics"][k] for k in metrics}}
+                name: {"dir": str(self.out / name), **{k: getattr(r.metrics, k) for k in metrics}}
                 for name, r in results.items()
             },
             "table": {
@@ -141,7 +141,7 @@ class CompareOutput:
                 "resumed_windows": scored.resumed,
             },
             "bootstrap": {**blocks.as_dict(), "resamples": self.resamples, "seed": self.seed},
-            "statistics": {name: r["comparison"] for name, r in results.items()},
+            "statistics": {name: r.comparison for name, r in results.items()},
             "timings": {
                 **self.point.timings,
                 "scoring_s": scored.scoring_s,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
 from ralm.atomic_files import write_jsonl_atomic
-from ralm.eval.ppl.records import WindowRecord
+from ralm.eval.ppl.records import Counts, Metrics, PointResults, WindowRecord
 from ralm.eval.ppl.windows import retrieving_windows
 from ralm.fingerprints import fingerprint
 from ralm.records import JsonlLog, read_jsonl
@@ -77,35 +77,30 @@ class WindowLog(Generic[R]):
 
 def point_results(
     rows: list[WindowRecord], text, config: dict, timings: dict, resumed: int, candidates: Sequence[Sized]
-) -> dict:
+) -> PointResults:
     """The ``results.json`` record of one point from its window rows (`text`: an ``EvalText``;
     `candidates`: each window's candidates, which say which windows retrieved)."""
     retrieving = len(retrieving_windows(candidates))
     metrics = perplexity_metrics(
         rows, len(text.tokens), text.words, text.words_eval_lm, retrieving=retrieving
     )
-    return {
-        "format": RESULTS_FORMAT,
-        "config": config,
-        "counts": {
-            "tokens": len(text.tokens),
-            "text_tokens": getattr(text, "text_tokens", 0) or len(text.tokens),
-            "scored_tokens": metrics["scored_tokens"],
-            "words": text.words,
-            "words_eval_lm": text.words_eval_lm,
-            "windows": len(rows),
-            "retrieving_windows": retrieving,
-            "windows_with_passage": sum(1 for r in rows if r.passage_id is not None),
-            "resumed_windows": resumed,
-        },
-        "metrics": metrics,
-        "timings": timings,
-    }
+    counts = Counts(
+        tokens=len(text.tokens),
+        text_tokens=getattr(text, "text_tokens", 0) or len(text.tokens),
+        scored_tokens=metrics.scored_tokens,
+        words=text.words,
+        words_eval_lm=text.words_eval_lm,
+        windows=len(rows),
+        retrieving_windows=retrieving,
+        windows_with_passage=sum(1 for r in rows if r.passage_id is not None),
+        resumed_windows=resumed,
+    )
+    return PointResults(RESULTS_FORMAT, config, counts, metrics, timings)
 
 
 def perplexity_metrics(
     rows: list[WindowRecord], num_tokens: int, words: int, words_eval_lm: int, *, retrieving: int
-) -> dict:
+) -> Metrics:
     """Token and word perplexity, the divisors eval_lm.py used for its published numbers, and the share
     of the `retrieving` windows (``windows.retrieving_windows``) given a passage.
 
@@ -119,16 +114,16 @@ def perplexity_metrics(
     def ppl(divisor: int) -> float | None:
         return math.exp(total / divisor) if divisor > 0 else None
 
-    return {
-        "total_nll": total,
-        "scored_tokens": scored,
-        "token_ppl": ppl(scored),
-        "word_ppl": ppl(words),
-        "token_ppl_eval_lm": ppl(num_tokens),
-        "word_ppl_eval_lm": ppl(words_eval_lm),
-        "windows": len(rows),
-        "retrieval_rate": with_passage / retrieving if retrieving else 0.0,
-    }
+    return Metrics(
+        total_nll=total,
+        scored_tokens=scored,
+        token_ppl=ppl(scored),
+        word_ppl=ppl(words),
+        token_ppl_eval_lm=ppl(num_tokens),
+        word_ppl_eval_lm=ppl(words_eval_lm),
+        windows=len(rows),
+        retrieval_rate=with_passage / retrieving if retrieving else 0.0,
+    )
 
 
 def read_windows(folder: Path) -> list[WindowRecord]:

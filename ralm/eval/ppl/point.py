@@ -23,7 +23,7 @@ from ralm.eval.ppl.conditions import Condition, pick, plan_rows
 from ralm.eval.ppl.eval_text import EvalText
 from ralm.eval.ppl.outputs import RESULTS_FILE, WindowLog, config_key, point_results
 from ralm.eval.ppl.perplexity import Candidate, ScoringSettings, blank_row, score_rows
-from ralm.eval.ppl.records import WindowRecord, WindowScores
+from ralm.eval.ppl.records import PointResults, WindowRecord, WindowScores
 from ralm.eval.ppl.windows import Window
 from ralm.lm.interface import LanguageModel
 from ralm.progress import progress as progress_bar
@@ -71,7 +71,7 @@ class Output(Protocol):
 
     def choosing(self, todo: Sequence[Window]) -> Sequence[Window]: ...
     def append(self, rows: list[WindowScores], chosen: Chosen) -> None: ...
-    def finish(self, scored: Scored, chosen: Chosen) -> dict: ...
+    def finish(self, scored: Scored, chosen: Chosen) -> PointResults | dict[str, PointResults]: ...
 
 
 def condition_config(config: dict, condition: Condition, compared: list[str] | None = None) -> dict:
@@ -137,7 +137,7 @@ class SingleOutput:
     def append(self, rows: list[WindowScores], chosen: Chosen) -> None:
         self.log.append(condition_rows(self.condition, rows, self.point, chosen, self.seed))
 
-    def finish(self, scored: Scored, chosen: Chosen) -> dict:
+    def finish(self, scored: Scored, chosen: Chosen) -> PointResults:
         rows = self.log.finish()
         timings = {
             **self.point.timings,
@@ -153,7 +153,7 @@ class SingleOutput:
             resumed=scored.resumed,
             candidates=searched(self.condition, self.point),
         )
-        write_json_atomic(self.out_dir / RESULTS_FILE, results, default=str)
+        write_json_atomic(self.out_dir / RESULTS_FILE, results.to_json(), default=str)
         return results
 
 
@@ -188,7 +188,7 @@ def run_conditions(
     models: Mapping[str, Any] | None = None,
     seed: int = 0,
     progress: bool = True,
-) -> dict:
+) -> PointResults | dict[str, PointResults]:
     """Score the windows `output`'s log lacks (resuming a killed run) and let `output` write its files.
 
     `models` maps the names of conditions that choose first to their loaded model

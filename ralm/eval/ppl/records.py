@@ -74,3 +74,61 @@ class WindowRecord:
     @classmethod
     def from_json(cls, record: dict) -> WindowRecord:
         return cls(**record)
+
+
+@dataclass(frozen=True)
+class Counts:
+    """results.json ``counts``: the text, the windows and what the condition prepended."""
+
+    tokens: int
+    text_tokens: int
+    """The whole text's tokens (``tokens`` is the evaluated part: ``--max-tokens``)."""
+    scored_tokens: int
+    words: int
+    words_eval_lm: int
+    windows: int
+    retrieving_windows: int
+    """Windows whose query found a candidate (``windows.retrieving_windows``)."""
+    windows_with_passage: int
+    resumed_windows: int
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """results.json ``metrics``: perplexities with the honest divisors and eval_lm.py's, and the retrieval
+    rate (``outputs.perplexity_metrics``)."""
+
+    total_nll: float
+    scored_tokens: int
+    token_ppl: float | None
+    word_ppl: float | None
+    token_ppl_eval_lm: float | None
+    word_ppl_eval_lm: float | None
+    windows: int
+    retrieval_rate: float
+
+
+@dataclass
+class PointResults:
+    """One condition's ``results.json`` at one point (docs/formats.md §6)."""
+
+    format: str
+    config: dict
+    counts: Counts
+    metrics: Metrics
+    timings: dict
+    comparison: dict | None = None
+    """``--compare`` only: its statistics against both baselines (``compare_stats.condition_statistics``)."""
+
+    def to_json(self) -> dict:
+        """The file's object, keys in its order (``comparison`` last, and only under ``--compare``)."""
+        record = {
+            "format": self.format,
+            "config": self.config,
+            "counts": asdict(self.counts),
+            "metrics": asdict(self.metrics),
+            "timings": self.timings,
+        }
+        if self.comparison is not None:
+            record["comparison"] = self.comparison
+        return record

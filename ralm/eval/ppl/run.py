@@ -24,6 +24,7 @@ from ralm.eval.ppl.conditions import BM25, ZERO_SHOT, Condition
 from ralm.eval.ppl.eval_text import EvalText, word_counts
 from ralm.eval.ppl.perplexity import Candidate, ScoringSettings
 from ralm.eval.ppl.point import Output, Point, SingleOutput, run_conditions
+from ralm.eval.ppl.records import PointResults
 from ralm.eval.ppl.retrieval_cache import index_key, retrieve_cached
 from ralm.eval.ppl.sweep import Sweep
 from ralm.eval.ppl.windows import Window, strided_windows
@@ -90,7 +91,7 @@ class PointResult:
 
     key: PointKey
     folder: Path
-    results: dict
+    results: PointResults | dict[str, PointResults]
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ralm.atomic_files import write_json_atomic
@@ -74,7 +74,7 @@ def report_sweep(plan: Sweep, points: Sequence, out: Path, *, compared: bool = F
         for name, results in named.items():
             folder = p.folder / name if compared else p.folder
             rows = read_windows(folder)
-            conditions[name] = {**results["metrics"], "common_targets": targets_perplexity(rows, first)}
+            conditions[name] = {**asdict(results.metrics), "common_targets": targets_perplexity(rows, first)}
         record = {"value": p.key.value(plan.field), "dir": str(p.folder)}
         records.append({**record, "conditions": conditions} if compared else {**record, **conditions[""]})
     result = {
