@@ -18,7 +18,7 @@ from dataclasses import asdict
 
 import lightning.pytorch as pl
 import torch
-from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
+from lightning.pytorch.callbacks import Callback
 
 from ralm.devices import training_precision
 from ralm.errors import RalmInputError
@@ -36,12 +36,13 @@ from ralm.rerank.promise import DEFAULT_MARGIN
 from ralm.rerank.selection import ValidationHistory
 from ralm.rerank.settings import EncoderOptions, LoaderOptions, OptimOptions, RunOptions, trainer_settings
 from ralm.rerank.training_callbacks import (
-    BEST_METRIC,
     STEP0_FILE,
     BM25Fallback,
     ExportDecided,
     ExportSettings,
     ValidateAtEnd,
+    checkpoint_callbacks,
+    early_stopping,
 )
 
 
@@ -135,16 +136,6 @@ def build_trainer(
     )
 
 
-def early_stopping(patience: int | None) -> list[Callback]:
-    """Stop after `patience` validations without a new best (strictly greater, as ModelCheckpoint keeps one).
-
-    Selection reads the same metric, so stopping changes nothing it picks unless a later validation would
-    have been the best: the schedule keeps max_steps' length and every step taken is the full run's."""
-    if patience is None:
-        return []
-    return [EarlyStopping(BEST_METRIC, mode="max", patience=patience, check_on_train_epoch_end=False)]
-
-
 LIGHTNING_INFO_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.pytorch.accelerators.cuda")
 """Where Lightning's start-up banners come from ("GPU available: ...", "💡 Tip: ... litlogger ..."): its info
 messages, which ralm's own summary lines replace. Warnings still show (Lightning's documented way to quiet
@@ -160,26 +151,6 @@ def quiet_lightning_banners() -> None:
     for name in LIGHTNING_INFO_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated")
-
-
-def checkpoint_callbacks(ckpt_dir: str, save_every: int) -> tuple[ModelCheckpoint, ModelCheckpoint]:
-    """The best checkpoint by gain recovered, and last.ckpt every `save_every` steps (for resuming)."""
-    best = ModelCheckpoint(
-        dirpath=ckpt_dir,
-        filename="best-step{step}",
-        auto_insert_metric_name=False,
-        monitor=BEST_METRIC,
-        mode="max",
-        save_top_k=1,
-    )
-    last = ModelCheckpoint(
-        dirpath=ckpt_dir,
-        every_n_train_steps=save_every,
-        save_top_k=0,
-        save_last=True,
-        save_on_train_epoch_end=True,
-    )
-    return best, last
 
 
 def _json_safe(settings: dict) -> dict:

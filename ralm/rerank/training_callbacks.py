@@ -1,4 +1,5 @@
-"""What `ralm train` adds to Lightning's loop, as Lightning callbacks: the BM25 fallback, the last
+"""What `ralm train` adds to Lightning's loop, as Lightning callbacks: the checkpoints (best and last), early
+stopping (`--patience`), the BM25 fallback, the last
 validation, and the export of the decided model (``ralm.rerank.decision``) with its summary.
 
 Each is a ``Callback`` so the Trainer owns when it runs (rank, resume, the end of fit), and the setup in
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 
 import lightning.pytorch as pl
 import torch
-from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
 
 from ralm.atomic_files import atomic_path, write_text_atomic
 from ralm.rerank.dataset import RerankData, describe, finite_or_none
@@ -39,6 +40,36 @@ class ValidateAtEnd(Callback):
     def on_train_batch_end(self, trainer: pl.Trainer, *args) -> None:
         if trainer.global_step >= trainer.max_steps and trainer.global_step % self.val_every:
             trainer.should_stop = True  # Lightning validates once more when asked to stop
+
+
+def checkpoint_callbacks(ckpt_dir: str, save_every: int) -> tuple[ModelCheckpoint, ModelCheckpoint]:
+    """The best checkpoint by gain recovered, and last.ckpt every `save_every` steps (for resuming)."""
+    best = ModelCheckpoint(
+        dirpath=ckpt_dir,
+        filename="best-step{step}",
+        auto_insert_metric_name=False,
+        monitor=BEST_METRIC,
+        mode="max",
+        save_top_k=1,
+    )
+    last = ModelCheckpoint(
+        dirpath=ckpt_dir,
+        every_n_train_steps=save_every,
+        save_top_k=0,
+        save_last=True,
+        save_on_train_epoch_end=True,
+    )
+    return best, last
+
+
+def early_stopping(patience: int | None) -> list[Callback]:
+    """Stop after `patience` validations without a new best (strictly greater, as ModelCheckpoint keeps one).
+
+    Selection reads the same metric, so stopping changes nothing it picks unless a later validation would
+    have been the best: the schedule keeps max_steps' length and every step taken is the full run's."""
+    if patience is None:
+        return []
+    return [EarlyStopping(BEST_METRIC, mode="max", patience=patience, check_on_train_epoch_end=False)]
 
 
 class BM25Fallback(Callback):
