@@ -1,5 +1,6 @@
 """What `ralm train` adds to Lightning's loop, as Lightning callbacks: the checkpoints (best and last), early
-stopping (`--patience`), the BM25 fallback, the last validation, and the export of the decided model (``ralm.rerank.decision``) with its summary.
+stopping (`--patience`), the BM25 fallback, the last validation, and the export of the decided model
+(``ralm.rerank.decision``) with its summary.
 
 Each is a ``Callback`` so the Trainer owns when it runs (rank, resume, the end of fit), and the setup in
 ``ralm.rerank.fit`` only wires them.
