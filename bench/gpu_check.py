@@ -165,9 +165,10 @@ def check_eval_ppl(args, tmp: Path) -> None:
             strides=(4,), query_lengths=(32,), max_length=args.max_length, k=1, max_tokens=n_tokens
         )
         start = _synced(lm.device)
-        ((_, _, results),) = evaluate(
+        (point,) = evaluate(
             lm, raw, "held-out", options, tmp / f"ppl-{dtype}", retriever=retriever, progress=False
         )
+        results = point.results.to_json()
         seconds = _synced(lm.device) - start
         totals[dtype] = results["metrics"]["total_nll"]
         scored = results["metrics"]["scored_tokens"]

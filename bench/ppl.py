@@ -161,10 +161,8 @@ def main() -> None:
 
         def run_ralm(out: Path) -> dict:
             # The eval ppl pipeline, retrieval included in its wall time, as a user sees it.
-            ((_, _, results),) = evaluate(
-                lm, raw, "held-out", options, out, retriever=retriever, progress=False
-            )
-            return results
+            (point,) = evaluate(lm, raw, "held-out", options, out, retriever=retriever, progress=False)
+            return point.results.to_json()
 
         # ABBA order (naive, ralm, ralm, naive) so a change in machine load hits both paths alike.
         naive_s = ralm_s = 0.0
