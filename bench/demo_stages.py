@@ -59,7 +59,8 @@ def train_work(summary: dict, run: Path) -> tuple[float, str, str]:
     _, selection, decision = (
         int(n) for n in re.findall(r"(\d+) (?:train|selection|decision)", summary["data"])
     )
-    validations = config["optim"]["max_steps"] // config["run"]["val_every"] + 1
+    # every val_every steps taken and at the last (early stopping ends on a validation), plus the start's
+    validations = -(-summary["steps"] // config["run"]["val_every"]) + 1
     shape = _shape(config["encoder"]["name"])
     trained = summary["steps"] * config["loader"]["batch_size"] * pairs_per_prefix * tokens
     read = (validations * selection + decision) * pairs_per_prefix * tokens
