@@ -7,8 +7,9 @@ when no other option shares it (``--stride 8`` for ``--window.stride 8``), on th
 top-level YAML key; a group whose dataclass names a ``shorthand`` field takes a plain value for it
 (``--lm gpt2`` and YAML ``lm: gpt2`` for ``--lm.model gpt2``); a boolean option given bare (``--quick``)
 means ``--quick true``. A parameter may also be a group made from a class's own signature (`ClassGroup`,
-as LightningCLI adds ``pl.Trainer``'s): its values reach the function as a dict. The reverse, a typed call
-as its command line, is ``ralm.command_render``.
+as LightningCLI adds ``pl.Trainer``'s): its values reach the function as a dict; one given as text
+(`TextForm`: ``--compare no-retrieval,bm25``) reaches it typed (a list of conditions). The reverse, a typed
+call as its command line, is ``ralm.command_render``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import docstring_parser
 import yaml
 from jsonargparse import ActionConfigFile, ArgumentParser, Namespace, set_parsing_settings
 
@@ -31,6 +33,16 @@ from ralm.errors import RalmInputError
 
 # Attribute docstrings of dataclass fields become --help text and YAML comments.
 set_parsing_settings(docstring_parse_attribute_docstrings=True)
+
+
+@dataclass(frozen=True)
+class TextForm:
+    """A parameter typed in Python (a list of conditions, a sweep) that the command line and YAML give as one
+    string: the option takes the text, `parse` turns it into the value the function gets (its errors are
+    the command's input errors), `text` spells a value back (``commands.sh``)."""
+
+    parse: Callable[[str], Any]
+    text: Callable[[Any], str]
 
 
 @dataclass(frozen=True)
@@ -50,6 +62,8 @@ class OptionNames:
     shorthands: dict[str, str] = field(default_factory=dict)
     """Group keys a value may be given to directly -> the field it sets (``--lm X`` is ``--lm.model X``:
     the group's dataclass names that field in its ``shorthand`` attribute)."""
+    text_forms: Mapping[str, TextForm] = field(default_factory=dict)
+    """Top-level keys given as text and typed before the call (`TextForm`)."""
 
     def spelling(self, key: str) -> str:
         """How a user writes `key`: its leaf when that is unambiguous (``--stride``), else
@@ -115,6 +129,7 @@ def option_names(
     function: Callable[..., Any],
     renamed: Mapping[str, str] | None = None,
     class_groups: Mapping[str, ClassGroup] | None = None,
+    text_forms: Mapping[str, TextForm] | None = None,
 ) -> OptionNames:
     """`function`'s top-level options, its groups' dotted options and its boolean switches."""
     top, dotted, hints, shorthands = set(), {}, {}, {}
@@ -122,7 +137,7 @@ def option_names(
         if name == "return":
             continue
         top.add(name)
-        group = _dataclass_of(hint)
+        group = None if name in (text_forms or {}) else _dataclass_of(hint)
         if name in (class_groups or {}):
             fields = class_groups[name].options()
         elif group is not None:
@@ -146,6 +161,7 @@ def option_names(
         _with_leaf_forms(renamed or {}, keys, leaves),
         constrained,
         shorthands,
+        dict(text_forms or {}),
     )
 
 
@@ -195,11 +211,13 @@ def parser_for(
     prog: str | None = None,
     renamed: Mapping[str, str] | None = None,
     class_groups: Mapping[str, ClassGroup] | None = None,
+    text_forms: Mapping[str, TextForm] | None = None,
 ) -> ArgumentParser:
     """A parser whose options are `function`'s parameters, plus ``--config``.
 
     `renamed`: former option names of this command and their new names (README, "Usage").
-    `class_groups`: parameters whose options come from a class's signature (`ClassGroup`)."""
+    `class_groups`: parameters whose options come from a class's signature (`ClassGroup`).
+    `text_forms`: parameters given as text (`TextForm`), typed by `parse` before the call."""
     parser = _Parser(
         prog=prog,
         description=description or (function.__doc__ or "").strip().split("\n")[0],
@@ -207,11 +225,16 @@ def parser_for(
         exit_on_error=True,
     )
     parser.add_argument("--config", action=ActionConfigFile, help="YAML file with option values.")
-    class_groups = dict(class_groups or {})
-    parser.add_function_arguments(function, as_group=False, skip=set(class_groups))
+    class_groups, text_forms = dict(class_groups or {}), dict(text_forms or {})
+    parser.add_function_arguments(function, as_group=False, skip={*class_groups, *text_forms})
     for key, group in class_groups.items():
         group.add_to(parser, key)
-    parser.ralm_option_names = option_names(function, renamed, class_groups)
+    documented = {p.arg_name: p.description for p in docstring_parser.parse(function.__doc__ or "").params}
+    for key, form in text_forms.items():
+        default = inspect.signature(function).parameters[key].default
+        text = None if default is None else form.text(default)
+        parser.add_argument(f"--{key}", type=str | None, default=text, help=documented.get(key))
+    parser.ralm_option_names = option_names(function, renamed, class_groups, text_forms)
     return parser
 
 
@@ -304,10 +327,14 @@ def _dotted_keys(values: Any, prefix: str = "") -> list[str]:
 
 def parse(parser: ArgumentParser, argv: list[str] | None) -> tuple[Namespace, Namespace]:
     """Parse argv (after normalising): ``(cfg, init)``, the parsed namespace and the same with its dataclass
-    groups instantiated."""
+    groups instantiated and its text forms typed (`TextForm`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     cfg = parser.parse_args(normalize_argv(parser, argv))
-    return cfg, parser.instantiate_classes(cfg)
+    init = parser.instantiate_classes(cfg)
+    for key, form in getattr(getattr(parser, "ralm_option_names", None), "text_forms", {}).items():
+        if getattr(init, key, None) is not None:
+            setattr(init, key, form.parse(getattr(init, key)))
+    return cfg, init
 
 
 def call_with_args(function: Callable[..., Any], parser: ArgumentParser, argv: list[str] | None) -> Any:

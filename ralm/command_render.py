@@ -17,7 +17,8 @@ from ralm.command_args import OptionNames
 def command_line(function: Callable[..., Any], arguments: Mapping[str, Any], names: OptionNames) -> list[str]:
     """The options that make `function`'s parser give `arguments` back: a typed Python call (dataclass
     groups, a `ClassGroup`'s dict) as the command line a user types to replay it. Values equal to the
-    parameter's (or the group's) default are left out; a group field by its leaf where unambiguous."""
+    parameter's (or the group's) default are left out; a group field by its leaf where unambiguous; a value
+    the command takes as text (`TextForm`: a list of conditions) as that text."""
     parameters = inspect.signature(function).parameters
     unknown = sorted(set(arguments) - set(parameters))
     if unknown:
@@ -25,7 +26,9 @@ def command_line(function: Callable[..., Any], arguments: Mapping[str, Any], nam
     argv: list[str] = []
     for name, value in arguments.items():
         default = parameters[name].default
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        if name in names.text_forms:
+            argv += [] if value == default else [_spelled(names, name), names.text_forms[name].text(value)]
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
             base = default if type(default) is type(value) else type(value)()
             for f in dataclasses.fields(value):
                 if getattr(value, f.name) != getattr(base, f.name):
