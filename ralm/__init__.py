@@ -11,7 +11,8 @@ Stages live in subpackages: ``ralm.retrieval``, ``ralm.lm``, ``ralm.data_gen``, 
 - ``evaluate_perplexity``, ``evaluate_flare``, ``evaluate_qa``: ``ralm eval ppl|flare|qa``;
 - ``run_pipeline``: ``ralm run`` (the whole pipeline on your own data); ``prepare_wikitext103``;
 - ``LMOptions``, ``RetrievalOptions``, ``WindowOptions``: the option groups every LM and retrieval stage
-  takes.
+  takes; ``Condition``, ``parse_conditions``, ``Sweep``: ``evaluate_perplexity``'s conditions (read from
+  ``--compare`` text) and sweep.
 """
 
 from __future__ import annotations

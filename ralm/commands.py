@@ -124,8 +124,12 @@ API_ONLY: dict[str, tuple[str, str]] = {
     "LMOptions": ("ralm.lm.options", "LMOptions"),
     "RetrievalOptions": ("ralm.retrieval.options", "RetrievalOptions"),
     "WindowOptions": ("ralm.lm.options", "WindowOptions"),
+    "Condition": ("ralm.eval.ppl.conditions", "Condition"),
+    "parse_conditions": ("ralm.eval.ppl.conditions", "parse_conditions"),
+    "Sweep": ("ralm.eval.ppl.sweep", "Sweep"),
 }
-"""The Python API's names that are no command: lower-level entry points and the shared option groups."""
+"""The Python API's names that are no command: lower-level entry points, the shared option groups and the
+typed values of ``evaluate_perplexity`` (its conditions, read from ``--compare`` text, and its sweep)."""
 
 PIPELINE_STAGES: tuple[tuple[str, ...], ...] = (("index",), ("data-gen",), ("train",), ("eval", "ppl"))
 """The commands a pipeline run (``ralm run``, ``ralm demo``) calls, in order, through their functions."""

@@ -114,7 +114,7 @@ def test_a_declared_pick_only_condition_runs_in_eval_ppl_compare(monkeypatch, pp
         retrieval_cache=str(tmp_path / "cache.jsonl"),
         progress=False,
         window=WindowOptions(stride=16, max_passage_tokens=32),
-        compare="no-retrieval,bm25,bm25-second",
+        compare=[Condition(kind, kind) for kind in ("no-retrieval", "bm25", "bm25-second")],
         print_table=False,
     )
     table = [json.loads(x) for x in (out / "candidates.jsonl").read_text().splitlines()]

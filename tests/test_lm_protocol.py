@@ -11,6 +11,7 @@ import pytest
 from ppl_fixtures import build_bm25_index
 from protocol_lm import CharBigramLM
 
+from ralm.eval.ppl.conditions import Condition
 from ralm.eval.ppl.eval_text import DOCUMENT_SEPARATOR
 from ralm.eval.ppl.ppl_command import eval_ppl
 from ralm.lm.generation import Generator, generate_batch
@@ -55,7 +56,7 @@ def test_eval_ppl_end_to_end_on_a_protocol_only_lm(bigram, real_documents, tmp_p
         lm=given_lm(bigram, max_length=128),  # capped at the LM's 80 characters
         retrieval=RetrievalOptions(index=str(index), passages=str(passages), k=3),
         window=WindowOptions(stride=8, query_tokens=16, max_passage_tokens=16),
-        compare=",".join(CONDITIONS),
+        compare=[Condition(name, name) for name in CONDITIONS],
         retrieval_cache=str(tmp_path / "cache.jsonl"),
         print_table=False,
         progress=False,

@@ -12,6 +12,7 @@ from ppl_fixtures import build_bm25_index, ppl_setup  # noqa: F401
 from ralm.cli import main as ralm_main
 from ralm.errors import RalmInputError
 from ralm.eval.ppl.ppl_command import RerankingOptions, eval_ppl
+from ralm.eval.ppl.sweep import Sweep
 from ralm.eval.ppl.windows import strided_windows
 from ralm.lm.options import LMOptions, WindowOptions
 from ralm.retrieval.options import RetrievalOptions
@@ -136,7 +137,7 @@ def test_killed_run_resumes_with_the_same_result(ppl_setup, tmp_path):
 
 def test_sweep_shares_one_retrieval_pass_and_plots(ppl_setup, tmp_path):
     cache = tmp_path / "cache.jsonl"
-    sweep = _run(ppl_setup, tmp_path / "sweep", cache, sweep="stride=4,8")
+    sweep = _run(ppl_setup, tmp_path / "sweep", cache, sweep=Sweep("stride", (4, 8)))
     assert [p["value"] for p in sweep["points"]] == [4, 8]
     png = (tmp_path / "sweep" / "sweep.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"

@@ -14,6 +14,7 @@ from ppl_fixtures import export_untrained_reranker, ppl_setup  # noqa: F401
 
 import ralm.eval.ppl.perplexity
 from ralm.errors import RalmInputError
+from ralm.eval.ppl.conditions import Condition, parse_conditions
 from ralm.eval.ppl.ppl_command import RerankingOptions, eval_ppl
 from ralm.eval.ppl.records import CandidateScores, WindowScores
 from ralm.eval.ppl.windows import strided_windows
@@ -41,8 +42,10 @@ WINDOW_KEYS = [
 ]
 
 
-def _run(ppl_setup, out, cache, **kwargs):
+def _run(ppl_setup, out, cache, compare: str | None = None, **kwargs):
+    """`eval_ppl` on the fixture; `compare`: ``--compare`` text, read as the command line reads it."""
     return eval_ppl(
+        compare=None if compare is None else parse_conditions(compare),
         text=str(kwargs.pop("text", ppl_setup["text"])),
         output=str(out),
         lm=LMOptions(str(ppl_setup["lm_dir"]), device="cpu", dtype="float32", max_length=MAX_LENGTH),
@@ -291,6 +294,8 @@ def test_bad_compare_options_fail_naming_the_option(ppl_setup, tmp_path):
             **kwargs,
         }
         with pytest.raises(RalmInputError, match=match):
+            if isinstance(args.get("compare"), str):  # --compare text, read as the command line reads it
+                args["compare"] = parse_conditions(args["compare"])
             eval_ppl(**args)
 
     fails("--compare: cannot be combined with --no-retrieval", compare="bm25", no_retrieval=True)
@@ -312,6 +317,15 @@ def test_bad_compare_options_fail_naming_the_option(ppl_setup, tmp_path):
     fails("--compare: 'my reranker=.*' is not NAME=PATH", compare=f"my reranker={tmp_path}")
     fails("--compare trained=.*: no such reranker folder", compare=f"trained={tmp_path / 'nothing'}")
     fails("--index: required with --compare", compare="no-retrieval", retrieval=RetrievalOptions())
+    # A typed list is checked as its text would be: what a --compare list can say, and nothing twice.
+    fails("--compare: no conditions", compare=[])
+    fails("--compare: condition 'bm25' given twice", compare=[Condition("bm25", "bm25")] * 2)
+    fails("is not what its spec 'zero-shot' says", compare=[Condition("zero-shot", "zero-shot", model="x")])
+    fails(
+        "--compare mine=.*: no such reranker folder", compare=[Condition("trained", "mine", str(missing_lm))]
+    )
+    with pytest.raises(TypeError, match="parse_conditions"):
+        eval_ppl(str(ppl_setup["text"]), str(tmp_path / "out"), compare="bm25")
     assert not (tmp_path / "out").exists()
 
 

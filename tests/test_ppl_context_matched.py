@@ -15,7 +15,9 @@ import json
 import pytest
 from ppl_fixtures import ppl_setup  # noqa: F401
 
+from ralm.eval.ppl.conditions import parse_conditions
 from ralm.eval.ppl.ppl_command import eval_ppl
+from ralm.eval.ppl.sweep import Sweep
 from ralm.lm.options import LMOptions, WindowOptions
 from ralm.retrieval.options import RetrievalOptions
 
@@ -41,7 +43,7 @@ def _eval(ppl_setup, out, *, max_length=LENGTH, index="long_index", **kwargs):
 
 
 def test_context_matched_row_equals_a_plain_run_at_the_shorter_window(ppl_setup, tmp_path):
-    _eval(ppl_setup, tmp_path / "cmp", compare="no-retrieval,no-retrieval-matched,bm25")
+    _eval(ppl_setup, tmp_path / "cmp", compare=parse_conditions("no-retrieval,no-retrieval-matched,bm25"))
     matched = _rows(tmp_path / "cmp" / "no-retrieval-matched")
     bm25 = _rows(tmp_path / "cmp" / "bm25")
     plain = _rows(tmp_path / "cmp" / "no-retrieval")
@@ -70,15 +72,15 @@ def test_context_matched_row_equals_a_plain_run_at_the_shorter_window(ppl_setup,
 
 
 def test_max_length_sweep_compares_every_condition_on_common_targets(ppl_setup, tmp_path):
-    conditions = "no-retrieval,bm25,oracle"
-    sweep = _eval(ppl_setup, tmp_path / "sweep", compare=conditions, sweep=f"max_length=96,{LENGTH}")
+    conditions = parse_conditions("no-retrieval,bm25,oracle")
+    sweep = _eval(ppl_setup, tmp_path / "sweep", compare=conditions, sweep=Sweep("max_length", (96, LENGTH)))
     assert sweep["field"] == "max_length" and sweep["common_targets_from"] == LENGTH
     assert (tmp_path / "sweep" / "sweep.png").read_bytes()[:4] == b"\x89PNG"
     # Each point equals a separate --compare run at that input length, condition by condition.
     single = _eval(ppl_setup, tmp_path / "single96", max_length=96, compare=conditions)
     point = sweep["points"][0]
     assert point["value"] == 96
-    for name in conditions.split(","):
+    for name in (c.name for c in conditions):
         assert point["conditions"][name]["total_nll"] == pytest.approx(
             single[name]["metrics"]["total_nll"], rel=1e-9
         )

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from ppl_fixtures import ppl_setup  # noqa: F401
 
+from ralm.eval.ppl.conditions import parse_conditions
 from ralm.eval.ppl.ppl_command import eval_ppl
 from ralm.lm.options import LMOptions, WindowOptions
 from ralm.retrieval.options import RetrievalOptions
@@ -80,7 +81,7 @@ def test_a_tiny_compare_run_writes_exactly_the_pinned_files(ppl_setup, tmp_path)
         retrieval_cache=str(tmp_path / "cache.jsonl"),
         progress=False,
         window=WindowOptions(stride=16, query_tokens=16, max_passage_tokens=32),
-        compare=CONDITIONS,
+        compare=parse_conditions(CONDITIONS),
         print_table=False,
     )
     roots = {str(tmp_path): "<tmp>", str(ppl_setup["root"]): "<fixture>"}

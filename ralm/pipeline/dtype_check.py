@@ -50,7 +50,7 @@ def check_dtype(
     arguments = {
         **evaluate.arguments,
         "lm": replace(lm, dtype="fp32"),
-        "compare": ",".join(c.spec for c in CHECKED),
+        "compare": list(CHECKED),
         # The eval's input length (scale.max_length capped at the LM's context) ends window 0.
         "max_tokens": recorded["max_length"] + DTYPE_CHECK_WINDOWS * settings.stride,
         "output": str(folder),

@@ -215,9 +215,9 @@ def eval_stage(
     key: str,
     known: Identities | None = None,
 ) -> StagePlan:
-    """One eval set's `ralm eval ppl --compare` table: every condition on the same windows and candidates.
-    `known`: the identities of earlier stages' work (the index, the rerankers); any other path is keyed by
-    its contents."""
+    """One eval set's `ralm eval ppl --compare` table: every condition on the same windows and candidates
+    (`compare`: the demo's Conditions, a trained reranker's by its exported folder). `known`: the identities
+    of earlier stages' work (the index, the rerankers); any other path is keyed by its contents."""
     arguments = {
         "text": str(text),
         "lm": lm,
@@ -229,14 +229,13 @@ def eval_stage(
     # The retrieval cache serves every eval of the same windows and candidates, whatever the conditions.
     cache_key = stage_fingerprint(("eval", "ppl"), {**arguments, "retrieval": retrieval}, (), inputs)
     cache = run_dir / f"retrieval-cache-{cache_key[:8]}.jsonl"
-    # One table of k + 2 LM scores per window serves every condition (`--compare`): the same windows,
-    # candidates and scores for each, and each trained seed costs only its encoder passes.
-    compare = ",".join(c.spec for c in demo_conditions(threshold, trained))
+    # One table of k + 2 LM scores per window serves every condition (`--compare`, typed Conditions): the
+    # same windows, candidates and scores for each, and each trained seed costs only its encoder passes.
     # The report prints the table, with labels: the stage leaves it out (print_table false).
     arguments |= {
         "retrieval": retrieval,
         "retrieval_cache": str(cache),
-        "compare": compare,
+        "compare": demo_conditions(threshold, trained),
         "print_table": False,
     }
     written = frozenset({"output", "retrieval_cache"})

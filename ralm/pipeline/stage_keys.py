@@ -9,7 +9,9 @@ names. What decides whether a finished stage folder is reused, and the 8 digits 
   with the run folder;
 - what the stage writes (``--output``, a cache) is not part of its identity;
 - options are keyed by their Python names and values (the function's parameters and option groups'
-  fields, defaults included), never by how a command line spells them.
+  fields, defaults included), never by how a command line spells them; a list of conditions (eval's
+  ``compare``) by its ``--compare`` text (``conditions_spec``), each trained reranker's folder replaced by
+  its identity: the form keys had when the list was passed as that text, so finished eval folders stay.
 
 Nothing here renders or parses a command line: ``commands.sh`` is written for the user and never read back.
 """
@@ -19,10 +21,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ralm.eval.ppl.conditions import Condition, conditions_spec
 from ralm.fingerprints import fingerprint, path_fingerprint
 
 Identities = Mapping[str, str]
@@ -39,31 +42,33 @@ def stage_fingerprint(
 
 def keyed_arguments(arguments: Mapping[str, Any], written: Collection[str], identities: Identities) -> dict:
     """The arguments as the key sees them: option groups as their fields, paths as their identities."""
-    spelled = sorted((p for p in identities if os.sep in p), key=len, reverse=True)
-    return {
-        name: _keyed(value, identities, spelled) for name, value in arguments.items() if name not in written
-    }
+    return {name: _keyed(value, identities) for name, value in arguments.items() if name not in written}
 
 
-def _keyed(value: Any, identities: Identities, spelled: list[str]) -> Any:
+def _keyed(value: Any, identities: Identities) -> Any:
+    if isinstance(value, list | tuple) and value and all(isinstance(v, Condition) for v in value):
+        return _keyed_conditions(value, identities)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {
-            f.name: _keyed(getattr(value, f.name), identities, spelled) for f in dataclasses.fields(value)
-        }
+        return {f.name: _keyed(getattr(value, f.name), identities) for f in dataclasses.fields(value)}
     if isinstance(value, Mapping):
-        return {str(k): _keyed(v, identities, spelled) for k, v in value.items()}
+        return {str(k): _keyed(v, identities) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_keyed(v, identities, spelled) for v in value]
+        return [_keyed(v, identities) for v in value]
     if isinstance(value, str | Path):
-        text = str(value)
-        if text in identities:
-            return identities[text]
-        # A path inside a value (a reranker's folder in a condition spec such as ``name=FOLDER``).
-        for path in spelled:
-            if path in text:
-                text = text.replace(path, identities[path])
-        return text
+        return identities.get(str(value), str(value))
     return value
+
+
+def _keyed_conditions(conditions: Sequence[Condition], identities: Identities) -> str:
+    """Conditions as their ``--compare`` text with each reranker folder (``NAME=FOLDER``) as its identity: a
+    condition's spec says all it is (``check_conditions``), and the key stays what it was for that text."""
+    named = [
+        dataclasses.replace(c, model=identities.get(str(c.model), c.model))
+        if c.declared.value == "folder"
+        else c
+        for c in conditions
+    ]
+    return conditions_spec(named)
 
 
 def strings(value: Any) -> Iterator[str]:

@@ -1,7 +1,8 @@
 """The conditions of ``ralm eval ppl``: which passage, if any, each window is scored with.
 
-A run evaluates one condition (``--reranker X`` or ``--no-retrieval``) or several (``--compare A,B,...``);
-both go through one engine (``ralm.eval.ppl.point``). The kinds (no retrieval, BM25 top-1, ...) are declared
+A run evaluates one condition (``--reranker X`` or ``--no-retrieval``) or several (``--compare A,B,...``:
+a list of Conditions, ``parse_conditions`` reading the text, ``conditions_spec`` writing it); both go
+through one engine (``ralm.eval.ppl.point``). The kinds (no retrieval, BM25 top-1, ...) are declared
 once, in ``ralm.eval.ppl.registry``; this module reads them.
 
 ``pick`` is the one place where a condition picks from a window's row, with the one tie rule: among
@@ -46,6 +47,8 @@ __all__ = [
     "ZERO_SHOT",
     "Condition",
     "RowPlan",
+    "check_conditions",
+    "conditions_spec",
     "parse_conditions",
     "pick",
     "plan_rows",
@@ -115,15 +118,42 @@ class Condition:
 
 
 def parse_conditions(spec: str) -> list[Condition]:
-    """``"no-retrieval,bm25,trained=runs/r"`` -> Conditions; bad names, duplicates and missing folders
-    fail."""
+    """``"no-retrieval,bm25,trained=runs/r"`` -> Conditions (the ``--compare`` text of the command line and
+    YAML); bad names and duplicates fail (a missing folder fails in `check_conditions`, when they run)."""
     conditions: list[Condition] = []
     for item in (part.strip() for part in spec.split(",")):
         condition = _parse_item(item)
-        if any(c.name == condition.name for c in conditions):
-            raise RalmInputError(f"--compare: condition {condition.name!r} given twice")
+        _check_new_name(condition, conditions)
         conditions.append(condition)
     return conditions
+
+
+def conditions_spec(conditions: Sequence[Condition]) -> str:
+    """The conditions as ``--compare`` text (``parse_conditions`` reads it back as the same list)."""
+    return ",".join(c.spec for c in conditions)
+
+
+def check_conditions(conditions: Sequence[Condition]) -> list[Condition]:
+    """A ``--compare`` list as the engine takes it: not empty, names distinct, each condition what its spec
+    says (a list of any other is not one ``--compare`` can give) and each reranker folder there."""
+    if not conditions:
+        raise RalmInputError("--compare: no conditions")
+    checked: list[Condition] = []
+    for condition in conditions:
+        if condition.kind not in KINDS:
+            raise RalmInputError(f"--compare: {condition}: no such kind; expected one of {', '.join(KINDS)}")
+        if _parse_item(condition.spec) != condition:
+            raise RalmInputError(f"--compare: {condition} is not what its spec {condition.spec!r} says")
+        _check_new_name(condition, checked)
+        if condition.declared.value == "folder" and not Path(str(condition.model)).is_dir():
+            raise RalmInputError(f"--compare {condition.spec}: no such reranker folder {condition.model!r}")
+        checked.append(condition)
+    return checked
+
+
+def _check_new_name(condition: Condition, earlier: Sequence[Condition]) -> None:
+    if any(c.name == condition.name for c in earlier):
+        raise RalmInputError(f"--compare: condition {condition.name!r} given twice")
 
 
 def _parse_item(item: str) -> Condition:
@@ -146,8 +176,6 @@ def _parse_item(item: str) -> Condition:
         raise RalmInputError(
             f"--compare: {item!r} is not NAME=PATH with NAME a simple identifier (not a built-in condition)"
         )
-    if not Path(value).is_dir():
-        raise RalmInputError(f"--compare {item}: no such reranker folder {value!r}")
     return Condition(TRAINED, name, model=value)
 
 

@@ -13,16 +13,23 @@ ralm eval ppl ... --compare no-retrieval,bm25,zero-shot,oracle,trained=runs/rera
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from ralm.atomic_files import ensure_writable_dir
-from ralm.command_args import call_with_args, parser_for
+from ralm.command_args import TextForm, call_with_args, parser_for
 from ralm.config_types import AtLeastTwoInt, NonNegativeInt, PositiveInt, check_arguments, check_fields
 from ralm.errors import RalmInputError
 from ralm.eval.ppl.chooser_loading import load_rerank_lms, load_rerankers
-from ralm.eval.ppl.conditions import Condition, parse_conditions, single_condition
+from ralm.eval.ppl.conditions import (
+    Condition,
+    check_conditions,
+    conditions_spec,
+    parse_conditions,
+    single_condition,
+)
 from ralm.eval.ppl.eval_text import read_eval_documents
 from ralm.eval.ppl.summary import report_points
 from ralm.eval.ppl.sweep import Sweep, parse_sweep
@@ -83,11 +90,19 @@ _LM, _RETRIEVAL, _WINDOW, _RERANKING, _BATCHING = (
 )
 
 
+TEXT_FORMS = {
+    "compare": TextForm(parse_conditions, conditions_spec),
+    "sweep": TextForm(parse_sweep, lambda sweep: sweep.spec),
+}
+"""The typed parameters the command line and YAML give as text (``--compare no-retrieval,bm25``,
+``--sweep stride=4,8``), read into Conditions and a Sweep before the call."""
+
+
 def _check_options(
-    reranking: RerankingOptions, no_retrieval: bool, retrieval: RetrievalOptions, compare: str | None
+    reranking: RerankingOptions, no_retrieval: bool, retrieval: RetrievalOptions, compared: bool
 ) -> None:
     """The rules between option groups and top-level options (each group checks its own fields)."""
-    if compare is not None:
+    if compared:
         conflicts = {
             "--no-retrieval": no_retrieval,
             "--rerank-lm": bool(reranking.rerank_lm),
@@ -129,8 +144,8 @@ def eval_ppl(
     text_field: str = "text",
     max_tokens: AtLeastTwoInt | None = None,
     retrieval_cache: str | None = None,
-    sweep: str | None = None,
-    compare: str | None = None,
+    sweep: Sweep | None = None,
+    compare: Sequence[Condition] | None = None,
     print_table: bool = True,
     seed: NonNegativeInt = 0,
     bootstrap_resamples: PositiveInt = 2000,
@@ -154,11 +169,13 @@ def eval_ppl(
         retrieval_cache: Retrieval cache file (default: under $RALM_CACHE, keyed by the index).
         sweep: Run several points sharing one retrieval pass, e.g. stride=4,8,16,32, query-tokens=16,32,64 or
             max_length=256,512,1024 (with --compare: every condition against the window; sweep.json also gives
-            each point's perplexity on the targets every point scores with a passage).
+            each point's perplexity on the targets every point scores with a passage). From Python a
+            ``Sweep`` (``Sweep("stride", (4, 8))``; ``parse_sweep`` reads the text).
         compare: Several conditions from one table of candidate scores (k + 1 LM rows per window), e.g.
             no-retrieval,bm25,zero-shot,oracle,trained=runs/reranker/export (NAME=PATH: a trained reranker);
-            writes OUTPUT/<condition>/results.json and windows.jsonl, OUTPUT/candidates.jsonl and
-            compare.json. Built-in conditions: no-retrieval, bm25, random (seeded, among the top k),
+            from Python a list of ``Condition``s (``parse_conditions`` reads the text). Writes
+            OUTPUT/<condition>/results.json and windows.jsonl, OUTPUT/candidates.jsonl and compare.json.
+            Built-in conditions: no-retrieval, bm25, random (seeded, among the top k),
             zero-shot, oracle (best of k), oracle-or-none (best of k or no passage). Each is compared with
             BM25 and with no retrieval by a paired bootstrap (95% CI, see --bootstrap).
         print_table: Print the --compare table (off in `ralm demo`, whose report prints it with labels).
@@ -171,19 +188,21 @@ def eval_ppl(
         progress: Show a progress bar.
     """
     check_arguments(eval_ppl, locals())  # the CLI checked them already; a Python caller has not
+    if isinstance(compare, str) or isinstance(sweep, str):  # text is read at the edge (TEXT_FORMS)
+        raise TypeError("eval_ppl: compare takes Conditions, sweep a Sweep (parse_conditions, parse_sweep)")
     from ralm.eval.ppl.run import evaluate
 
     started = time.perf_counter()
     lm.require()  # before the output folder is made
-    _check_options(reranking, no_retrieval, retrieval, compare)
-    conditions, compared = _conditions(no_retrieval, reranking, compare), compare is not None
-    plan: Sweep | None = parse_sweep(sweep) if sweep else None
+    compared = compare is not None
+    _check_options(reranking, no_retrieval, retrieval, compared)
+    conditions = check_conditions(compare) if compared else [_single(no_retrieval, reranking)]
     out = Path(output)
     ensure_writable_dir(out)
     raw, document_chars = read_eval_documents(text, text_field)
     retriever, cache_path = (None, None) if no_retrieval else _open_index(retrieval, retrieval_cache)
     model, models, settings = _load_models(
-        lm, conditions, plan, window, retrieval, reranking, batching, compared, max_tokens, text_field
+        lm, conditions, sweep, window, retrieval, reranking, batching, compared, max_tokens, text_field
     )
     summaries = evaluate(
         model,
@@ -195,7 +214,7 @@ def eval_ppl(
         index_dir=retrieval.index,
         models=models,
         cache_path=cache_path,
-        sweep=plan,
+        sweep=sweep,
         progress=progress,
         started=started,
         seed=seed,
@@ -203,15 +222,12 @@ def eval_ppl(
         bootstrap=bootstrap,
         document_chars=document_chars,
     )
-    return report_points(summaries, plan, out, compared=compared, print_table=print_table)
+    return report_points(summaries, sweep, out, compared=compared, print_table=print_table)
 
 
-def _conditions(no_retrieval: bool, reranking: RerankingOptions, compare: str | None) -> list[Condition]:
-    """The conditions evaluated: those listed by --compare, else the one the options name."""
-    conditions = [single_condition(no_retrieval, reranking.reranker, reranking.rerank_lm)]
-    if compare is not None:
-        conditions = parse_conditions(compare)
-    return conditions
+def _single(no_retrieval: bool, reranking: RerankingOptions) -> Condition:
+    """The one condition of a run without --compare: the one the options name."""
+    return single_condition(no_retrieval, reranking.reranker, reranking.rerank_lm)
 
 
 def _load_models(
@@ -306,7 +322,7 @@ def _resolve(
 
 
 def build_parser():
-    return parser_for(eval_ppl, prog="ralm eval ppl", renamed=RENAMED)
+    return parser_for(eval_ppl, prog="ralm eval ppl", renamed=RENAMED, text_forms=TEXT_FORMS)
 
 
 def main(argv: list[str] | None = None) -> None:

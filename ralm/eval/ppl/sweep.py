@@ -35,27 +35,50 @@ _AXIS = {
 
 @dataclass(frozen=True)
 class Sweep:
+    """The points of a run: the window setting `field` (one of SWEEPABLE) at each of `values` (distinct
+    positive integers, in the order given). The command line and YAML give it as text, ``stride=4,8,16``
+    (`parse_sweep`; `spec` writes it back)."""
+
     field: str
     values: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "values", tuple(self.values))
+        problem = _problem(self.field, self.values)
+        if problem:
+            raise RalmInputError(f"--sweep {self.spec!r}: {problem}")
+
+    @property
+    def spec(self) -> str:
+        """The sweep as ``--sweep`` text (``parse_sweep`` reads it back as the same sweep)."""
+        return f"{self.field}={','.join(str(v) for v in self.values)}"
 
     def folder(self, value: int) -> str:
         return f"{self.field}={value}"
 
 
+def _problem(field: str, values: tuple) -> str | None:
+    """What is wrong with a sweep of `field` over `values` (None: nothing)."""
+    if field not in SWEEPABLE:
+        return f"expected one of {', '.join(SWEEPABLE)} = comma-separated integers"
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return "values must be integers"
+    if not values or min(values) < 1 or len(set(values)) != len(values):
+        return "values must be distinct positive integers"
+    return None
+
+
 def parse_sweep(spec: str) -> Sweep:
     """``"stride=4,8,16"`` -> Sweep("stride", (4, 8, 16)); names may use - or _."""
     name, eq, values = spec.partition("=")
-    field = name.strip().replace("-", "_")
-    if not eq or field not in SWEEPABLE:
-        raise RalmInputError(
-            f"--sweep {spec!r}: expected one of {', '.join(SWEEPABLE)} = comma-separated integers"
-        )
+    field = name.strip().replace("-", "_") if eq else ""
     try:
-        parsed = tuple(int(v) for v in values.split(","))
+        parsed = tuple(int(v) for v in values.split(",")) if field in SWEEPABLE else ()
     except ValueError:
-        raise RalmInputError(f"--sweep {spec!r}: values must be integers") from None
-    if not parsed or min(parsed) < 1 or len(set(parsed)) != len(parsed):
-        raise RalmInputError(f"--sweep {spec!r}: values must be distinct positive integers")
+        parsed = (values,)  # not integers: said as such
+    problem = _problem(field, parsed)
+    if problem:
+        raise RalmInputError(f"--sweep {spec!r}: {problem}")
     return Sweep(field, parsed)
 
 
