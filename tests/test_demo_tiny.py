@@ -139,6 +139,15 @@ def test_demo_writes_report_commands_and_every_stage(finished_run, texts, tiny_l
     commands = stage_commands(run_dir)
     assert [c[0] for c in commands] == ["index", "data-gen", "train", "eval"]
     assert "--compare" in commands[-1]  # one table serves every condition
+    # The typed conditions are written as the --compare text the eval recorded (its results read it back).
+    evaluate = commands[-1]
+    recorded = json.loads(next(run_dir.glob("eval-*/compare.json")).read_text())["conditions"]
+    assert evaluate[evaluate.index("--compare") + 1] == ",".join(recorded)
+    rule, trained = (name for name in recorded if "=" in name)
+    assert (
+        rule.startswith("bm25-above=")
+        and trained == f"trained-seed0={next(run_dir.glob('reranker-*/reranker'))}"
+    )
     # passage_stride reaches the index: a document's second passage starts 15 words into its first.
     first_doc = []
     for line in next(run_dir.glob("index-*.passages.jsonl")).read_text().splitlines():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,9 +14,12 @@ import pytest
 
 from ralm.cli import load_command
 from ralm.command_args import parse
+from ralm.eval.ppl.conditions import Condition
+from ralm.fingerprints import fingerprint
 from ralm.lm.options import LMOptions
 from ralm.pipeline.plan import plan_pipeline
 from ralm.pipeline.scale import QUICK, ScaleOptions, resolve_scale
+from ralm.pipeline.stage_keys import keyed_arguments
 from ralm.pipeline.stages import STAGE_FUNCTIONS, StagePlan, StageRunner
 from ralm.pipeline.texts import PipelineTexts
 from ralm.retrieval.options import RetrievalOptions
@@ -206,3 +210,76 @@ def test_a_key_that_still_names_a_place_in_the_run_folder_is_refused(tmp_path, t
     assert str(plan.index.output) in unkeyed.places(run_dir)
     with pytest.raises(RuntimeError, match="its key names places in the run folder"):
         StageRunner(run_dir).run(unkeyed)
+
+
+def _main_keyed(value, identities: dict[str, str]):
+    """A value as main keyed it before the conditions were typed (then `compare` was their text): paths by
+    their identities, also inside a string (a reranker folder in ``NAME=FOLDER``)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _main_keyed(getattr(value, f.name), identities) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): _main_keyed(v, identities) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_main_keyed(v, identities) for v in value]
+    if isinstance(value, str | Path):
+        text = str(value)
+        if text in identities:
+            return identities[text]
+        for path in sorted((p for p in identities if os.sep in p), key=len, reverse=True):
+            text = text.replace(path, identities[path])
+        return text
+    return value
+
+
+def _main_fingerprint(stage: StagePlan) -> str:
+    """The stage's key as main computed it, from the arguments main passed (`compare` as its text)."""
+    arguments = {name: value for name, value in stage.arguments.items() if name not in stage.written}
+    if "compare" in arguments:
+        arguments["compare"] = ",".join(c.spec for c in arguments["compare"])
+    keyed = _main_keyed(arguments, dict(stage.identities))
+    return fingerprint({"command": list(stage.words), "arguments": keyed})
+
+
+def test_the_eval_stage_takes_typed_conditions_keyed_and_rendered_as_their_text(tmp_path, texts):
+    """The eval's conditions are Condition objects; its key is the key of their --compare text (so finished
+    run folders stay), and commands.sh spells them as that text, byte for byte."""
+    settings = resolve_scale(True, ScaleOptions(k=3, train_seeds=[0, 1]))
+    plan = plan_pipeline(tmp_path / "run", texts, "my-lm", "my-encoder", settings, "fp32", threshold=1.25)
+    (evaluate,) = plan.evals
+    conditions = evaluate.arguments["compare"]
+    assert isinstance(conditions, list) and conditions and all(isinstance(c, Condition) for c in conditions)
+    seed0, seed1 = (str(train.output) for train in plan.trains)
+    text = (
+        "no-retrieval,no-retrieval-matched,bm25,random,zero-shot,bm25-above=1.25,"
+        f"trained-seed0={seed0},trained-seed1={seed1},oracle,oracle-or-none"
+    )
+    command = evaluate.command
+    assert command[command.index("--compare") + 1] == text
+    assert [c for c in conditions if c.model] == [
+        Condition("trained", "trained-seed0", model=seed0),
+        Condition("trained", "trained-seed1", model=seed1),
+    ]
+    for stage in plan.stages:
+        assert stage.fingerprint == _main_fingerprint(stage), stage.key
+    # A reranker folder is keyed by the stage that trains it, not by where it is.
+    keyed = keyed_arguments(evaluate.arguments, evaluate.written, evaluate.identities)
+    assert str(tmp_path) not in keyed["compare"] and plan.trains[0].fingerprint in keyed["compare"]
+
+
+def test_the_bf16_check_passes_typed_conditions_too(tmp_path, texts, monkeypatch):
+    from ralm.pipeline import dtype_check
+
+    plan = plan_pipeline(tmp_path / "run", texts, "my-lm", "my-encoder", QUICK, "bf16", threshold=1.25)
+    (evaluate,) = plan.evals
+    ran = []
+    monkeypatch.setattr(dtype_check, "read_config", lambda _: {"dtype": "bfloat16", "max_length": 512})
+    monkeypatch.setattr(dtype_check, "dtype_change", lambda *_: {})
+    runner = type("Runner", (), {"run": lambda self, stage: ran.append(stage) or 0.0})()
+    dtype_check.check_dtype(runner, evaluate, QUICK, {})
+    (stage,) = ran
+    assert stage.arguments["compare"] == [
+        Condition("no-retrieval", "no-retrieval"),
+        Condition("bm25", "bm25"),
+    ]
+    assert stage.command[stage.command.index("--compare") + 1] == "no-retrieval,bm25"
+    assert stage.fingerprint == _main_fingerprint(stage)
