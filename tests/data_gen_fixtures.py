@@ -1,5 +1,5 @@
 """Helpers for the data-gen tests (imported by them; no conftest): a corpus on disk and a bm25s index of
-it."""
+it, the module fixture `corpus`, the options and runners the data-gen command tests share."""
 
 from __future__ import annotations
 
@@ -9,6 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+import torch
+
+from ralm.cli import main as ralm_main
+from ralm.command_args import parse
+from ralm.data_gen.data_gen_command import build_parser
 from ralm.retrieval.index import build_index
 from ralm.retrieval.passages import split_passages, write_passages
 
@@ -105,3 +111,52 @@ def fork(args: list[str], log: Path, env: dict | None = None):
     proc = multiprocessing.get_context("fork").Process(target=_child, args=(args, str(log), env or {}))
     proc.start()
     return proc
+
+
+# `ralm data-gen`'s required options, and a command line's parsed namespace (test_data_gen_options_*).
+REQUIRED = ["--documents", "d.jsonl", "--index", "idx", "--lm", "gpt2", "--output", "out"]
+
+
+def _parsed(argv: list[str]) -> dict:
+    _, init = parse(build_parser(), argv)
+    return {k: v for k, v in vars(init).items() if k != "config" and not k.startswith("__")}
+
+
+# ---------------------------------------------------- shared by test_data_gen_command_*
+
+OPTIONS = {
+    "num_prefixes": 40,
+    "k": 4,
+    "stride": 4,
+    "query_tokens": 16,
+    "min_prefix_tokens": 16,
+    "max_length": 96,
+    "max_passage_tokens": 40,
+    "seed": 1,
+}
+SHORT_DOCS = [{"id": f"short{i}", "title": "short", "text": "Too short to sample."} for i in range(3)]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory, real_documents):
+    return write_corpus(tmp_path_factory.mktemp("corpus"), real_documents + SHORT_DOCS)
+
+
+def run_in_process(argv: list[str]) -> None:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        ralm_main(["data-gen", *argv])
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _data_gen(docs, index, lm, out, **options):
+    from ralm.command_args import parse
+    from ralm.data_gen.data_gen_command import build_parser
+
+    _, init = parse(build_parser(), cli_args(docs, index, lm, out, **{**OPTIONS, **options}))
+    from ralm.data_gen.data_gen_command import data_gen
+
+    kwargs = {k: v for k, v in vars(init).items() if k != "config" and not k.startswith("__")}
+    return data_gen(**kwargs)

@@ -1,8 +1,11 @@
 """`ralm data-gen` end to end on CPU: tiny GPT-2, real text, a bm25s index built here.
 
 The reference run is in-process with one thread; child processes run with OMP_NUM_THREADS=1 too, so a
-resumed or two-process run must reproduce it row for row, floats included.
+resumed or two-process run must reproduce it row for row, floats included. A foreign shard beside it is
+refused, and --exclude leaves documents out of every row.
 """
+
+# ruff: noqa: F811  (the module fixture `corpus` is imported from data_gen_fixtures and used as an argument)
 
 from __future__ import annotations
 
@@ -15,38 +18,20 @@ import time
 
 import pytest
 import torch
-from data_gen_fixtures import cli_args, fork, spawn, write_corpus
+from data_gen_fixtures import (
+    OPTIONS,
+    SHORT_DOCS,
+    _data_gen,
+    cli_args,
+    corpus,  # noqa: F401
+    fork,
+    run_in_process,
+    spawn,
+)
 from datasets import load_from_disk
 
-from ralm.cli import main as ralm_main
 from ralm.data_gen.schema import FEATURES
 from ralm.errors import RalmInputError
-
-OPTIONS = {
-    "num_prefixes": 40,
-    "k": 4,
-    "stride": 4,
-    "query_tokens": 16,
-    "min_prefix_tokens": 16,
-    "max_length": 96,
-    "max_passage_tokens": 40,
-    "seed": 1,
-}
-SHORT_DOCS = [{"id": f"short{i}", "title": "short", "text": "Too short to sample."} for i in range(3)]
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory, real_documents):
-    return write_corpus(tmp_path_factory.mktemp("corpus"), real_documents + SHORT_DOCS)
-
-
-def run_in_process(argv: list[str]) -> None:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        ralm_main(["data-gen", *argv])
-    finally:
-        torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")
@@ -262,35 +247,6 @@ def test_the_installed_cli_runs_in_a_fresh_process(tmp_path, reference, corpus, 
     assert load_from_disk(str(out)).to_list() == load_from_disk(str(reference)).select(range(6)).to_list()
 
 
-# ------------------------------------------------------------------------------------------ bad input
-
-
-def _data_gen(docs, index, lm, out, **options):
-    from ralm.command_args import parse
-    from ralm.data_gen.data_gen_command import build_parser
-
-    _, init = parse(build_parser(), cli_args(docs, index, lm, out, **{**OPTIONS, **options}))
-    from ralm.data_gen.data_gen_command import data_gen
-
-    kwargs = {k: v for k, v in vars(init).items() if k != "config" and not k.startswith("__")}
-    return data_gen(**kwargs)
-
-
-def test_lm_too_short_for_passage_and_query_is_refused_before_work(tmp_path, corpus, tiny_lm_dir):
-    docs, _, index = corpus
-    with pytest.raises(RalmInputError, match=r"--max-length: the LM holds 256 tokens, less than .* = 292"):
-        _data_gen(
-            docs,
-            index,
-            tiny_lm_dir,
-            tmp_path / "out",
-            max_length=1024,
-            max_passage_tokens=256,
-            query_tokens=32,
-        )
-    assert not (tmp_path / "out" / "shards").exists()
-
-
 def test_a_foreign_shard_in_the_output_is_refused_with_fields_named(tmp_path, reference, corpus, tiny_lm_dir):
     docs, _, index = corpus
     donor = tmp_path / "donor"
@@ -308,132 +264,6 @@ def test_a_foreign_shard_in_the_output_is_refused_with_fields_named(tmp_path, re
         ),
     ):
         _data_gen(docs, index, tiny_lm_dir, out, num_shards=8)
-
-
-def test_stale_index_is_refused(tmp_path, corpus, tiny_lm_dir):
-    docs, passages, index = corpus
-    stale = tmp_path / "passages.jsonl"
-    stale.write_text(passages.read_text().replace("the", "THE", 1))
-    with pytest.raises(RalmInputError, match="index was built from another passages file"):
-        _data_gen(docs, index, tiny_lm_dir, tmp_path / "out", passages=stale)
-
-
-def test_index_of_the_same_documents_under_other_ids_is_refused(tmp_path, tiny_lm_dir, real_documents):
-    docs, _, index = write_corpus(tmp_path / "renamed", real_documents, id_prefix="wiki:")
-    with pytest.raises(RalmInputError, match=r"documents and index disagree: .*under another doc_id"):
-        _data_gen(docs, index, tiny_lm_dir, tmp_path / "out", num_prefixes=8)
-    # with exclusion off (the bare switch, as the issue spells it) the same corpus is fine; the choice is
-    # recorded
-    out = tmp_path / "out2"
-    run_in_process(
-        [*cli_args(docs, index, tiny_lm_dir, out, **{**OPTIONS, "num_prefixes": 4}), "--allow-same-doc"]
-    )
-    meta = json.loads((out / "ralm_data_gen.json").read_text())
-    assert meta["exclude_same_doc"] is False and meta["config"]["exclude_same_doc"] is False
-
-
-def test_unwritable_output_is_refused_before_loading(tmp_path, corpus, tiny_lm_dir):
-    docs, _, index = corpus
-    blocker = tmp_path / "file"
-    blocker.write_text("x")
-    with pytest.raises(RalmInputError, match=r"file/out: output folder is not writable"):
-        _data_gen(docs, index, tiny_lm_dir, blocker / "out")
-
-
-@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions")
-def test_read_only_output_is_refused(tmp_path, corpus, tiny_lm_dir):
-    docs, _, index = corpus
-    ro = tmp_path / "ro"
-    ro.mkdir()
-    ro.chmod(0o500)
-    try:
-        with pytest.raises(RalmInputError, match="not writable"):
-            _data_gen(docs, index, tiny_lm_dir, ro / "out")
-    finally:
-        ro.chmod(0o700)
-
-
-def test_merge_subcommand_reports_missing_shards(tmp_path, corpus, tiny_lm_dir, capsys):
-    docs, _, index = corpus
-    out = tmp_path / "data"
-    _data_gen(docs, index, tiny_lm_dir, out, num_prefixes=6, num_shards=3, shard_id=1)
-    with pytest.raises(SystemExit):
-        ralm_main(["data-gen", "merge", "--output", str(out)])
-    assert "2 shard(s) missing (shard-00000-of-00003, shard-00002-of-00003)" in capsys.readouterr().err
-    assert not (out / ".merge.lock").exists()
-
-    # The other shards run as separate jobs with `--keep-shards`; a lock left by a killed merge (a dead
-    # process on this host) is taken over, and `merge` joins them.
-    import socket
-    import subprocess
-    import sys
-
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    (out / ".merge.lock").write_text(f"{socket.gethostname()}-{dead.pid}")
-    for shard_id in (0, 2):
-        _data_gen(
-            docs, index, tiny_lm_dir, out, num_prefixes=6, num_shards=3, shard_id=shard_id, keep_shards="true"
-        )
-    meta = json.loads((out / "ralm_data_gen.json").read_text())
-    assert meta["complete"] and not (out / ".merge.lock").exists()
-    assert load_from_disk(str(out))["prefix_index"] == list(range(6))
-    assert len(list((out / "shards").glob("shard-*"))) == 3  # kept
-    ralm_main(["data-gen", "merge", "--output", str(out)])  # already merged: reports and returns
-    assert "6 examples" in capsys.readouterr().out
-
-
-def test_candidates_equal_filtering_the_whole_ranking(corpus, real_documents):
-    """Fetch-more-and-filter (with deeper retries) equals ranking every passage and dropping own-document
-    ones."""
-    from ralm.data_gen.candidates import retrieve_candidates
-    from ralm.retrieval.index import open_index
-
-    _, _, index = corpus
-    retriever = open_index(index)
-    n = retriever.meta["num_passages"]
-    # queries that are the document's own words, so own-document passages rank first and must be skipped
-    docs = real_documents[:6]
-    queries = [" ".join(d["text"].split()[:30]) for d in docs]
-    got = retrieve_candidates(retriever, queries, [d["id"] for d in docs], 5, True, n)
-    full = retriever.search(queries, n)
-    for hits, ranking, d in zip(got, full, docs, strict=True):
-        want = [h.id for h in ranking if h.doc_id != d["id"]][:5]
-        assert [h.id for h in hits] == want and len(want) == 5
-    assert any(r[0].doc_id == d["id"] for r, d in zip(full, docs, strict=True))
-    kept = retrieve_candidates(retriever, queries, [d["id"] for d in docs], 5, False, n)
-    assert [[h.id for h in r] for r in kept] == [[h.id for h in r[:5]] for r in full]
-
-
-@pytest.mark.slow
-def test_real_lm_profits_from_own_document_passages_which_exclusion_removes(tmp_path, corpus, smollm2_gguf):
-    """SmolLM2 on real prose: with --allow-same-doc the LM's best passage is mostly the prefix's own document
-    (it holds the continuation) and its gain over no retrieval is far larger than with the default exclusion,
-    which is why the default excludes it (DESIGN.md)."""
-    docs, _, index = corpus
-    options = {
-        **OPTIONS,
-        "num_prefixes": 6,
-        "k": 3,
-        "max_length": 192,
-        "max_passage_tokens": 80,
-        "query_tokens": 32,
-    }
-    run_in_process(cli_args(docs, index, smollm2_gguf, tmp_path / "excluded", **options))
-    run_in_process(
-        [*cli_args(docs, index, smollm2_gguf, tmp_path / "allowed", **options), "--allow-same-doc"]
-    )
-    excluded = json.loads((tmp_path / "excluded" / "ralm_data_gen.json").read_text())["summary"]
-    allowed = json.loads((tmp_path / "allowed" / "ralm_data_gen.json").read_text())["summary"]
-    rows = load_from_disk(str(tmp_path / "allowed")).to_list()
-    own_best = sum(
-        r["candidate_doc_ids"][int(torch.tensor(r["lm_logprobs"]).argmax())] == r["doc_id"]
-        for r in rows
-        if r["lm_logprobs"]
-    )
-    assert own_best >= len(rows) // 2
-    assert allowed["gain_best_over_no_retrieval"] > excluded["gain_best_over_no_retrieval"] + 0.3
-    assert excluded["examples"] == allowed["examples"] == 6
 
 
 def test_exclude_leaves_documents_out_of_every_row_and_is_recorded(
