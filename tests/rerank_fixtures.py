@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 KEYWORD_LOGPROB = -3.0
 OTHER_LOGPROB = -9.0
@@ -141,4 +142,30 @@ def fit_tiny_reranker(data: Path, output: Path, encoder_dir: Path, *, max_steps:
     chosen = {k: options.pop(k) for k in groups if k in options}
     return fit_reranker(
         str(data), str(output), **tiny_fit_options(encoder_dir, max_steps=max_steps, **chosen), **options
+    )
+
+
+# ------------------------------------------------------ shared by test_rerank_training_*
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory, real_documents) -> Path:
+    return keyword_dataset(real_documents, tmp_path_factory.mktemp("rerank_data") / "data", 80, k=4, seed=7)
+
+
+_CPU = {"accelerator": "cpu", "devices": 1, "log_every_n_steps": 1, "enable_progress_bar": False}
+
+
+def _settings(encoder_dir, accumulate=1, max_steps=10, **optim):
+    return tiny_fit_options(
+        encoder_dir,
+        max_steps=max_steps,
+        val_every=4,
+        encoder={"max_pair_tokens": 48, "max_prefix_tokens": 24},
+        loader={"val_batch_size": 16},
+        optim={"warmup_steps": 2, **optim},
+        run={"save_every": 2},
+        trainer={**_CPU, "accumulate_grad_batches": accumulate},
     )
