@@ -1,5 +1,6 @@
 """`ralm eval ppl --compare`: five conditions read off one table of k + 1 LM rows per retrieving window equal
-five separate single-condition runs, window for window; the table resumes after a kill; bad input fails."""
+five separate single-condition runs, window for window; the table resumes after a kill; the CLI prints it;
+random, oracle-or-none and the statistics follow from it."""
 
 # ruff: noqa: F811  (the session fixture `ppl_setup` is imported from ppl_fixtures and used as an argument)
 
@@ -10,71 +11,13 @@ import json
 import numpy as np
 import pytest
 from naive_bootstrap import naive_change_interval
+from ppl_compare_fixtures import MAX_LENGTH, SINGLE, WINDOW_KEYS, K, N, RequestCounter, _run, _windows
 from ppl_fixtures import export_untrained_reranker, ppl_setup  # noqa: F401
 
 import ralm.eval.ppl.perplexity
-from ralm.errors import RalmInputError
-from ralm.eval.ppl.conditions import Condition, parse_conditions
-from ralm.eval.ppl.ppl_command import RerankingOptions, eval_ppl
-from ralm.eval.ppl.records import CandidateScores, WindowScores
+from ralm.eval.ppl.ppl_command import RerankingOptions
+from ralm.eval.ppl.records import WindowScores
 from ralm.eval.ppl.windows import strided_windows
-from ralm.lm.options import LMOptions, WindowOptions
-from ralm.retrieval.options import RetrievalOptions
-
-MAX_LENGTH, MPT, N, K = 128, 64, 260, 4
-SINGLE = {  # condition -> the single run's options
-    "no-retrieval": {"no_retrieval": True},
-    "bm25": {"reranking": RerankingOptions()},
-    "zero-shot": {"reranking": RerankingOptions(reranker="zero-shot")},
-    "oracle": {"reranking": RerankingOptions(reranker="oracle")},
-}
-WINDOW_KEYS = [
-    "window",
-    "begin",
-    "end",
-    "target_start",
-    "num_targets",
-    "nll",
-    "query",
-    "chosen_rank",
-    "passage_id",
-    "copies_target",
-]
-
-
-def _run(ppl_setup, out, cache, compare: str | None = None, **kwargs):
-    """`eval_ppl` on the fixture; `compare`: ``--compare`` text, read as the command line reads it."""
-    return eval_ppl(
-        compare=None if compare is None else parse_conditions(compare),
-        text=str(kwargs.pop("text", ppl_setup["text"])),
-        output=str(out),
-        lm=LMOptions(str(ppl_setup["lm_dir"]), device="cpu", dtype="float32", max_length=MAX_LENGTH),
-        retrieval=RetrievalOptions(str(ppl_setup["index"]), k=K),
-        max_tokens=N,
-        retrieval_cache=str(cache),
-        progress=False,
-        window=kwargs.pop("window", WindowOptions(stride=4, max_passage_tokens=MPT)),
-        reranking=kwargs.pop("reranking", RerankingOptions()),
-        **kwargs,
-    )
-
-
-class RequestCounter:
-    """Wraps the real score_continuations of a module and counts the LM rows it scores (no mocking).
-
-    Every run, single or compared, scores its LM rows in ``ralm.eval.ppl.perplexity`` (the condition
-    engine)."""
-
-    def __init__(self, monkeypatch, module):
-        self.rows = 0
-        real = module.score_continuations
-
-        def counting(lm, requests, **kwargs):
-            self.rows += len(requests)
-            return real(lm, requests, **kwargs)
-
-        monkeypatch.setattr(module, "score_continuations", counting)
-
 
 # np.random.default_rng([5, window]).integers(k) for windows 0..39 (one digit per window), written down once
 # (numpy 2.x: PCG64 seeded by SeedSequence([seed, window]), Generator.integers' bounded draw). The random
@@ -85,10 +28,6 @@ DRAWS_SEED5 = {
     3: "2022210012112212210112201002200021102102",
     4: "2033220113113213320122312003310032103203",
 }
-
-
-def _windows(folder):
-    return [json.loads(x) for x in (folder / "windows.jsonl").read_text().splitlines()]
 
 
 @pytest.fixture(scope="module")
@@ -281,61 +220,6 @@ def test_killed_compare_resumes_without_rescoring(runs, ppl_setup, tmp_path, mon
     assert not partial.exists() and (out / "candidates.jsonl").is_file()
 
 
-def test_bad_compare_options_fail_naming_the_option(ppl_setup, tmp_path):
-    missing_lm = tmp_path / "no-such-model"  # an error about the LM would mean the checks came too late
-
-    def fails(match, **kwargs):
-        args = {
-            "text": str(ppl_setup["text"]),
-            "lm": LMOptions(str(missing_lm), device="cpu"),
-            "output": str(tmp_path / "out"),
-            "retrieval": RetrievalOptions(str(ppl_setup["index"])),
-            "progress": False,
-            **kwargs,
-        }
-        with pytest.raises(RalmInputError, match=match):
-            if isinstance(args.get("compare"), str):  # --compare text, read as the command line reads it
-                args["compare"] = parse_conditions(args["compare"])
-            eval_ppl(**args)
-
-    fails("--compare: cannot be combined with --no-retrieval", compare="bm25", no_retrieval=True)
-    fails(
-        "--compare: cannot be combined with --rerank-lm",
-        compare="zero-shot",
-        reranking=RerankingOptions(reranker="zero-shot", rerank_lm=str(missing_lm)),
-    )
-    fails(
-        "--compare: cannot be combined with --reranker oracle",
-        compare="bm25",
-        reranking=RerankingOptions("oracle"),
-    )
-    fails("--compare: unknown condition 'bm-25'", compare="bm25,bm-25")
-    fails("--compare: unknown condition ''", compare="")
-    fails("--compare: condition 'oracle' given twice", compare="oracle,bm25,oracle")
-    fails("--compare: condition 'mine' given twice", compare=f"mine={tmp_path},mine={tmp_path}")
-    fails("--compare: 'oracle=.*' is not NAME=PATH", compare=f"oracle={tmp_path}")
-    fails("--compare: 'my reranker=.*' is not NAME=PATH", compare=f"my reranker={tmp_path}")
-    fails("--compare trained=.*: no such reranker folder", compare=f"trained={tmp_path / 'nothing'}")
-    fails("--index: required with --compare", compare="no-retrieval", retrieval=RetrievalOptions())
-    # A typed list is checked as its text would be: what a --compare list can say, and nothing twice.
-    fails("--compare: no conditions", compare=[])
-    fails("--compare: condition 'bm25' given twice", compare=[Condition("bm25", "bm25")] * 2)
-    fails("is not what its spec 'zero-shot' says", compare=[Condition("zero-shot", "zero-shot", model="x")])
-    fails(
-        "--compare mine=.*: no such reranker folder", compare=[Condition("trained", "mine", str(missing_lm))]
-    )
-    with pytest.raises(TypeError, match="parse_conditions"):
-        eval_ppl(str(ppl_setup["text"]), str(tmp_path / "out"), compare="bm25")
-    assert not (tmp_path / "out").exists()
-
-
-def test_zero_shot_in_the_list_needs_room_for_the_ranking_tokens(ppl_setup, tmp_path):
-    # 110 + 4 targets fit in 128, but not with the 16 ranking tokens zero-shot scores too.
-    window = WindowOptions(stride=4, max_passage_tokens=110)
-    with pytest.raises(RalmInputError, match="--max-length 128: too small .* and 16 ranking tokens"):
-        _run(ppl_setup, tmp_path / "out", tmp_path / "cache.jsonl", compare="bm25,zero-shot", window=window)
-
-
 def test_cli_compare(runs, ppl_setup, tmp_path, capsys):
     from ralm.cli import main as ralm_main
 
@@ -439,92 +323,3 @@ def test_random_best_or_none_and_the_statistics_read_off_the_table(runs, ppl_set
     m = {name: r["metrics"]["token_ppl"] for name, r in compared.items()}
     assert m["oracle-or-none"] <= min(m.values())
     assert json.loads((out / "compare.json").read_text())["statistics"]["bm25"]["vs_bm25"]["change"] == 0.0
-
-
-def test_a_threshold_rule_that_is_not_a_number_is_refused():
-    from ralm.eval.ppl.conditions import parse_conditions
-
-    with pytest.raises(RalmInputError, match="bm25-above=T with T a number"):
-        parse_conditions("bm25,bm25-above=high")
-    (rule,) = parse_conditions("bm25-above=inf")
-    assert rule.kind == "bm25-above" and float(rule.recorded_reranker) == float("inf")
-
-
-def test_blocks_never_span_two_documents_of_a_jsonl_text(ppl_setup, tmp_path, capsys):
-    """Short JSONL documents: every block holds the windows of one document (found here from the decoded
-    text: a window belongs to the document whose separators precede its first target token), and the
-    intervals equal the naive bootstrap over those blocks; --bootstrap windows draws single windows."""
-    words = ppl_setup["text"].read_text().split()
-    docs = [" ".join(words[i : i + 8]) for i in range(0, 400, 8)]  # no document holds "\n\n"
-    text = tmp_path / "docs.jsonl"
-    text.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
-    results = {}
-    for method in ("blocks", "windows"):
-        results[method] = _run(
-            ppl_setup,
-            tmp_path / method,
-            tmp_path / "cache.jsonl",
-            text=text,
-            compare="no-retrieval,bm25",
-            seed=5,
-            bootstrap_resamples=300,
-            bootstrap=method,
-        )
-    printed = capsys.readouterr().out
-    table = [json.loads(x) for x in (tmp_path / "blocks" / "candidates.jsonl").read_text().splitlines()]
-    tokens = ppl_setup["lm"].encode("\n\n".join(docs))[:N]
-    decode = ppl_setup["lm"].tokenizer.decode
-    documents = [decode(tokens[: r["target_start"] + 1]).rstrip("\n").count("\n\n") for r in table]
-    bootstrap = json.loads((tmp_path / "blocks" / "compare.json").read_text())["bootstrap"]
-    length = bootstrap["block_length"]
-    labels, run = [], 0
-    for i, doc in enumerate(documents):
-        new = i == 0 or doc != documents[i - 1] or run == length
-        labels.append(labels[-1] + 1 if new and labels else 0 if new else labels[-1])
-        run = 1 if new else run + 1
-    assert bootstrap["documents"] == len(set(documents)) >= 4 and bootstrap["blocks"] == len(set(labels))
-    assert f"block length {length} windows, {len(set(labels))} blocks" in printed
-    nll = {
-        name: [json.loads(x)["nll"] for x in (tmp_path / "blocks" / name / "windows.jsonl").open()]
-        for name in ("bm25", "no-retrieval")
-    }
-    n = [r["num_targets"] for r in table]
-    for method, draws in (("blocks", labels), ("windows", range(len(table)))):
-        got = results[method]["bm25"]["comparison"]["vs_no_retrieval"]
-        want = naive_change_interval(nll["bm25"], nll["no-retrieval"], n, draws, 300, 5)
-        assert (got["low"], got["high"]) == pytest.approx(want, rel=1e-9), method
-        assert got["method"] == method and got["blocks"] == len(set(draws))
-    windows_summary = json.loads((tmp_path / "windows" / "compare.json").read_text())["bootstrap"]
-    assert (windows_summary["method"], windows_summary["block_length"]) == ("windows", 1)
-
-
-def test_one_block_length_per_table_and_blocks_cut_at_document_starts():
-    """table_blocks on a table whose BM25 − no retrieval difference is strongly autocorrelated: one
-    length (from that difference) for the whole table, and a new block at every document start."""
-    from ralm.eval.ppl.compare_stats import table_blocks
-    from ralm.statistics import block_length
-
-    rng = np.random.default_rng(0)
-    diff = np.zeros(120)
-    for t in range(1, 120):
-        diff[t] = 0.9 * diff[t - 1] + rng.normal()
-    table = [
-        WindowScores(
-            i, 100 + 4 * i, 4, 50.0, candidates=[CandidateScores("p", None, 50.0 + diff[i])] if i else []
-        )
-        for i in range(120)
-    ]
-    starts = (0, 150, 170, 300)  # tokens: windows 0-12, 13-17, 18-49 and 50-119
-    blocks = table_blocks(table, starts)
-    documents = [sum(1 for s in starts if s <= r.target_start) - 1 for r in table]
-    assert blocks.block_length == block_length(diff) > 2 and blocks.documents == 4
-    for label in set(blocks.labels):
-        members = [i for i, lab in enumerate(blocks.labels) if lab == label]
-        assert len({documents[i] for i in members}) == 1 and len(members) <= blocks.block_length
-        assert members == list(range(members[0], members[-1] + 1))  # consecutive windows
-    runs = sum(-(-documents.count(d) // blocks.block_length) for d in set(documents))
-    assert blocks.blocks == len(set(blocks.labels)) == runs
-    single = table_blocks(table, starts, "windows")
-    assert (single.labels, single.blocks, single.block_length) == (None, 120, 1)
-    with pytest.raises(ValueError, match="bootstrap 'window'"):
-        table_blocks(table, starts, "window")
