@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_demo_tiny import own_data_demo
+from demo_fixtures import own_data_demo
 
 
 @pytest.fixture(scope="module")
