@@ -232,12 +232,12 @@ def load_line(
     dtype: torch.dtype,
     device,
     seconds: float,
-    folder: str | None = None,
+    folder: str,
 ) -> str:
-    """The one line a load writes: what was loaded, from where, how long it took, and how it runs."""
+    """The one line a load writes: what was loaded, from where (`folder`: a GGUF's de-quantised copy), how
+    long it took, and how it runs."""
     if gguf_path:
-        path = Path(gguf_path)
-        model, kind = cached_gguf_name(path, Path(folder)) if folder else gguf_name(path)
+        model, kind = cached_gguf_name(Path(gguf_path), Path(folder))
         how = "de-quantised and cached as fp32" if converted else "de-quantised fp32 copy from the cache"
         name = f"{model} (GGUF{' ' + kind if kind else ''}, {how})"
     short = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
