@@ -164,6 +164,7 @@ def _train_stage(
             name=encoder,
             max_pair_tokens=settings.max_pair_tokens,
             max_prefix_tokens=settings.max_prefix_tokens,
+            attention_dropout=settings.attention_dropout,
         ),
         # The export is decided once, at the end, on documents that chose nothing (neither trained on nor
         # selecting the checkpoint): no LM scoring, only encoder passes, so it gets the larger share (power).

@@ -55,6 +55,8 @@ class ScaleSettings:
     abstain: bool
     patience: int = 0
     """Stop a seed's training after this many validations without a new best (0: all train_steps)."""
+    attention_dropout: float | None = None
+    """Dropout on the reranker encoder's attention probabilities while training (None: the encoder's own)."""
     dtype: Dtype = "fastest"
     margin: float = 0.01
     """δ of the export's promise: not worse than no retrieval by more than this share of token perplexity."""
@@ -183,6 +185,10 @@ class ScaleOptions:
     """Stop a seed's training after this many validations in a row without a new best gain recovered (0:
     run all train_steps); the schedule keeps train_steps' length, so the selection is the full run's
     whenever no later validation would have beaten the best."""
+    attention_dropout: HalfOpenUnitInterval | None = None
+    """Dropout on the reranker encoder's attention probabilities while training (unset: the preset's; the
+    preset's null: the encoder's own, 0.1 for MiniLM). 0 lets PyTorch's fused attention kernel run on a
+    CPU (`ralm train --attention-dropout`)."""
     train_seeds: list[int] | None = None
     """One reranker per seed, all in the same eval table (their spread is the training noise)."""
     abstain: bool | None = None

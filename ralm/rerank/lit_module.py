@@ -47,6 +47,7 @@ class RerankerModule(pl.LightningModule):
         warmup_steps: int = 1000,
         max_steps: int = 10_000,
         gradient_checkpointing: bool = False,
+        attention_dropout: float | None = None,
         abstain: bool = False,
         max_length: int = 512,
         max_prefix_tokens: int = 256,
@@ -61,7 +62,9 @@ class RerankerModule(pl.LightningModule):
         super().__init__()
         # Stored in every checkpoint: resuming checks them, export writes them to ralm_reranker.json.
         self.save_hyperparameters()
-        self.encoder = load_cross_encoder(encoder_name, gradient_checkpointing=gradient_checkpointing)
+        self.encoder = load_cross_encoder(
+            encoder_name, gradient_checkpointing=gradient_checkpointing, attention_dropout=attention_dropout
+        )
         # from_pretrained returns eval mode; Lightning keeps a module's mode, and dropout belongs in training.
         self.encoder.train()
         # Score = f(x, d) + w * z(BM25): with f's head zeroed and w = 1 the untrained model ranks exactly

@@ -12,6 +12,7 @@ import sys
 
 import torch
 from transformers import (
+    AutoConfig,
     AutoModelForSequenceClassification,
     AutoTokenizer,
     PreTrainedModel,
@@ -25,9 +26,16 @@ from ralm.progress import library_bars_quiet_in_logs
 _SAID_FRESH: set[str] = set()
 """Encoders whose fresh head was announced (once per process)."""
 
+ATTENTION_DROPOUT_KEYS = ("attention_probs_dropout_prob", "attention_dropout")
+"""Where an encoder's config keeps the dropout on its attention probabilities: BERT, RoBERTa, MiniLM,
+ELECTRA and the like use the first, DistilBERT and ModernBERT the second."""
 
-def load_cross_encoder(name_or_path: str, *, gradient_checkpointing: bool = False) -> PreTrainedModel:
-    """A float32 sequence classifier with ``num_labels=1``: one relevance score per (prefix, passage)."""
+
+def load_cross_encoder(
+    name_or_path: str, *, gradient_checkpointing: bool = False, attention_dropout: float | None = None
+) -> PreTrainedModel:
+    """A float32 sequence classifier with ``num_labels=1``: one relevance score per (prefix, passage).
+    `attention_dropout` replaces the config's dropout on attention probabilities (None: keep it)."""
     looks_local = os.path.sep in name_or_path or name_or_path.startswith(".") or os.path.exists(name_or_path)
     if looks_local and not os.path.isdir(name_or_path):
         raise RalmInputError(f"encoder {name_or_path}: no such folder")
@@ -35,9 +43,10 @@ def load_cross_encoder(name_or_path: str, *, gradient_checkpointing: bool = Fals
     # its "newly initialized ... TRAIN this model" reads like an error
     transformers_logging.set_verbosity_error()
     try:
+        overrides = _attention_dropout_overrides(name_or_path, attention_dropout)
         with library_bars_quiet_in_logs():
             model, info = AutoModelForSequenceClassification.from_pretrained(
-                name_or_path, num_labels=1, dtype=torch.float32, output_loading_info=True
+                name_or_path, num_labels=1, dtype=torch.float32, output_loading_info=True, **overrides
             )
     except OSError as err:
         raise RalmInputError(f"encoder {name_or_path}: cannot load ({str(err).splitlines()[0]})") from None
@@ -58,6 +67,22 @@ def load_cross_encoder(name_or_path: str, *, gradient_checkpointing: bool = Fals
             )
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     return model
+
+
+def _attention_dropout_overrides(name_or_path: str, attention_dropout: float | None) -> dict[str, float]:
+    """The config fields that set `attention_dropout` for this encoder ({} for None); an encoder whose config
+    has none of ``ATTENTION_DROPOUT_KEYS`` is an error naming them (a silent no-op would train otherwise
+    than asked)."""
+    if attention_dropout is None:
+        return {}
+    config = AutoConfig.from_pretrained(name_or_path)
+    keys = [key for key in ATTENTION_DROPOUT_KEYS if hasattr(config, key)]
+    if not keys:
+        raise RalmInputError(
+            f"encoder {name_or_path}: --attention-dropout given, but its config "
+            f"({type(config).__name__}) has none of {', '.join(ATTENTION_DROPOUT_KEYS)}"
+        )
+    return dict.fromkeys(keys, attention_dropout)
 
 
 def output_head(model: PreTrainedModel) -> torch.nn.Linear:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ralm.config_types import (
+    HalfOpenUnitInterval,
     NonNegativeFloat,
     NonNegativeInt,
     OpenUnitInterval,
@@ -40,6 +41,10 @@ class EncoderOptions:
     """The prefix is cut to its last this-many reranker tokens."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass (less memory, about 30% slower)."""
+    attention_dropout: HalfOpenUnitInterval | None = None
+    """Dropout on the encoder's attention probabilities while training (None: the encoder's own, 0.1 for
+    BERT and RoBERTa). 0 lets PyTorch's fused attention kernel run on a CPU, which falls back to the unfused
+    path under dropout (bench/RESULTS.md, "Attention dropout"); it changes training."""
 
     def __post_init__(self) -> None:
         check_fields(self)
