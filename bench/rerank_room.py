@@ -29,6 +29,7 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import logsumexp
 
+from ralm.rerank.inputs import bm25_prior
 from ralm.statistics import paired_mean_difference
 
 WORD = re.compile(r"[a-z]+")
@@ -41,11 +42,10 @@ def words(text: str) -> set[str]:
 
 def features(row: dict) -> np.ndarray:
     """(k, len(FEATURES)) features of one prefix's candidates, none of which reads the target."""
-    scores = np.asarray(row["bm25_scores"], np.float64)
-    z = (scores - scores.mean()) / scores.std() if scores.std() > 0 else np.zeros_like(scores)
+    z = bm25_prior(row["bm25_scores"])  # the trained reranker's own prior: z within the group
     prefix = words(row["prefix"])
     books = Counter(row["candidate_doc_ids"])
-    k = len(scores)
+    k = len(z)
     out = []
     for i, text in enumerate(row["candidate_texts"]):
         passage = words(text)

@@ -14,30 +14,25 @@ from demo_fixtures import (
 )
 
 
+def _run_args(corpus, eval_text, lm, encoder, output, scale: dict, *extra: str) -> list[str]:
+    """`ralm run --quick` on these files and models, every set `scale` value as its `--scale.NAME`."""
+    args = ["run", "--corpus", str(corpus), "--eval-text", str(eval_text), *extra]
+    args += ["--lm", str(lm), "--encoder", str(encoder), "--quick", "--output", str(output)]
+    for name, value in scale.items():
+        if value is not None:
+            args += [f"--scale.{name}", json.dumps(value) if isinstance(value, list) else str(value)]
+    return args
+
+
 def test_ralm_run_is_the_pipeline_for_own_data(texts, tiny_lm_dir, tiny_encoder_dir, tmp_path, capsys):
     """`ralm run` runs the demo's stages on the user's files; its report equals the demo's on the same
     data."""
     from ralm.cli import main as ralm_main
 
     run_dir = tmp_path / "run"
-    args = [
-        "run",
-        "--corpus",
-        str(texts["corpus"]),
-        "--eval-text",
-        str(texts["eval"]),
-        "--lm",
-        str(tiny_lm_dir),
-        "--encoder",
-        str(tiny_encoder_dir),
-        "--quick",
-        "--output",
-        str(run_dir),
-    ]
-    for name, value in TINY.__dict__.items():
-        if value is not None:
-            args += [f"--scale.{name}", json.dumps(value) if isinstance(value, list) else str(value)]
-    ralm_main(args)
+    ralm_main(
+        _run_args(texts["corpus"], texts["eval"], tiny_lm_dir, tiny_encoder_dir, run_dir, TINY.__dict__)
+    )
     printed = capsys.readouterr().out.splitlines()
     # One table in the log (the report's, with labels), and the scoring time of the one pass said once.
     assert sum(line.startswith("condition ") for line in printed) == 1
@@ -74,27 +69,11 @@ def test_ralm_run_keeps_the_eval_documents_out_of_training_and_the_threshold_fit
     )
 
     run_dir = tmp_path / "run"
-    args = [
-        "run",
-        "--corpus",
-        str(paths["corpus"]),
-        "--eval-text",
-        str(paths["eval"]),
-        "--exclude",
-        json.dumps([by_rule]),
-        "--lm",
-        str(tiny_lm_dir),
-        "--encoder",
-        str(tiny_encoder_dir),
-        "--quick",
-        "--output",
-        str(run_dir),
-    ]
     scale = {**TINY.__dict__, "num_prefixes": 40, "prefixes_per_shard": 20}
-    for name, value in scale.items():
-        if value is not None:
-            args += [f"--scale.{name}", json.dumps(value) if isinstance(value, list) else str(value)]
-    ralm_main(args)
+    exclude = ["--exclude", json.dumps([by_rule])]
+    ralm_main(
+        _run_args(paths["corpus"], paths["eval"], tiny_lm_dir, tiny_encoder_dir, run_dir, scale, *exclude)
+    )
 
     data_dir = next(run_dir.glob("rerank-data-*"))
     rows = datasets.load_from_disk(str(data_dir))
