@@ -1,0 +1,106 @@
+"""The README's results table of a demo run, rendered from its ``report.json`` (so the README's numbers come
+from a command, not from copying).
+
+    python bench/readme_table.py runs/demo-quick [--sets related,unrelated]
+
+One row per condition on the retrieving windows (where the conditions differ): token perplexity and the
+change against no retrieval, BM25's top-1 and the context-matched baseline with their paired
+block-bootstrap 95% intervals (``tie`` when the interval holds 0, ``same picks`` when no window differs),
+and the copy rate from the whole-text table. Labels are the report's, with the threshold's T filled in and,
+for each trained seed, what its training exported and the step selection chose (its ``summary.json``).
+Reads only the JSON files; the standard library is enough.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+
+REFERENCES = (
+    ("vs_no_retrieval", "no-retrieval"),
+    ("vs_bm25", "bm25"),
+    ("vs_matched", "no-retrieval-matched"),
+)
+LABELS = {
+    "no-retrieval": "no retrieval",
+    "no-retrieval-matched": "no retrieval, context cut as BM25's passage cuts it",
+    "bm25": "BM25 top-1",
+    "random": "random of BM25's top k",
+    "zero-shot": "zero-shot LM rerank",
+    "oracle": "bound: best of k",
+    "oracle-or-none": "bound: best of k or none",
+}
+
+
+def signed(x: float) -> str:
+    return f"{x:+.1f}".replace("-", "\u2212")
+
+
+def change(comparison: dict | None, own: bool) -> str:
+    """'−41.2% [−51.5, −31.4]', 'tie' appended when the interval holds 0; '' for the condition itself."""
+    if own or comparison is None:
+        return ""
+    if comparison["differing_windows"] == 0:
+        return "0.0% (same picks)"
+    text = f"{signed(100 * comparison['change'])}% [{signed(100 * comparison['low'])}, "
+    text += f"{signed(100 * comparison['high'])}]"
+    return text + (" tie" if comparison["low"] <= 0.0 <= comparison["high"] else "")
+
+
+def exports(run: str) -> dict[str, str]:
+    """``trained-seedN`` -> what seed N's training exported and the step selection chose (summary.json)."""
+    out = {}
+    for path in glob.glob(os.path.join(run, "reranker-*", "summary.json")):
+        with open(path) as f:
+            summary = json.load(f)
+        step = summary["decision_evidence"]["selection"]["step"]
+        out[f"trained-seed{summary['config']['seed']}"] = f"exported `{summary['decision']}`, step {step}"
+    return out
+
+
+def label(name: str, metrics: dict, exported: dict[str, str]) -> str:
+    if name == "bm25-above":
+        return f"BM25 top-1 if its score \u2265 {float(metrics['rule']):.2f}"
+    if name in LABELS:
+        return LABELS[name]
+    seed = name.removeprefix("trained-seed")
+    return f"seed {seed}, {exported[name]}" if name in exported else f"trained reranker ({name})"
+
+
+def rows(report: dict, sets: list[str], exported: dict[str, str]) -> list[str]:
+    names = list(report["sets"][sets[0]]["retrieving"])
+    out = []
+    for name in names:
+        cells = [label(name, report["sets"][sets[0]]["metrics"][name], exported)]
+        for set_name in sets:
+            entry = report["sets"][set_name]["retrieving"][name]
+            copies = report["sets"][set_name]["metrics"][name]["comparison"].get("copy_rate", 0.0)
+            cells.append(f"{entry['token_ppl']:.2f}")
+            cells += [change(entry.get(key), name == ref) for key, ref in REFERENCES]
+            cells.append(
+                f"{100 * copies:.1f}%" if name not in ("no-retrieval", "no-retrieval-matched") else ""
+            )
+        out.append("| " + " | ".join(cells) + " |")
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("run", help="a demo run folder (holds report.json)")
+    parser.add_argument("--sets", default=None, help="comma-separated set names (default: all, in order)")
+    args = parser.parse_args()
+    with open(os.path.join(args.run, "report.json")) as f:
+        report = json.load(f)
+    sets = args.sets.split(",") if args.sets else list(report["sets"])
+    header = ["condition"]
+    for set_name in sets:
+        header += [f"{set_name}: ppl", "vs no retrieval", "vs BM25", "vs context-matched", "copies"]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    print("\n".join(rows(report, sets, exports(args.run))))
+
+
+if __name__ == "__main__":
+    main()
