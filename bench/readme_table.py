@@ -56,7 +56,9 @@ def exports(run: str) -> dict[str, str]:
         with open(path) as f:
             summary = json.load(f)
         step = summary["decision_evidence"]["selection"]["step"]
-        out[f"trained-seed{summary['config']['seed']}"] = f"exported `{summary['decision']}`, step {step}"
+        out[f"trained-seed{summary['config']['seed']}"] = (
+            f"exported `{summary['decision']}` (selected: step {step})"
+        )
     return out
 
 
