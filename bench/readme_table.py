@@ -1,14 +1,14 @@
 """The README's results table of a demo run, rendered from its ``report.json`` (so the README's numbers come
 from a command, not from copying).
 
-    python bench/readme_table.py runs/demo-quick [--sets related,unrelated]
+    .venv/bin/python bench/readme_table.py runs/demo-quick [--sets related,unrelated]
 
 One row per condition on the retrieving windows (where the conditions differ): token perplexity and the
 change against no retrieval, BM25's top-1 and the context-matched baseline with their paired
 block-bootstrap 95% intervals (``tie`` when the interval holds 0, ``same picks`` when no window differs),
 and the copy rate from the whole-text table. Labels are the report's, with the threshold's T filled in and,
 for each trained seed, what its training exported and the step selection chose (its ``summary.json``).
-Reads only the JSON files; the standard library is enough.
+Reads only the JSON files.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ import argparse
 import glob
 import json
 import os
+
+from ralm.statistics import format_change
 
 REFERENCES = (
     ("vs_no_retrieval", "no-retrieval"),
@@ -34,19 +36,14 @@ LABELS = {
 }
 
 
-def signed(x: float) -> str:
-    return f"{x:+.1f}".replace("-", "\u2212")
-
-
 def change(comparison: dict | None, own: bool) -> str:
-    """'−41.2% [−51.5, −31.4]', 'tie' appended when the interval holds 0; '' for the condition itself."""
+    """The report's own wording (``ralm.statistics.format_change``: 'tie' where the interval holds 0) with
+    typographic minus signs; 'same picks' where no window differs; '' for the condition itself."""
     if own or comparison is None:
         return ""
     if comparison["differing_windows"] == 0:
         return "0.0% (same picks)"
-    text = f"{signed(100 * comparison['change'])}% [{signed(100 * comparison['low'])}, "
-    text += f"{signed(100 * comparison['high'])}]"
-    return text + (" tie" if comparison["low"] <= 0.0 <= comparison["high"] else "")
+    return format_change(comparison).replace("-", "\u2212")
 
 
 def exports(run: str) -> dict[str, str]:

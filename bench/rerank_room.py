@@ -96,13 +96,27 @@ def load_groups(path: str) -> tuple[list[dict], list[str], np.ndarray, int]:
     return rows, [r["doc_id"] for r in rows], logprobs, len(table)
 
 
+def within_prefix_correlations(scores, logprobs: np.ndarray) -> list[float]:
+    """Per prefix, the correlation of a score of its k candidates with their target log-probs; prefixes
+    whose k scores are all equal (NaN) are left out."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        corr = [np.corrcoef(s, lp)[0, 1] for s, lp in zip(scores, logprobs, strict=True)]
+    return [c for c in corr if np.isfinite(c)]
+
+
+def print_pick(label: str, picks: np.ndarray, logprobs: np.ndarray, docs: list[str]) -> None:
+    """A rule's pick per prefix against BM25's top-1, with its interval and how often it keeps the top-1."""
+    chosen = logprobs[np.arange(len(picks)), picks]
+    print(
+        f"  {label:24s} {interval(chosen, logprobs[:, 0], docs)}  (top-1 kept on {np.mean(picks == 0):.0%})"
+    )
+
+
 def print_bm25_order(rows: list[dict], docs: list[str], logprobs: np.ndarray) -> None:
     """What BM25's order among its top k says about the LM's gain."""
     top1_best = np.mean(np.argmax(logprobs, axis=1) == 0)
     print(f"BM25 top-1 is the LM's best on {top1_best:.0%} of prefixes")
-    with np.errstate(invalid="ignore", divide="ignore"):  # all k scores equal: NaN, left out
-        corr = [np.corrcoef(r["bm25_scores"], lp)[0, 1] for r, lp in zip(rows, logprobs, strict=True)]
-    corr = [c for c in corr if np.isfinite(c)]
+    corr = within_prefix_correlations([r["bm25_scores"] for r in rows], logprobs)
     print(
         f"within-prefix correlation of BM25 score and target log-prob: mean {np.mean(corr):+.3f} "
         f"({len(corr)} prefixes)"
@@ -137,9 +151,9 @@ def main() -> None:
     rules = [(FEATURES[0], [0]), ("all five", list(range(len(FEATURES))))]
     rules += [(f"bm25 z + {FEATURES[c]}", [0, c]) for c in range(2, len(FEATURES))]
     for label, columns in rules:
-        picks = cross_fitted_picks(feats, logprobs, docs, columns, args.folds, args.seed)
-        chosen = logprobs[np.arange(len(picks)), picks]
-        print(f"  {label:24s} {interval(chosen, top1, docs)}  (top-1 kept on {np.mean(picks == 0):.0%})")
+        print_pick(
+            label, cross_fitted_picks(feats, logprobs, docs, columns, args.folds, args.seed), logprobs, docs
+        )
 
 
 if __name__ == "__main__":

@@ -28,29 +28,55 @@ import json
 import os
 
 import numpy as np
-from rerank_room import FEATURES, cross_fitted_picks, features, interval, load_groups
+from rerank_room import (
+    FEATURES,
+    cross_fitted_picks,
+    features,
+    interval,
+    load_groups,
+    print_pick,
+    within_prefix_correlations,
+)
 
+from ralm.data_gen.scoring import PassageTokens
 from ralm.lm.loading import load_lm
 from ralm.lm.scoring import ScoreRequest, score_continuations
 from ralm.rerank.inputs import bm25_prior
+from ralm.retrieval.types import Hit
 
 
 def rank_requests(lm, rows: list[dict], rank_tokens: int, max_passage_tokens: int) -> list[ScoreRequest]:
-    """Per row: one request per candidate, then one with no passage; y' = the prefix's last tokens."""
+    """Per row: one request per candidate, then one with no passage; y' = the prefix's last tokens. The
+    passages are cut by data-gen's own rule (``PassageTokens``), so they are the tokens its labels saw."""
+    passage_tokens = PassageTokens(lm, max_passage_tokens)
     prefixes = lm.encode_batch([r["prefix"] for r in rows])
     out = []
     for row, prefix in zip(rows, prefixes, strict=True):
         context, y = tuple(prefix[:-rank_tokens]), tuple(prefix[-rank_tokens:])
-        passages = lm.encode_passages(row["candidate_texts"])
-        out += [ScoreRequest(tuple(p[:max_passage_tokens]), context, y) for p in passages]
+        hits = [
+            Hit(id=pid, score=score, contents=text, title="", doc_id=doc)
+            for pid, score, text, doc in zip(
+                row["candidate_ids"],
+                row["bm25_scores"],
+                row["candidate_texts"],
+                row["candidate_doc_ids"],
+                strict=True,
+            )
+        ]
+        out += [ScoreRequest(tuple(p), context, y) for p in passage_tokens(hits)]
         out.append(ScoreRequest((), context, y))
     return out
 
 
 def zero_shot_scores(args, rows: list[dict], meta: dict) -> np.ndarray:
-    """(prefixes, k + 1) summed log-prob of y' given each candidate, then given no passage (cached)."""
+    """(prefixes, k + 1) summed log-prob of y' given each candidate, then given no passage; kept in
+    ``--cache`` with the settings that made them, and a cache made with other settings is refused."""
+    settings = np.array([os.path.abspath(args.data), args.lm, args.dtype, str(args.rank_tokens)])
     if args.cache and os.path.exists(args.cache):
-        return np.load(args.cache)["scores"]
+        saved = np.load(args.cache)
+        if "settings" not in saved or list(saved["settings"]) != list(settings):
+            raise SystemExit(f"{args.cache}: made with other settings; remove it or name another --cache")
+        return saved["scores"]
     lm = load_lm(args.lm, device="cpu", dtype=args.dtype)
     requests = rank_requests(lm, rows, args.rank_tokens, meta["max_passage_tokens"])
     # max_length - s: passage + context + y' end where data-gen's input ends before its s targets.
@@ -59,7 +85,7 @@ def zero_shot_scores(args, rows: list[dict], meta: dict) -> np.ndarray:
     )
     scores = np.array([float(lp.sum()) for lp in logprobs]).reshape(len(rows), -1)
     if args.cache:
-        np.savez(args.cache, scores=scores)
+        np.savez(args.cache, scores=scores, settings=settings)
     return scores
 
 
@@ -76,7 +102,6 @@ def main() -> None:
     with open(os.path.join(args.data, "ralm_data_gen.json")) as f:
         meta = json.load(f)
     rows, docs, logprobs, total = load_groups(args.data)
-    top1 = logprobs[:, 0]
     scores = zero_shot_scores(args, rows, meta)
     rank, none = scores[:, :-1], scores[:, -1]
     print(
@@ -84,30 +109,25 @@ def main() -> None:
         f"documents; y' = the last {args.rank_tokens} prefix tokens; nats per target, 95% intervals"
     )
     best = logprobs.max(axis=1)
-    print(f"room: best of k - BM25 top-1 {interval(best, top1, docs)}")
+    print(f"room: best of k - BM25 top-1 {interval(best, logprobs[:, 0], docs)}")
     picks = np.argmax(rank, axis=1)
-    chosen = logprobs[np.arange(len(picks)), picks]
-    kept, lm_best = np.mean(picks == 0), np.mean(picks == np.argmax(logprobs, axis=1))
-    print(
-        f"zero-shot pick - BM25 top-1 {interval(chosen, top1, docs)}  (top-1 kept on {kept:.0%}, "
-        f"the LM's best on {lm_best:.0%})"
-    )
-    corr = [np.corrcoef(r, lp)[0, 1] for r, lp in zip(rank, logprobs, strict=True) if np.std(r) > 0]
+    lm_best = np.mean(picks == np.argmax(logprobs, axis=1))
+    print(f"zero-shot pick (nothing fitted), the LM's best on the targets on {lm_best:.0%} of prefixes:")
+    print_pick("zero-shot pick", picks, logprobs, docs)
+    corr = within_prefix_correlations(rank, logprobs)
     print(f"within-prefix correlation of the y' score and the target log-prob: mean {np.mean(corr):+.3f}")
     print(f"y' given BM25's top-1 - given no passage: {np.mean(rank[:, 0] - none):+.3f} nats")
     zs = np.array([bm25_prior(list(r)) for r in rank])  # the same within-group z as BM25's prior
     feats = np.concatenate([np.stack([features(r) for r in rows]), zs[:, :, None]], axis=2)
-    names = (*FEATURES, "zero-shot z")
     print(f"cross-fitted rules ({args.folds} folds of documents), pick - BM25 top-1:")
-    z_col = len(FEATURES)
+    z_col = len(FEATURES)  # the zero-shot z follows rerank_room's features
     for label, columns in (
         ("zero-shot z", [z_col]),
         ("bm25 z + zero-shot z", [0, z_col]),
-        ("all six", list(range(len(names)))),
+        ("all six", list(range(z_col + 1))),
     ):
         picks = cross_fitted_picks(feats, logprobs, docs, columns, args.folds, args.seed)
-        chosen = logprobs[np.arange(len(picks)), picks]
-        print(f"  {label:24s} {interval(chosen, top1, docs)}  (top-1 kept on {np.mean(picks == 0):.0%})")
+        print_pick(label, picks, logprobs, docs)
 
 
 if __name__ == "__main__":
