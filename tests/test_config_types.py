@@ -164,6 +164,7 @@ def test_data_gen_records_each_setting_once_under_its_documented_name():
         max_passage_tokens=16,
         seed=1,
         num_prefixes=8,
+        rank_tokens=8,
         num_examples=6,
         num_shards=2,
         exclude_same_doc=True,
@@ -179,7 +180,8 @@ def test_data_gen_records_each_setting_once_under_its_documented_name():
         index_meta=index_meta,
         **settings.recorded(),
     )
-    # The fingerprinted keys of older runs (a resume compares them): the index size and threads are not.
+    # The fingerprinted keys (a resume compares them; rank_tokens since format /2): the index size and
+    # threads are not.
     assert list(config) == [
         "lm",
         "tokenizer",
@@ -194,6 +196,7 @@ def test_data_gen_records_each_setting_once_under_its_documented_name():
         "max_passage_tokens",
         "seed",
         "num_prefixes",
+        "rank_tokens",
         "num_examples",
         "num_shards",
         "exclude_same_doc",

@@ -48,7 +48,7 @@ def test_dataset_schema_rows_and_metadata(reference, corpus, tiny_lm_dir, real_d
     assert ds.features == FEATURES
     assert ds["prefix_index"] == list(range(40))
     meta = json.loads((reference / "ralm_data_gen.json").read_text())
-    assert meta["format"] == "ralm-rerank-data/1" and meta["complete"] is True
+    assert meta["format"] == "ralm-rerank-data/2" and meta["complete"] is True
     assert (meta["k"], meta["s"], meta["l"], meta["seed"], meta["exclude_same_doc"]) == (4, 4, 16, 1, True)
     assert meta["documents_skipped_too_short"] == len(SHORT_DOCS)
     assert meta["index"]["backend"] == "bm25s" and len(meta["index_hash"]) == 64
@@ -84,8 +84,8 @@ def test_dataset_schema_rows_and_metadata(reference, corpus, tiny_lm_dir, real_d
 
 def test_the_recorded_config_is_the_one_written_before_the_option_groups(reference, corpus, tiny_lm_dir):
     """`config` for this command line as ralm wrote it before the shared option groups (commit ec25360, run
-    on this fixture: the same values, the same hashes), so a dataset folder made then is accepted and
-    resumes."""
+    on this fixture: the same values, the same hashes), and the y' length format /2 added (the effective
+    8 of the default 16: half the 16-token shortest prefix)."""
     from ralm.retrieval.index_meta import index_fingerprint, read_meta
 
     docs, _, index = corpus
@@ -110,6 +110,7 @@ def test_the_recorded_config_is_the_one_written_before_the_option_groups(referen
         "num_examples": 40,
         "num_shards": 8,
         "exclude_same_doc": True,
+        "rank_tokens": 8,
     }
 
 
@@ -130,6 +131,10 @@ def test_a_row_matches_an_independent_forward(reference, tiny_lm_dir):
         logp = torch.log_softmax(model(torch.tensor([ids])).logits[0].double(), -1)
     want = sum(float(logp[len(ids) - 5 + t, target[t]]) for t in range(4))
     assert row["lm_logprobs"][0] == pytest.approx(want, abs=1e-3)
+    # y': the prefix's last 8 tokens (the default 16 halved for this 16-token floor), off the same forward
+    ranked = len(ids) - 4 - 8
+    want_rank = sum(float(logp[ranked - 1 + t, ids[ranked + t]]) for t in range(8))
+    assert row["lm_rank_logprobs"][0] == pytest.approx(want_rank, abs=1e-3)
 
 
 def test_rerun_of_a_complete_output_does_nothing_and_another_config_is_refused(

@@ -45,6 +45,7 @@ BEFORE = {
         "num_examples": 300,
         "num_prefixes": 300000,
         "num_shards": 3,
+        "rank_tokens": 16,
         "s": 4,
         "seed": 0,
         "tokenizer": "gpt2-tok",
@@ -64,6 +65,7 @@ BEFORE = {
         "num_prefixes": 500,
         "num_shards": 3,
         "passage_bos": 50256,
+        "rank_tokens": 12,
         "s": 8,
         "seed": 3,
         "tokenizer": "gpt2-tok",
@@ -78,7 +80,7 @@ BEFORE_META = {
     "documents_skipped_too_short": 1,
     "documents_total": 3,
     "excluded": {"rules": []},
-    "format": "ralm-rerank-data/1",
+    "format": "ralm-rerank-data/2",
     "index": _INDEX_META,
     "limit": None,
     "lm": "gpt2",
@@ -92,6 +94,7 @@ _TOP_LEVEL = (
     "max_length",
     "max_passage_tokens",
     "num_prefixes",
+    "rank_tokens",
     "num_examples",
     "exclude_same_doc",
     "index_hash",
@@ -179,6 +182,8 @@ def test_the_recorded_config_with_every_option_set_is_the_one_recorded_before():
         "512",
         "--max-passage-tokens",
         "64",
+        "--rank-tokens",
+        "12",
     ]
     found = _parsed(argv)
     config, meta = _recorded(

@@ -23,6 +23,18 @@ def reference_logprobs(model, passage, prefix, target, max_length, max_passage_t
     return [float(logp[start - 1 + t, target[t]]) for t in range(len(target))]
 
 
+def reference_rank_logprob(model, passage, tokens, max_length, rank_tokens=16):
+    """log p(y' | [passage; prefix without y']) for y' the prefix's last `rank_tokens` tokens, read off one
+    unpadded forward over the input the target is scored with (the passage already cut)."""
+    room = max_length - len(passage) - len(tokens.target)
+    prefix = tokens.prefix[max(0, len(tokens.prefix) - room) :]
+    ids = passage + prefix + tokens.target
+    with torch.no_grad():
+        logp = torch.log_softmax(model(torch.tensor([ids])).logits[0].double(), -1)
+    start = len(passage) + len(prefix) - rank_tokens
+    return sum(float(logp[start - 1 + t, ids[start + t]]) for t in range(rank_tokens))
+
+
 @pytest.fixture(scope="module")
 def tiny_lm(tiny_lm_dir):
     from ralm.lm.loading import load_lm
@@ -41,16 +53,23 @@ def test_score_prefix_matches_reference(tiny_lm, real_documents):
     tokens = PrefixTokens(prefix=ids[100:200][-(max_length - 4) :], target=ids[200:204], query=ids[168:200])
     passages = PassageTokens(tiny_lm, max_passage)(hits)
     assert all(len(p) <= max_passage for p in passages) and max(len(p) for p in passages) == max_passage
-    cand, none = score_prefix(
-        tiny_lm, tokens, passages, max_length=max_length, max_passage_tokens=max_passage
+    scores = score_prefix(
+        tiny_lm, tokens, passages, max_length=max_length, max_passage_tokens=max_passage, rank_tokens=16
     )
-    for got, passage in zip(cand, passages, strict=True):
+    cand, none = scores.candidates, scores.no_retrieval
+    for got, rank, passage in zip(cand, scores.candidates_rank, passages, strict=True):
         want = reference_logprobs(
             tiny_lm.model, passage, tokens.prefix, tokens.target, max_length, max_passage
         )
         assert got == pytest.approx(want, abs=1e-4)
+        assert rank == pytest.approx(
+            reference_rank_logprob(tiny_lm.model, passage, tokens, max_length), abs=1e-4
+        )
     assert none == pytest.approx(
         reference_logprobs(tiny_lm.model, [], tokens.prefix, tokens.target, max_length, 0), abs=1e-4
+    )
+    assert scores.no_retrieval_rank == pytest.approx(
+        reference_rank_logprob(tiny_lm.model, [], tokens, max_length), abs=1e-4
     )
 
     row = make_row(
@@ -59,11 +78,11 @@ def test_score_prefix_matches_reference(tiny_lm, real_documents):
         position=200,
         tokens=tokens,
         hits=hits,
-        candidate_token_logprobs=cand,
-        no_retrieval_token_logprobs=none,
+        scores=scores,
         decode=tiny_lm.decode,
     )
     assert row["lm_logprobs"] == pytest.approx([sum(c) for c in cand])
+    assert row["lm_rank_logprobs"] == scores.candidates_rank
     assert row["target"] == tiny_lm.decode(ids[200:204])
     assert row["candidate_doc_ids"] == [d["id"] for d in real_documents[1:6]]
 

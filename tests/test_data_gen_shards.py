@@ -36,6 +36,8 @@ def _row(i: int) -> dict:
         "lm_token_logprobs": [[-1.0, -0.5], [-1.0, -1.0]],
         "no_retrieval_logprob": -3.0,
         "no_retrieval_token_logprobs": [-1.5, -1.5],
+        "lm_rank_logprobs": [-4.0, -5.0],
+        "no_retrieval_rank_logprob": -6.0,
     }
 
 

@@ -149,6 +149,7 @@ def test_an_index_has_one_identity_in_data_gen_and_eval():
         max_passage_tokens=16,
         seed=0,
         num_prefixes=2,
+        rank_tokens=2,
         num_examples=2,
         num_shards=1,
         exclude_same_doc=True,

@@ -122,6 +122,7 @@ def test_a_no_retrieval_export_without_a_step0_model_holds_no_weights_and_says_s
     summary = _run_paper_config(tmp_path, data, tiny_encoder_dir, "--abstain", "true")
     folder = Path(summary["reranker"])
     assert summary["decision"] == "no-retrieval" and summary["best_gain_recovered"] is None
+    assert "zero-shot" not in summary["decision_evidence"]["promise"]["tests"]  # format /1: no y' column
     assert summary["exported_checkpoint"] is None and summary["best_checkpoint"].endswith(".ckpt")
     assert not list(folder.glob("*.safetensors")) and not list(folder.glob("*.bin"))
     card = (folder / "README.md").read_text()
@@ -137,3 +138,43 @@ def test_a_no_retrieval_export_without_a_step0_model_holds_no_weights_and_says_s
     with pytest.raises(ValueError, match="This export never retrieves") as refused:
         sentence_transformers.CrossEncoder(str(folder), device="cpu", trust_remote_code=True)
     assert str(refused.value) == DECISION_NOTES["no-retrieval"]
+
+
+def test_the_lms_own_y_prime_score_is_exported_when_it_is_the_best_rule(
+    tmp_path, real_documents, tiny_encoder_dir
+):
+    """Format /2 records log p(y' | [d_i; x]): where it points at the key-word candidate (the LM's best),
+    the zero-shot rule gains 3 nats a prefix over no passage on every data-gen prefix and beats BM25's
+    random top-1 on the decision prefixes, so it is exported; the export holds its y' length, the card
+    says the LM ranks, and ralm's `rank` refuses without the LM. Data without the column (/1) has no such
+    rule (the other tests of this file)."""
+    from ralm.rerank.inference import PredictiveReranker
+    from tests.rerank_fixtures import KEYWORD_LOGPROB, NO_RETRIEVAL_LOGPROB
+
+    rows = keyword_rows(real_documents, 40, k=3, seed=2)
+    for row in rows:
+        key = max(range(3), key=lambda i: row["lm_logprobs"][i])
+        row["lm_logprobs"] = [KEYWORD_LOGPROB if i == key else -9.0 for i in range(3)]
+        row["lm_rank_logprobs"] = [-1.0 if i == key else -2.0 for i in range(3)]
+        row["no_retrieval_rank_logprob"] = -2.0
+    meta = {"format": "ralm-rerank-data/2", "rank_tokens": 16}
+    data = save_rows(rows, tmp_path / "data", meta=meta)
+    summary = _run_paper_config(tmp_path, data, tiny_encoder_dir, "--abstain", "true")
+    evidence = summary["decision_evidence"]
+    tests = evidence["promise"]["tests"]
+    assert tests["zero-shot"]["prefixes"] == "every data-gen prefix" and tests["zero-shot"]["items"] == 40
+    assert tests["zero-shot"]["difference"] == pytest.approx(KEYWORD_LOGPROB - NO_RETRIEVAL_LOGPROB)
+    assert evidence["decision"]["mean_logprob"]["zero-shot"] == pytest.approx(KEYWORD_LOGPROB)
+    assert evidence["comparisons"]["zero-shot - bm25"]["difference"] > 0
+    if summary["decision"] != "trained":  # three steps may learn the key word; only a tie goes to trained
+        assert summary["decision"] == "zero-shot"
+        info = json.loads((Path(summary["reranker"]) / "ralm_reranker.json").read_text())
+        assert info["decision"] == "zero-shot" and info["rank_tokens"] == 16
+        card = (Path(summary["reranker"]) / "README.md").read_text()
+        assert card.split("# ralm predictive reranker\n\n", 1)[1].startswith(
+            "**This export ranks with the LM"
+        )
+        with pytest.raises(RalmInputError, match="cannot order passages without that LM"):
+            PredictiveReranker.from_pretrained(summary["reranker"]).rank(["a prefix"], [["one", "two"]])
+    else:
+        assert evidence["decision"]["mean_logprob"]["trained"] == pytest.approx(KEYWORD_LOGPROB)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from transformers import AutoTokenizer
 
+from ralm.errors import RalmInputError
 from ralm.eval.ppl.ppl_command import main as eval_ppl_main
 from ralm.rerank.export import export_reranker
 from ralm.rerank.inference import PredictiveReranker
@@ -49,7 +50,73 @@ def setup(tmp_path_factory, real_documents, tiny_encoder_dir):
     folder = export_reranker(
         summary["best_checkpoint"], str(root / "picks"), hyper_parameters={}, trained_on={}
     )
+    # The same weights under a zero-shot decision (what `ralm train` exports when the LM's y' rule won).
+    export_reranker(
+        summary["best_checkpoint"],
+        str(root / "zero-shot-export"),
+        hyper_parameters={},
+        trained_on={},
+        decision="zero-shot",
+        rank_tokens=8,
+    )
     return root, Path(folder)
+
+
+def _eval_args(root: Path, tiny_lm_dir, out: Path, *extra: str) -> list[str]:
+    return [
+        "--text",
+        str(root / "eval.txt"),
+        "--lm",
+        str(tiny_lm_dir),
+        "--index",
+        str(root / "index"),
+        "--output",
+        str(out),
+        "--k",
+        str(K),
+        "--stride",
+        str(STRIDE),
+        "--query-tokens",
+        str(QUERY),
+        "--max-passage-tokens",
+        "64",
+        "--retrieval-cache",
+        str(root / "cache"),
+        "--progress",
+        "false",
+        *extra,
+    ]
+
+
+def test_a_zero_shot_export_is_played_by_the_evaluated_lm_as_the_zero_shot_condition(
+    setup, tiny_lm_dir, capsys
+):
+    """Its decision, not its weights, picks: the same passage and NLL as `zero-shot` in every window; a run
+    ranking another y' length is refused naming the fix; its own `order` refuses without the LM."""
+    root, _ = setup
+    folder = root / "zero-shot-export"
+    out = root / "eval-zero-shot"
+    eval_ppl_main(
+        _eval_args(root, tiny_lm_dir, out, "--compare", f"zero-shot,exp={folder}", "--rank-tokens", "8")
+    )
+    played = [json.loads(line) for line in (out / "exp" / "windows.jsonl").read_text().splitlines()]
+    zero_shot = [json.loads(line) for line in (out / "zero-shot" / "windows.jsonl").read_text().splitlines()]
+    assert len(played) == len(zero_shot) > 3
+    assert sum(r["passage_id"] is not None for r in played) > 0
+    for mine, theirs in zip(played, zero_shot, strict=True):
+        assert (mine["passage_id"], mine["chosen_rank"], mine["nll"]) == (
+            theirs["passage_id"],
+            theirs["chosen_rank"],
+            theirs["nll"],
+        )
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        eval_ppl_main(_eval_args(root, tiny_lm_dir, root / "refused", "--reranker", str(folder)))
+    assert "y' of 8 tokens; this run ranks 16 (pass --rank-tokens 8)" in capsys.readouterr().err
+    assert not (root / "refused" / "results.json").exists()
+    reranker = PredictiveReranker.from_pretrained(folder)
+    with pytest.raises(RalmInputError, match="ranks with the LM itself.*last 8 tokens"):
+        reranker.rank(["a prefix"], [["one", "two"]])
 
 
 def test_eval_ppl_prepends_the_rerankers_pick(setup, tiny_lm_dir):

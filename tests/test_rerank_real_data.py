@@ -37,7 +37,7 @@ def test_trains_on_data_gen_output_of_the_tiny_lm(tmp_path, real_documents, tiny
 
     rows = datasets.load_from_disk(str(out))
     data = load_rerank_data(str(out), abstain=True, val_fraction=0.25, seed=0)
-    assert data.meta["format"] == "ralm-rerank-data/1" and data.skipped_small == 0
+    assert data.meta["format"] == "ralm-rerank-data/2" and data.skipped_small == 0
     assert len(data.train_rows) + len(data.val_rows) + len(data.decision_rows) == len(rows) == 24
     group = GroupDataset(str(out), data.val_rows, abstain=True)[0]
     row = rows[data.val_rows[0]]

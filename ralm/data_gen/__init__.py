@@ -7,7 +7,7 @@ length, the documents and the prefix sample, opened and checked before any scori
 (tokenize documents once, seeded sampling over stride boundaries), ``candidates`` (BM25 with
 same-document exclusion), ``scoring`` (one prefix's candidates plus no retrieval in one scorer batch),
 ``generate`` (the run's settings, one shard's rows, every shard a process writes), ``schema`` (the
-dataset's columns, format ``ralm-rerank-data/1``), ``metadata`` (the recorded config and metadata, and
+dataset's columns, format ``ralm-rerank-data/2``), ``metadata`` (the recorded config and metadata, and
 mismatch messages), ``shards`` (shard plan, atomic shard files, resume), ``merge`` (join shards into the
 final dataset), ``summary`` (end-of-run statistics), ``data_gen_command`` (the CLI).
 """

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from ralm.data_gen.candidates import retrieve_candidates
-from ralm.data_gen.options import SamplingOptions, prefix_floor
+from ralm.data_gen.options import SamplingOptions, prefix_floor, rank_span
 from ralm.data_gen.prefixes import PrefixSample, PrefixTokens, TokenizedCorpus, prefix_tokens
 from ralm.data_gen.scoring import PassageTokens, make_row, score_prefix
 from ralm.data_gen.shards import Shard, ShardStore
@@ -44,6 +44,9 @@ class GenerationSettings:
     max_passage_tokens: int
     seed: int
     num_prefixes: int
+    rank_tokens: int
+    """y': the prefix's last tokens whose log-prob after each passage is recorded (the zero-shot rule);
+    the effective value (``rank_span``)."""
     num_examples: int
     num_shards: int
     exclude_same_doc: bool
@@ -80,6 +83,7 @@ def resolve_settings(
         max_passage_tokens=window.max_passage_tokens,
         seed=sampling.seed,
         num_prefixes=sampling.num_prefixes,
+        rank_tokens=rank_span(sampling, window),
         num_examples=num_examples,
         num_shards=num_shards,
         exclude_same_doc=not allow_same_doc,
@@ -202,12 +206,13 @@ def _scored_row(
     passage_tokens: list[list[int]],
 ) -> dict:
     """One prefix's row: the LM's log-probs of its targets after each candidate and after no passage."""
-    cand, none = score_prefix(
+    scores = score_prefix(
         lm,
         tokens,
         passage_tokens,
         max_length=settings.max_length,
         max_passage_tokens=settings.max_passage_tokens,
+        rank_tokens=settings.rank_tokens,
     )
     return make_row(
         prefix_index=prefix_index,
@@ -215,8 +220,7 @@ def _scored_row(
         position=position,
         tokens=tokens,
         hits=hits,
-        candidate_token_logprobs=cand,
-        no_retrieval_token_logprobs=none,
+        scores=scores,
         decode=lm.decode,
     )
 

@@ -27,6 +27,10 @@ class SamplingOptions:
     """Seed of the prefix sample."""
     limit: PositiveInt | None = None
     """Only the first LIMIT prefixes of the sample (a quick look)."""
+    rank_tokens: PositiveInt = 16
+    """y' of the zero-shot rule: the log-prob of each prefix's last RANK_TOKENS tokens after each passage
+    is recorded beside the target's (the paper's s' = 16); at most half the shortest prefix (the effective
+value is recorded)."""
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -36,6 +40,12 @@ def prefix_floor(sampling: SamplingOptions, window: WindowOptions) -> int:
     """The shortest prefix sampled: at least ``--min-prefix-tokens``, and no query (the last ℓ tokens) may
     reach before the document's start."""
     return max(window.query_tokens, sampling.min_prefix_tokens)
+
+
+def rank_span(sampling: SamplingOptions, window: WindowOptions) -> int:
+    """The effective y': ``--rank-tokens``, at most half the shortest prefix (y' is the end of every
+    prefix, and the zero-shot rule scores it after the rest)."""
+    return min(sampling.rank_tokens, prefix_floor(sampling, window) // 2)
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""The reranking dataset's columns (docs/formats.md §4, format ``ralm-rerank-data/1``).
+"""The reranking dataset's columns (docs/formats.md §4, format ``ralm-rerank-data/2``).
 
 The reranker reads these names and types with ``datasets.load_from_disk`` and nothing from ralm, so a
 change here is a format change: bump FORMAT and update docs/formats.md together.
@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from datasets import Features, List, Value
 
-FORMAT = "ralm-rerank-data/1"
+FORMAT = "ralm-rerank-data/2"
+READABLE_FORMATS = ("ralm-rerank-data/1", FORMAT)
+"""/1 lacks the ranking columns (``lm_rank_logprobs``, ``no_retrieval_rank_logprob``): no zero-shot rule."""
 METADATA_FILE = "ralm_data_gen.json"
 
 FEATURES = Features(
@@ -27,5 +29,7 @@ FEATURES = Features(
         "lm_token_logprobs": List(List(Value("float32"))),
         "no_retrieval_logprob": Value("float32"),
         "no_retrieval_token_logprobs": List(Value("float32")),
+        "lm_rank_logprobs": List(Value("float32")),
+        "no_retrieval_rank_logprob": Value("float32"),
     }
 )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from ralm.data_gen.prefixes import PrefixTokens
 from ralm.lm.scoring import ScoreRequest, score_continuations
@@ -41,12 +42,40 @@ class PassageTokens:
         return out
 
 
+@dataclass(frozen=True)
+class PrefixScores:
+    """One prefix's LM log-probs: per token of the target after each passage and after none, and summed over
+    the ranking tokens y' (the prefix's last ``rank_tokens``) after each passage and after none."""
+
+    candidates: list[list[float]]
+    no_retrieval: list[float]
+    candidates_rank: list[float]
+    no_retrieval_rank: float
+
+
 def score_prefix(
-    lm, tokens: PrefixTokens, passages: list[list[int]], *, max_length: int, max_passage_tokens: int
-) -> tuple[list[list[float]], list[float]]:
-    """Per-token log p(target | [passage; prefix]) for each passage, and log p(target | prefix)."""
-    requests = [ScoreRequest(passage=p, prefix=tokens.prefix, target=tokens.target) for p in passages]
-    requests.append(ScoreRequest(passage=[], prefix=tokens.prefix, target=tokens.target))
+    lm,
+    tokens: PrefixTokens,
+    passages: list[list[int]],
+    *,
+    max_length: int,
+    max_passage_tokens: int,
+    rank_tokens: int,
+) -> PrefixScores:
+    """log p(target | [passage; prefix]) per token for each passage and for none, and log p(y' | [passage;
+    prefix without y']) with y' the prefix's last `rank_tokens` tokens (the zero-shot rule's score, §6.1).
+
+    y' is scored in the same forward pass: each request's target is y' + target after the prefix without
+    y', so the LM reads exactly the input it reads for the target alone (``compose`` drops prefix tokens
+    from the start, the same ones either way) and the target's log-probs are those of a run without y'."""
+    if not 0 < rank_tokens < len(tokens.prefix):
+        raise ValueError(
+            f"rank_tokens {rank_tokens} must be in [1, {len(tokens.prefix)}) (the prefix's tokens)"
+        )
+    head, ranked = tokens.prefix[:-rank_tokens], tokens.prefix[-rank_tokens:]
+    target = list(ranked) + list(tokens.target)
+    requests = [ScoreRequest(passage=p, prefix=head, target=target) for p in passages]
+    requests.append(ScoreRequest(passage=[], prefix=head, target=target))
     # One batch for the whole prefix: batch_size and the token budget are set so the scorer never splits it.
     scores = score_continuations(
         lm,
@@ -57,7 +86,9 @@ def score_prefix(
         max_batch_tokens=len(requests) * max_length,
     )
     per_token = [s.float().cpu().tolist() for s in scores]
-    return per_token[:-1], per_token[-1]
+    rank = [float(sum(t[:rank_tokens])) for t in per_token]
+    targets = [t[rank_tokens:] for t in per_token]
+    return PrefixScores(targets[:-1], targets[-1], rank[:-1], rank[-1])
 
 
 def make_row(
@@ -67,11 +98,11 @@ def make_row(
     position: int,
     tokens: PrefixTokens,
     hits: Sequence[Hit],
-    candidate_token_logprobs: list[list[float]],
-    no_retrieval_token_logprobs: list[float],
+    scores: PrefixScores,
     decode,
 ) -> dict:
     """One dataset row (docs/formats.md §4); log-probs are summed here, per-token values kept beside them."""
+    candidate_token_logprobs, no_retrieval_token_logprobs = scores.candidates, scores.no_retrieval
     return {
         "prefix_index": prefix_index,
         "doc_id": doc_id,
@@ -87,4 +118,6 @@ def make_row(
         "lm_token_logprobs": candidate_token_logprobs,
         "no_retrieval_logprob": float(sum(no_retrieval_token_logprobs)),
         "no_retrieval_token_logprobs": no_retrieval_token_logprobs,
+        "lm_rank_logprobs": scores.candidates_rank,
+        "no_retrieval_rank_logprob": scores.no_retrieval_rank,
     }

@@ -1,4 +1,4 @@
-"""Reading ``ralm-rerank-data/1`` (docs/formats.md §4) into candidate groups for the reranker.
+"""Reading ``ralm-rerank-data/2`` (or /1) (docs/formats.md §4) into candidate groups for the reranker.
 
 One row is one prefix with its BM25 top-k and the frozen LM's log-prob of the target given each
 candidate. A group (``ralm.rerank.batch.Group``, batched there too) is everything the loss needs for that
@@ -24,7 +24,10 @@ from ralm.errors import RalmInputError
 from ralm.rerank.batch import Group
 from ralm.rerank.inputs import bm25_prior
 
-DATA_FORMAT = "ralm-rerank-data/1"
+DATA_FORMAT = "ralm-rerank-data/2"
+DATA_FORMATS = ("ralm-rerank-data/1", DATA_FORMAT)
+"""Formats read: /1 lacks the zero-shot rule's columns (``lm_rank_logprobs``), so its decisions have no
+``zero-shot`` rule."""
 DECISION_FRACTION = 0.1
 """``LoaderOptions.decision_fraction``'s default (the schema's value, here for Python callers of the
 loader)."""
@@ -83,9 +86,9 @@ def read_meta(path: str) -> dict:
             meta = json.load(f)
     except json.JSONDecodeError as err:
         raise RalmInputError(f"{meta_path}:{err.lineno}: not valid JSON") from None
-    if meta.get("format", DATA_FORMAT) != DATA_FORMAT:
+    if meta.get("format", DATA_FORMAT) not in DATA_FORMATS:
         raise RalmInputError(
-            f"{meta_path}: field 'format' is {meta.get('format')!r}, expected {DATA_FORMAT!r}"
+            f"{meta_path}: field 'format' is {meta.get('format')!r}, expected one of {DATA_FORMATS}"
         )
     if meta.get("complete") is False:
         raise RalmInputError(

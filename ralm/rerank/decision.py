@@ -6,8 +6,9 @@ best on them; the decision prefixes come from other documents (``ralm.rerank.dat
 here, once, for that one model. No LM runs: each data-gen row holds the LM log-prob of its target given
 every candidate and given no passage, so the decision costs the reranker's encoder passes over each
 prefix's k (+1) pairs. The rule itself is ``ralm.rerank.promise.export_decision``; this module gathers its
-inputs (the threshold rule's T fitted on the training prefixes; BM25 against no retrieval on every
-data-gen prefix, since neither is fitted on any) and records what decided it (``evidence``).
+inputs (the threshold rule's T fitted on the training prefixes; BM25 and the zero-shot rule against no
+retrieval on every data-gen prefix, since none is fitted on any) and records what decided it
+(``evidence``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
+from ralm.ranking import best_first
 from ralm.rerank.batch import GroupCollator
 from ralm.rerank.dataset import GroupDataset, RerankData
 from ralm.rerank.export import read_checkpoint
@@ -54,13 +56,14 @@ class Selected:
 @dataclass(frozen=True)
 class Decision:
     choice: str
-    """``trained``, ``bm25-above``, ``bm25`` or ``no-retrieval`` (``ralm.rerank.promise.CHOICES``)."""
+    """``trained``, ``zero-shot``, ``bm25-above``, ``bm25`` or ``no-retrieval``
+    (``ralm.rerank.promise.CHOICES``)."""
     exported: str | None
     """The checkpoint whose weights the export holds; None: no weights (a no-retrieval decision without
     a step-0 model: the trained weights lost and must not look like a reranker)."""
     gain_recovered: float | None
     """Of what is exported, on the selection prefixes: the selected step's for ``trained``, 0 for ``bm25``
-    (BM25 itself), None for ``no-retrieval`` and ``bm25-above`` (not validated as a reranker)."""
+    (BM25 itself), None for the other rules (not validated as a reranker)."""
     evidence: dict
     threshold: float | None = None
     """The threshold rule's T (fitted on the training prefixes; None: never retrieve, or unavailable)."""
@@ -97,12 +100,15 @@ class DecisionLogprobs:
     above: np.ndarray | None = None
     """The threshold rule (BM25's top-1 when its score is at least T, else no passage); None without
     ``--abstain``."""
+    zero_shot: np.ndarray | None = None
+    """The zero-shot rule (the candidate whose y' log-prob is highest); None when the data lacks y'."""
 
     def rules(self, abstain: bool) -> dict[str, np.ndarray | None]:
         """``export_decision``'s values: each of ``CHOICES`` and its log-probs, None where unavailable."""
         return {
             "trained": self.trained,
             "bm25-above": self.above if abstain else None,
+            "zero-shot": self.zero_shot,
             "bm25": self.bm25,
             "no-retrieval": self.no_retrieval if abstain else None,
         }
@@ -197,7 +203,12 @@ def decide_export(
         if math.isfinite(threshold):  # T infinite: no training prefix gains, the rule is no retrieval itself
             decision_columns = read_rule_columns(data.path, data.decision_rows)
             values = replace(values, above=decision_columns.above(threshold))
-        promise_samples["bm25"] = bm25_on_every_prefix(data)
+        promise_samples["bm25"] = on_every_prefix(data, "bm25")
+    zero_shot = zero_shot_logprobs(data.path, data.decision_rows)
+    if zero_shot is not None:
+        values = replace(values, zero_shot=zero_shot)
+        if data.abstain:
+            promise_samples["zero-shot"] = on_every_prefix(data, "zero-shot")
     candidates = values.rules(data.abstain)
     # Selection kept the untrained model: "trained" is then the start, the threshold rule (BM25 without
     # --abstain) as a model, and that rule competes for it under its own name (no encoder at inference).
@@ -219,7 +230,7 @@ def decide_export(
     exported = {"trained": selected.checkpoint, "bm25": step0 or selected.checkpoint}
     recovered = {"trained": selected.gain_recovered, "bm25": 0.0}
     kept_threshold = finite if choice == "bm25-above" else None
-    # bm25-above and no-retrieval: the step-0 weights (or none); not validated as rerankers
+    # the other rules: the step-0 weights (or none); not validated as rerankers
     return Decision(choice, exported.get(choice, step0), recovered.get(choice), evidence, kept_threshold)
 
 
@@ -272,24 +283,45 @@ def _evidence(
     }
 
 
-def bm25_on_every_prefix(data: RerankData) -> PairedSample:
-    """BM25's top-1 against no passage on every usable data-gen prefix (training, selection and decision:
-    neither rule is fitted on any), ordered by (document, position), blocks by document."""
+def zero_shot_picks(rank_logprobs: list[list[float]]) -> list[int]:
+    """The zero-shot rule's candidate per row: the highest log p(y' | [d_i; x]), the earlier (higher BM25)
+    candidate on a tie (``ralm.ranking.best_first``, as ``ralm eval ppl``'s zero-shot condition)."""
+    return [best_first(values)[0] for values in rank_logprobs]
+
+
+def zero_shot_logprobs(path: str, rows: list[int]) -> np.ndarray | None:
+    """The target's log-prob under the zero-shot rule's pick for `rows` (in their order); None for data
+    without the y' column (``ralm-rerank-data/1``)."""
+    import datasets
+
+    ds = datasets.load_from_disk(path)
+    if "lm_rank_logprobs" not in ds.column_names:
+        return None
+    table = ds.select_columns(["lm_logprobs", "lm_rank_logprobs"]).select(rows)
+    picks = zero_shot_picks(table["lm_rank_logprobs"])
+    return _float64([lp[i] for lp, i in zip(table["lm_logprobs"], picks, strict=True)])
+
+
+def on_every_prefix(data: RerankData, rule: str) -> PairedSample:
+    """`rule` (``bm25``: BM25's top-1; ``zero-shot``) against no passage on every usable data-gen prefix
+    (training, selection and decision: neither is fitted on any), ordered by (document, position), blocks
+    by document."""
     import datasets
 
     rows = sorted(data.train_rows + data.val_rows + data.decision_rows)
     ds = datasets.load_from_disk(data.path)
-    columns = ["doc_id", "lm_logprobs", "no_retrieval_logprob"] + (
-        ["position"] if "position" in ds.column_names else []
-    )
+    columns = ["doc_id", "lm_logprobs", "no_retrieval_logprob"]
+    columns += [c for c in ("position", "lm_rank_logprobs") if c in ds.column_names]
     table = ds.select_columns(columns).select(rows)
     docs = table["doc_id"]
     positions = table["position"] if "position" in columns else list(range(len(rows)))
     order = sorted(range(len(rows)), key=lambda i: (docs[i], positions[i], i))
-    top1 = [float(lp[0]) for lp in table["lm_logprobs"]]
+    logprobs = table["lm_logprobs"]
+    picks = zero_shot_picks(table["lm_rank_logprobs"]) if rule == "zero-shot" else [0] * len(rows)
+    chosen = [float(lp[i]) for lp, i in zip(logprobs, picks, strict=True)]
     none = table["no_retrieval_logprob"]
     return PairedSample(
-        rule=[top1[i] for i in order],
+        rule=[chosen[i] for i in order],
         reference=[float(none[i]) for i in order],
         documents=[docs[i] for i in order],
         source="every data-gen prefix",

@@ -83,16 +83,20 @@ def export_reranker(
     decision: str = "trained",
     decision_evidence: dict | None = None,
     threshold: float | None = None,
+    rank_tokens: int | None = None,
 ) -> str:
     """Write the folder ``out_dir`` from a checkpoint; returns ``out_dir``.
 
     `decision` (``ralm.rerank.selection``) is recorded, and every ralm caller applies it: ``bm25`` takes
-    BM25's order, ``no-retrieval`` declines to retrieve, whatever the model's scores. `checkpoint_path`
+    BM25's order, ``no-retrieval`` declines to retrieve, whatever the model's scores; ``zero-shot`` (the
+    LM ranks by y', the last `rank_tokens` of the prefix) is played by ``ralm eval ppl``. `checkpoint_path`
     None (only under a decision other than ``trained``): the folder holds no weights, only the record,
     the model card and the sentence-transformers files, whose input module refuses to load.
     """
     if checkpoint_path is None and decision == "trained":
         raise ValueError("a trained export needs its checkpoint")
+    if decision == "zero-shot" and not rank_tokens:
+        raise ValueError("a zero-shot export needs the y' length it was decided with (rank_tokens)")
     checkpoint = read_checkpoint(checkpoint_path) if checkpoint_path is not None else {}
     hp = {**hyper_parameters, **checkpoint.get("hyper_parameters", {})}
     model = _model_of(checkpoint_path, checkpoint, hp) if checkpoint_path is not None else None
@@ -106,6 +110,7 @@ def export_reranker(
         "bm25_prior": _prior_of(checkpoint_path, checkpoint, hp) if model is not None else None,
         "decision": decision,
         **({"threshold": threshold} if decision == "bm25-above" else {}),
+        **({"rank_tokens": rank_tokens} if decision == "zero-shot" else {}),
         "decision_evidence": decision_evidence or {},
         "loss": hp["loss"],
         "trained_on": trained_on,

@@ -22,10 +22,12 @@ from ralm.rerank.inputs import INPUT_FORMAT, PRIOR_RULE, bm25_prior, encode_grou
 from ralm.rerank.model_card import DECISION_NOTES
 
 RERANKER_FORMAT = "ralm-reranker/1"
-DECISIONS = ("trained", "bm25", "bm25-above", "no-retrieval")
+DECISIONS = ("trained", "zero-shot", "bm25", "bm25-above", "no-retrieval")
 """What the export decision chose (ralm.rerank.promise): ``bm25``: BM25's order, whatever the model
 scores; ``bm25-above``: BM25's order when the best BM25 score is at least ``threshold``, else no passage;
-``no-retrieval``: never prepend a passage."""
+``no-retrieval``: never prepend a passage; ``zero-shot``: the LM's own score of the prefix's last
+``rank_tokens`` tokens after each candidate, which needs the LM (``ralm eval ppl`` plays it; ``order``
+refuses)."""
 ANCHORS = ("zero", "top")
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json")
 ABSTAIN_FIELDS = ("abstain_bias", "abstain_weight", "bm25_top_mean", "bm25_top_std")
@@ -34,7 +36,9 @@ t = (best BM25 score of the group - bm25_top_mean) / bm25_top_std (training stat
 RERANKER_FILE = "ralm_reranker.json"
 
 
-def _read_info(folder: str) -> dict:
+def read_info(folder: str) -> dict:
+    """``ralm_reranker.json`` of an exported folder, checked field by field (RalmInputError names the
+    field)."""
     path = os.path.join(folder, RERANKER_FILE)
     if not os.path.isdir(folder):
         raise RalmInputError(f"{folder}: no such reranker folder")
@@ -77,6 +81,12 @@ def _read_info(folder: str) -> dict:
         )
     if info.get("decision") == "bm25-above" and not isinstance(info.get("threshold"), int | float):
         raise RalmInputError(f"{path}: field 'threshold' must be a number (the decision is bm25-above)")
+    if info.get("decision") == "zero-shot" and not (
+        isinstance(info.get("rank_tokens"), int) and info["rank_tokens"] > 0
+    ):
+        raise RalmInputError(
+            f"{path}: field 'rank_tokens' must be a positive integer (the decision is zero-shot)"
+        )
     if info.get("decision", "trained") not in DECISIONS:
         raise RalmInputError(
             f"{path}: field 'decision' is {info.get('decision')!r}, expected one of {DECISIONS}"
@@ -106,6 +116,8 @@ class PredictiveReranker:
         """``top``: the empty passage's score adds BM25's top-1 prior (``ralm.rerank.lit_module``)."""
         self.threshold: float | None = info.get("threshold")
         """The ``bm25-above`` decision's T: BM25's top-1 when its score is at least T, else no passage."""
+        self.rank_tokens: int | None = info.get("rank_tokens")
+        """The ``zero-shot`` decision's y' length (the prefix's last tokens the LM scores)."""
         self.decision: str = info.get("decision", "trained")
         """``bm25``: ``rank``/``order`` give BM25's order (candidate 0 first); ``no-retrieval``: they always
         decline (the held-out decision prefixes preferred that rule to the trained picks)."""
@@ -116,7 +128,7 @@ class PredictiveReranker:
     ) -> PredictiveReranker:
         """Load an exported folder; cuda + bf16 when available, else cpu + fp32 (or as given)."""
         folder = os.fspath(folder)
-        info = _read_info(folder)
+        info = read_info(folder)
         torch_device = resolve_device(device)
         if info.get("decision", "trained") != "trained" and not any(
             os.path.exists(os.path.join(folder, name)) for name in WEIGHT_FILES
@@ -232,6 +244,11 @@ class PredictiveReranker:
         """
         if self.decision == "no-retrieval":
             return [[None] for _ in prefixes]
+        if self.decision == "zero-shot":
+            raise RalmInputError(
+                f"{DECISION_NOTES['zero-shot']}: this reranker cannot order passages without that LM "
+                f"(ralm eval ppl --reranker FOLDER scores y' = the last {self.rank_tokens} tokens with it)"
+            )
         if self.decision in ("bm25", "bm25-above"):
             if len(prefixes) != len(candidates):
                 raise ValueError(f"{len(prefixes)} prefixes but {len(candidates)} candidate lists")

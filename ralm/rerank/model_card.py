@@ -26,6 +26,11 @@ DECISION_NOTES = {
         "when its BM25 score is at least the `threshold` in ralm_reranker.json, else nothing; "
         "the model's scores are not what was chosen"
     ),
+    "zero-shot": (
+        "This export ranks with the LM itself: its export decision is `zero-shot`, so prepend the candidate "
+        "under which the frozen LM finds the prefix's last `rank_tokens` tokens (ralm_reranker.json) most "
+        "likely (`ralm eval ppl` plays it); the model's scores are not what was chosen"
+    ),
     "no-retrieval": (
         "This export never retrieves: its export decision is `no-retrieval` (no passage beat prepending "
         "nothing on the held-out decision prefixes), so prepend no passage; it is not a working reranker"

@@ -16,6 +16,9 @@ rules, simplest first
 - ``bm25-above``: BM25's top-1 when its score is at least T, T fitted on the training prefixes only
   (``ralm.rerank.selection.bm25_threshold``), else nothing (not a rule of its own when no T gains on the
   training prefixes: it is then no retrieval);
+- ``zero-shot``: the candidate under which the frozen LM finds the prefix's own last tokens y' most likely
+  (the paper's zero-shot reranking, §6.1, with the labelling LM: no parameter fitted, no abstention);
+  available when the data records y' (``ralm-rerank-data/2``);
 - ``trained``: the checkpoint selection chose.
 
 Why the best mean and not "the most learned rule no other beats": every candidate has already passed the
@@ -50,7 +53,7 @@ from ralm.statistics import (
     paired_mean_difference,
 )
 
-CHOICES = ("no-retrieval", "bm25", "bm25-above", "trained")
+CHOICES = ("no-retrieval", "bm25", "bm25-above", "zero-shot", "trained")
 """Simplest first; an exact tie between two rules that keep the promise goes to the later one."""
 DEFAULT_MARGIN = 0.01
 """δ: the most the exported rule may raise token perplexity over the reference (1%)."""
@@ -63,8 +66,8 @@ POWER = 0.8
 RULE_SENTENCE = (
     "export the rule that keeps the promise (its one-sided 95% block-bootstrap bound is no worse than no "
     "retrieval by more than the margin, 1% token perplexity by default) and is best on the decision "
-    "prefixes (the highest mean log-prob; an exact tie goes to the more learned rule: trained, then BM25 "
-    "above T, then BM25, then no retrieval)"
+    "prefixes (the highest mean log-prob; an exact tie goes to the more learned rule: trained, then "
+    "zero-shot LM reranking, then BM25 above T, then BM25, then no retrieval)"
 )
 """The rule in one sentence: ``ralm train --help``, summary.json and the README say it."""
 
@@ -177,8 +180,8 @@ def export_decision(
     `values` maps names of ``CHOICES`` to per-prefix log-probs on the same decision prefixes (None: not
     available), ordered by (document, position); `documents` gives each prefix's document (the bootstrap
     draws one document's prefixes together). `promise_samples` replaces a rule's promise test sample
-    (BM25 against no retrieval may use every data-gen prefix: neither is fitted on any). The reference is
-    ``no-retrieval`` when available, else ``bm25``. `margin` is δ as a share of token perplexity,
+    (BM25 or zero-shot against no retrieval may use every data-gen prefix: none is fitted on any). The
+    reference is ``no-retrieval`` when available, else ``bm25``. `margin` is δ as a share of token perplexity,
     `target_tokens` the tokens of one prefix's target (``margin_nats``).
     """
     bound = margin_nats(margin, target_tokens)

@@ -67,7 +67,7 @@ def train(
     """Train the predictive reranker (In-Context RALM §6.2) and export the best checkpoint.
 
     Args:
-        data: A `ralm data-gen` dataset folder (format ralm-rerank-data/1).
+        data: A `ralm data-gen` dataset folder (format ralm-rerank-data/2).
         output: Output folder for checkpoints, logs, the exported reranker and summary.json.
         encoder: The cross-encoder and its input lengths.
         loader: Batching and the train/validation split.
@@ -138,6 +138,7 @@ def _fmt(metrics: dict, key: str) -> str:
 
 EXPORTED = {
     "trained": "the selected checkpoint",
+    "zero-shot": "the candidate whose y' the LM finds most likely (ralm eval ppl plays it; no encoder)",
     "bm25-above": "BM25's top-1 when its score is at least T, else no passage (every ralm caller applies T)",
     "bm25": "BM25's order (every ralm caller takes candidate 0)",
     "no-retrieval": "no retrieval (every ralm caller prepends nothing)",

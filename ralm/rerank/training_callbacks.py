@@ -211,6 +211,7 @@ class ExportDecided(Callback):
             decision=decision.choice,
             decision_evidence=decision.evidence,
             threshold=decision.threshold,
+            rank_tokens=data.meta.get("rank_tokens"),
         )
 
     def _summary(

@@ -3,6 +3,7 @@ by condition name: trained rerankers (a folder that is not one fails here) and z
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ralm.errors import RalmInputError
@@ -15,16 +16,37 @@ if TYPE_CHECKING:
     from ralm.lm.options import LMOptions, WindowOptions
 
 
+def play_exports(conditions: list[Condition], rank_tokens: int) -> list[Condition]:
+    """`conditions` with each trained export whose decision is ``zero-shot`` played by the evaluated LM
+    (``Condition.played_as``): its y' log-probs rank the candidates, as the export decided on data-gen's
+    rows. Its y' must be this run's ``--rank-tokens`` (a folder that is not an export fails here)."""
+    from ralm.rerank.inference import read_info
+
+    played = []
+    for c in conditions:
+        info = read_info(str(c.model)) if c.kind == TRAINED else {}
+        if info.get("decision") == ZERO_SHOT:
+            if info["rank_tokens"] != rank_tokens:
+                raise RalmInputError(
+                    f"{c.model}: its export decision is zero-shot with y' of {info['rank_tokens']} tokens; "
+                    f"this run ranks {rank_tokens} (pass --rank-tokens {info['rank_tokens']})"
+                )
+            c = replace(c, played_as=ZERO_SHOT)
+        played.append(c)
+    return played
+
+
 def load_rerankers(conditions: list[Condition], device: str) -> dict:
-    """The trained rerankers of `conditions` by condition name (a folder that is not one fails here)."""
-    if not any(c.kind == TRAINED for c in conditions):
+    """The trained rerankers of `conditions` that choose first, by condition name (a folder that is not one
+    fails here)."""
+    if not any(c.kind == TRAINED and c.chooses_first for c in conditions):
         return {}
     from ralm.rerank.inference import PredictiveReranker
 
     return {
         c.name: PredictiveReranker.from_pretrained(c.model, device=device)
         for c in conditions
-        if c.kind == TRAINED
+        if c.kind == TRAINED and c.chooses_first
     }
 
 

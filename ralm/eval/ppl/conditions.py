@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -72,6 +72,9 @@ class Condition:
     LM."""
     threshold: float | None = None
     """bm25-above: the BM25 score from which BM25's top-1 is prepended."""
+    played_as: str | None = field(default=None, compare=False)
+    """trained: the kind that plays the export on the evaluated LM's rows instead of its model (``zero-shot``
+    when the export decided so: ``ralm.eval.ppl.chooser_loading.play_exports``); not part of the spec."""
 
     @property
     def declared(self) -> ConditionKind:
@@ -97,19 +100,24 @@ class Condition:
         return declared.recorded_reranker or self.kind
 
     @property
+    def playing(self) -> ConditionKind:
+        """The kind whose rule picks its passages: its own, or the one its export plays (``played_as``)."""
+        return KINDS[self.played_as] if self.played_as else self.declared
+
+    @property
     def chooses_first(self) -> bool:
         """Its model chooses before the evaluated LM scores the window (a reranker, or another LM)."""
-        return self.declared.model_chooses and self.model is not None
+        return self.played_as is None and self.declared.model_chooses and self.model is not None
 
     @property
     def reads_every_candidate(self) -> bool:
         """It picks from the evaluated LM's scores of every candidate (same-LM zero-shot, the oracles)."""
-        return self.declared.reads_scores and not self.chooses_first
+        return self.playing.reads_scores and not self.chooses_first
 
     @property
     def ranks(self) -> bool:
         """Candidate rows must also score the ranking tokens y' (same-LM zero-shot)."""
-        return self.declared.ranks and not self.chooses_first
+        return self.playing.ranks and not self.chooses_first
 
     @property
     def searches(self) -> bool:
@@ -203,7 +211,7 @@ def pick(condition: Condition, row: WindowScores, chosen: int | None = None, see
         return None
     if condition.chooses_first:
         return chosen
-    return condition.declared.pick(condition, row, seed)
+    return condition.playing.pick(condition, row, seed)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from ralm.atomic_files import ensure_writable_dir
 from ralm.command_args import TextForm, call_with_args, parser_for
 from ralm.config_types import AtLeastTwoInt, NonNegativeInt, PositiveInt, check_arguments, check_fields
 from ralm.errors import RalmInputError
-from ralm.eval.ppl.chooser_loading import load_rerank_lms, load_rerankers
+from ralm.eval.ppl.chooser_loading import load_rerank_lms, load_rerankers, play_exports
 from ralm.eval.ppl.conditions import (
     Condition,
     check_conditions,
@@ -197,6 +197,7 @@ def eval_ppl(
     compared = compare is not None
     _check_options(reranking, no_retrieval, retrieval, compared)
     conditions = check_conditions(compare) if compared else [_single(no_retrieval, reranking)]
+    conditions = play_exports(conditions, reranking.rank_tokens)
     out = Path(output)
     ensure_writable_dir(out)
     raw, document_chars = read_eval_documents(text, text_field)
