@@ -38,13 +38,13 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
     if args.lm is None:
-        from ralm.demo.assets import default_lm
+        from ralm.pipeline.models import default_lm
 
         args.lm = default_lm()
     lms = {dtype: load_lm(args.lm, device=args.device, dtype=dtype) for dtype in ("float32", "bfloat16")}
     lm = lms["float32"]
     prefixes = bench_prefixes(lm, args.prefixes, args.k, args.max_length, args.stride, passage_words=64)
-    opts = {"max_length": args.max_length, "max_passage_tokens": args.max_passage_tokens}
+    opts = {"max_length": args.max_length, "max_passage_tokens": args.max_passage_tokens, "rank_tokens": 16}
     print(
         f"LM {lm.name}, {args.prefixes} prefixes x ({args.k} candidates + no retrieval), max_length "
         f"{args.max_length}, threads {torch.get_num_threads()}, "
@@ -57,7 +57,8 @@ def main() -> None:
     for p, cands in prefixes:
         for dtype, model in lms.items():
             start = time.perf_counter()
-            labels[dtype].append(score_prefix(model, p, cands, **opts))
+            scores = score_prefix(model, p, cands, **opts)
+            labels[dtype].append((scores.candidates, scores.no_retrieval))
             seconds[dtype] += time.perf_counter() - start
     token_diffs, sum_diffs, agree = [], [], 0
     for (c32, n32), (c16, n16) in zip(labels["float32"], labels["bfloat16"], strict=True):

@@ -48,13 +48,15 @@ def check_data_gen(args, lm_dir: Path) -> None:
     device = lms["float32"].device
     prefixes = bench_prefixes(lms["float32"], args.prefixes, 16, args.max_length, 4)
     opts = {"max_length": args.max_length, "max_passage_tokens": args.max_length // 4}
+    ranked = {**opts, "rank_tokens": 16}  # data-gen's default y'
     labels, seconds = {d: [] for d in lms}, dict.fromkeys(lms, 0.0)
     for lm in lms.values():
-        score_prefix(lm, *prefixes[0], **opts)  # warm-up
+        score_prefix(lm, *prefixes[0], **ranked)  # warm-up
     for p, cands in prefixes:
         for dtype, lm in lms.items():
             start = _synced(device)
-            labels[dtype].append(score_prefix(lm, p, cands, **opts))
+            scores = score_prefix(lm, p, cands, **ranked)
+            labels[dtype].append((scores.candidates, scores.no_retrieval))
             seconds[dtype] += _synced(device) - start
     worst, agree = 0.0, 0
     for (c32, n32), (c16, n16) in zip(labels["float32"], labels["bfloat16"], strict=True):
@@ -62,7 +64,7 @@ def check_data_gen(args, lm_dir: Path) -> None:
         agree += max(range(16), key=lambda i: sum(c32[i])) == max(range(16), key=lambda i: sum(c16[i]))
     lengths = [len(compose(c, p.prefix, p.target, **opts)) for p, cands in prefixes for c in [*cands, []]]
     config = lms["float32"].model.config
-    flops = sum(forward_flops(config, n, n, 4) for n in lengths)
+    flops = sum(forward_flops(config, n, n, 4 + 16) for n in lengths)  # the head at the targets and y'.
     pairs = len(prefixes) * 17
     for dtype, peak_dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):
         peak = matmul_flops_per_second(n=args.matmul_n, device=device, dtype=peak_dtype)

@@ -70,9 +70,11 @@ def test_the_trained_reranker_never_makes_unrelated_text_worse(quick_demo):
     trained = report["sets"]["unrelated"]["retrieving"]["trained-seed0"]
     # The unrelated set's goal: the trained reranker within +1% of no retrieval (its interval's upper end).
     assert trained["vs_no_retrieval"]["high"] < 0.01, trained["vs_no_retrieval"]
-    # What it exported is what it did: an export decided as no retrieval gives no passage on either set.
+    # What it exported is what it did: an export decided as a rule the report also scores (no retrieval,
+    # BM25, the zero-shot LM rerank) makes that row's picks on both sets, so its perplexity is that row's.
     summary = json.loads(next(Path(run_dir).glob("reranker-*/summary.json")).read_text())
     assert summary["decision_evidence"]["overlap"] == 0
-    if summary["decision"] == "no-retrieval":
+    played = summary["decision"]
+    if played in ("no-retrieval", "bm25", "zero-shot"):
         for s in report["sets"].values():
-            assert s["metrics"]["trained-seed0"]["token_ppl"] == s["metrics"]["no-retrieval"]["token_ppl"]
+            assert s["metrics"]["trained-seed0"]["token_ppl"] == s["metrics"][played]["token_ppl"]

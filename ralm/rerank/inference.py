@@ -247,7 +247,8 @@ class PredictiveReranker:
         if self.decision == "zero-shot":
             raise RalmInputError(
                 f"{DECISION_NOTES['zero-shot']}: this reranker cannot order passages without that LM "
-                f"(ralm eval ppl --reranker FOLDER scores y' = the last {self.rank_tokens} tokens with it)"
+                f"(ralm eval ppl --reranker FOLDER scores y' = the last {self.rank_tokens} tokens with it; "
+                "in ralm eval qa|flare, --reranker zero-shot ranks with the LM itself)"
             )
         if self.decision in ("bm25", "bm25-above"):
             if len(prefixes) != len(candidates):
