@@ -149,6 +149,7 @@ def test_the_lms_own_y_prime_score_is_exported_when_it_is_the_best_rule(
     says the LM ranks, and ralm's `rank` refuses without the LM. Data without the column (/1) has no such
     rule (the other tests of this file)."""
     from ralm.rerank.inference import PredictiveReranker
+    from ralm.rerank.model_card import DECISION_NOTES
     from tests.rerank_fixtures import KEYWORD_LOGPROB, NO_RETRIEVAL_LOGPROB
 
     rows = keyword_rows(real_documents, 40, k=3, seed=2)
@@ -176,5 +177,9 @@ def test_the_lms_own_y_prime_score_is_exported_when_it_is_the_best_rule(
         )
         with pytest.raises(RalmInputError, match="cannot order passages without that LM"):
             PredictiveReranker.from_pretrained(summary["reranker"]).rank(["a prefix"], [["one", "two"]])
+        sentence_transformers = pytest.importorskip("sentence_transformers")
+        with pytest.raises(ValueError, match="This export ranks with the LM") as refused:  # not its scores
+            sentence_transformers.CrossEncoder(summary["reranker"], device="cpu", trust_remote_code=True)
+        assert str(refused.value) == DECISION_NOTES["zero-shot"]
     else:
         assert evidence["decision"]["mean_logprob"]["trained"] == pytest.approx(KEYWORD_LOGPROB)
