@@ -5,10 +5,11 @@
 *With y'* is data-gen's path, ``ralm.data_gen.scoring.score_prefix``: each request's target is the prefix's
 last `--rank-tokens` tokens followed by the target, so the LM head also runs at those positions. *Without*
 is the scorer of format ralm-rerank-data/1: the target alone after the whole prefix, the same candidates and
-the no-retrieval input in one batch (``score_continuations``). Both read the same input tokens. The two
-alternate per prefix so a change in the machine's load hits both alike. Prints pairs/s of each, their ratio,
-and the largest |difference| of a target token's log-prob between the two (y' must leave the labels as
-they were: exact in fp32, within bf16's rounding of a differently shaped head otherwise).
+the no-retrieval input in one batch (``score_group``, as data-gen batches them). Both read the same input
+tokens. The two alternate per prefix so a change in the machine's load hits both alike. Prints pairs/s of
+each, their ratio, and the largest |difference| of a target token's log-prob between the two (y' must
+leave the labels as they were: exact in fp32, within bf16's rounding of a differently shaped head
+otherwise).
 """
 
 from __future__ import annotations
@@ -24,24 +25,21 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from data_gen import bench_prefixes  # noqa: E402 - bench scripts sit beside each other, not in a package
 
-from ralm.data_gen.scoring import score_prefix  # noqa: E402
+from ralm.data_gen.scoring import score_group, score_prefix  # noqa: E402
 from ralm.lm.loading import load_lm  # noqa: E402
-from ralm.lm.scoring import ScoreRequest, score_continuations  # noqa: E402
 
 
 def without_rank(lm, prefix, passages, *, max_length: int, max_passage_tokens: int) -> list[list[float]]:
-    """The target's log-probs per token after each passage and after none, no y' (format /1's scorer)."""
-    requests = [ScoreRequest(passage=p, prefix=prefix.prefix, target=prefix.target) for p in passages]
-    requests.append(ScoreRequest(passage=[], prefix=prefix.prefix, target=prefix.target))
-    scores = score_continuations(
+    """The target's log-probs per token after each passage and after none, no y' (format /1's scorer):
+    data-gen's one-batch call with the target alone after the whole prefix."""
+    return score_group(
         lm,
-        requests,
+        passages,
+        prefix.prefix,
+        prefix.target,
         max_length=max_length,
         max_passage_tokens=max_passage_tokens,
-        batch_size=len(requests),
-        max_batch_tokens=len(requests) * max_length,
     )
-    return [s.float().cpu().tolist() for s in scores]
 
 
 def main() -> None:

@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from ralm.eval.ppl.compare import TABLE_FILE
+from ralm.eval.ppl.conditions import Condition
 from ralm.eval.ppl.outputs import read_config
 from ralm.eval.ppl.records import WindowScores
-from ralm.ranking import best_first
 from ralm.statistics import dependent_blocks, format_change, paired_bootstrap
 
 
@@ -50,13 +51,15 @@ def read_table(folder: Path, first_target: int | None) -> tuple[list[WindowScore
 
 
 def picks_nll(table: list[WindowScores], k: int) -> dict[str, list[float]]:
-    """Per window, the NLL under the zero-shot pick and the best of the first `k` candidates."""
-    zero_shot, best = [], []
+    """Per window, the NLL under the zero-shot pick and the best of the first `k` candidates, each picked by
+    the rule ``ralm eval ppl`` plays (``ralm.eval.ppl.registry``) on the window's row cut to those k."""
+    picks = {"zero-shot": Condition("zero-shot", "zero-shot"), "best": Condition("oracle", "oracle")}
+    out: dict[str, list[float]] = {name: [] for name in picks}
     for w in table:
-        first = w.candidates[:k]
-        zero_shot.append(first[best_first([c.rank_logprob for c in first])[0]].nll)
-        best.append(min(c.nll for c in first))
-    return {"zero-shot": zero_shot, "best": best}
+        first = replace(w, candidates=w.candidates[:k])
+        for name, condition in picks.items():
+            out[name].append(first.candidates[condition.declared.pick(condition, first, 0)].nll)
+    return out
 
 
 def main() -> None:

@@ -53,6 +53,31 @@ class PrefixScores:
     no_retrieval_rank: float
 
 
+def score_group(
+    lm,
+    passages: list[list[int]],
+    prefix: Sequence[int],
+    target: Sequence[int],
+    *,
+    max_length: int,
+    max_passage_tokens: int,
+) -> list[list[float]]:
+    """log p(target | [passage; prefix]) per token for each passage, then for no passage (last), in one
+    batch: batch_size and the token budget are set so the scorer never splits it (a row's numbers then
+    depend on its own prefix only)."""
+    requests = [ScoreRequest(passage=p, prefix=prefix, target=target) for p in passages]
+    requests.append(ScoreRequest(passage=[], prefix=prefix, target=target))
+    scores = score_continuations(
+        lm,
+        requests,
+        max_length=max_length,
+        max_passage_tokens=max_passage_tokens,
+        batch_size=len(requests),
+        max_batch_tokens=len(requests) * max_length,
+    )
+    return [s.float().cpu().tolist() for s in scores]
+
+
 def score_prefix(
     lm,
     tokens: PrefixTokens,
@@ -74,18 +99,9 @@ def score_prefix(
         )
     head, ranked = tokens.prefix[:-rank_tokens], tokens.prefix[-rank_tokens:]
     target = list(ranked) + list(tokens.target)
-    requests = [ScoreRequest(passage=p, prefix=head, target=target) for p in passages]
-    requests.append(ScoreRequest(passage=[], prefix=head, target=target))
-    # One batch for the whole prefix: batch_size and the token budget are set so the scorer never splits it.
-    scores = score_continuations(
-        lm,
-        requests,
-        max_length=max_length,
-        max_passage_tokens=max_passage_tokens,
-        batch_size=len(requests),
-        max_batch_tokens=len(requests) * max_length,
+    per_token = score_group(
+        lm, passages, head, target, max_length=max_length, max_passage_tokens=max_passage_tokens
     )
-    per_token = [s.float().cpu().tolist() for s in scores]
     rank = [float(sum(t[:rank_tokens])) for t in per_token]
     targets = [t[rank_tokens:] for t in per_token]
     return PrefixScores(targets[:-1], targets[-1], rank[:-1], rank[-1])
