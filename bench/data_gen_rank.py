@@ -29,19 +29,6 @@ from ralm.data_gen.scoring import score_group, score_prefix  # noqa: E402
 from ralm.lm.loading import load_lm  # noqa: E402
 
 
-def without_rank(lm, prefix, passages, *, max_length: int, max_passage_tokens: int) -> list[list[float]]:
-    """The target's log-probs per token after each passage and after none, no y' (format /1's scorer):
-    data-gen's one-batch call with the target alone after the whole prefix."""
-    return score_group(
-        lm,
-        passages,
-        prefix.prefix,
-        prefix.target,
-        max_length=max_length,
-        max_passage_tokens=max_passage_tokens,
-    )
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--lm", default=None, help="LM (default: the demo's offline LM)")
@@ -64,8 +51,9 @@ def main() -> None:
         f"LM {lm.name} ({lm.dtype}), {args.prefixes} prefixes x ({args.k} candidates + no retrieval), "
         f"max_length {args.max_length}, y' {args.rank_tokens} tokens, threads {torch.get_num_threads()}"
     )
-    score_prefix(lm, *prefixes[0], **opts, rank_tokens=args.rank_tokens)  # warm-up
-    without_rank(lm, *prefixes[0], **opts)
+    first, first_passages = prefixes[0]  # warm-up
+    score_prefix(lm, first, first_passages, **opts, rank_tokens=args.rank_tokens)
+    score_group(lm, first_passages, first.prefix, first.target, **opts)
     seconds = {"with": 0.0, "without": 0.0}
     worst = 0.0
     for prefix, passages in prefixes:
@@ -73,7 +61,7 @@ def main() -> None:
         ranked = score_prefix(lm, prefix, passages, **opts, rank_tokens=args.rank_tokens)
         seconds["with"] += time.perf_counter() - start
         start = time.perf_counter()
-        plain = without_rank(lm, prefix, passages, **opts)
+        plain = score_group(lm, passages, prefix.prefix, prefix.target, **opts)  # no y': format /1
         seconds["without"] += time.perf_counter() - start
         for a, b in zip([*ranked.candidates, ranked.no_retrieval], plain, strict=True):
             worst = max(worst, *(abs(x - y) for x, y in zip(a, b, strict=True)))
