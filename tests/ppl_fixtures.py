@@ -67,12 +67,14 @@ def reference_total_nll(
     rank_tokens: int = 16,
     pick=None,
     passage_special_tokens: bool = False,
+    lead: tuple[int, ...] = (),
 ) -> tuple[float, int]:
     """(total NLL, scored tokens) the slow way. strategy: none | first | oracle | zero-shot | given.
 
     ``given`` asks ``pick(begin, prev_end, hits)`` for the chosen hit's index (or None: no passage).
     ``passage_special_tokens``: encode passages as eval_lm.py does, ``tokenizer.encode(text)`` (BOS first
-    for a tokenizer that adds one).
+    for a tokenizer that adds one). ``lead``: what a window without a passage starts with (its BOS in
+    ``--special-tokens every-input``): the lead, then the window's last ``max_length - len(lead)`` tokens.
     """
     x = torch.tensor(tokens)
     total, scored, prev_end, idx = 0.0, 0, 0, 0
@@ -97,7 +99,9 @@ def reference_total_nll(
                     docs = [] if chosen is None else [docs[chosen]]
             if not docs:
                 n = min(trg, len(window) - 1)  # the window's first token has no context
-                total += float(target_losses(model, window, n).sum())
+                kept = window[max(0, len(lead) + len(window) - max_length) :]
+                inp = torch.cat([torch.tensor(lead, dtype=torch.long), kept])
+                total += float(target_losses(model, inp, n).sum())
                 scored += n
             else:
                 target_nlls, rank_losses = [], []
@@ -184,3 +188,27 @@ def ppl_setup(tiny_lm_dir, real_documents, tmp_path_factory) -> dict:
         "long_passages": long_passages,
         "text": text,
     }
+
+
+def bos_adding_copy(lm_dir, out, extra: tuple[str, ...] = ()):
+    """The tiny LM with a tokenizer that puts a BOS first, as OPT's, LLaMA's and Gemma's do (OPT's BOS is its
+    EOS); `extra` tokens (added as special tokens) follow the BOS, for a prefix of more than one token."""
+    import shutil
+
+    from tokenizers import processors
+    from transformers import AutoTokenizer
+
+    shutil.copytree(lm_dir, out)
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    bos = tokenizer.eos_token
+    tokenizer.bos_token = bos
+    if extra:  # new ids past the model's embeddings: for tokenizer-only tests
+        tokenizer.add_special_tokens({"additional_special_tokens": list(extra)})
+    lead = " ".join([bos, *extra])
+    tokenizer.backend_tokenizer.post_processor = processors.TemplateProcessing(
+        single=f"{lead} $A",
+        pair=f"{lead} $A $B",
+        special_tokens=[(t, tokenizer.convert_tokens_to_ids(t)) for t in dict.fromkeys([bos, *extra])],
+    )
+    tokenizer.save_pretrained(out)
+    return out

@@ -30,7 +30,8 @@ class CharBigramLM:
         self.table = torch.log(counts / counts.sum(-1, keepdim=True))  # float64 log-probs, rows sum to 1
         self.name, self.tokenizer_name = "char-bigram", "characters"
         self.device, self.dtype = torch.device("cpu"), torch.float32
-        self.max_length, self.bos_id, self.eos_ids = max_length, None, frozenset({0})
+        self.max_length, self.eos_ids = max_length, frozenset({0})
+        self.special_prefix, self.lead, self.special_tokens = (), (), "every-input"
 
     # ---- the protocol
     def encode(self, text: str) -> list[int]:

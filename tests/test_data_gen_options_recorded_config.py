@@ -64,8 +64,9 @@ BEFORE = {
         "num_examples": 100,
         "num_prefixes": 500,
         "num_shards": 3,
-        "passage_bos": 50256,
         "rank_tokens": 12,
+        "special_prefix": [50256],
+        "special_tokens": "eval-lm",
         "s": 8,
         "seed": 3,
         "tokenizer": "gpt2-tok",
@@ -107,7 +108,7 @@ def _recorded(
     sampling: SamplingOptions,
     window: WindowOptions,
     allow_same_doc: bool,
-    bos_id: int | None,
+    special_prefix: tuple[int, ...],
 ) -> tuple[dict, dict]:
     """(config, meta) as `data_gen` builds them, for an LM with a 2,048-token context and fakes of the index,
     the documents and the sample."""
@@ -115,7 +116,8 @@ def _recorded(
         name="gpt2",
         tokenizer_name="gpt2-tok",
         dtype=torch.bfloat16,
-        bos_id=bos_id,
+        special_prefix=special_prefix,
+        special_tokens=lm.special_tokens,
         max_length=2048,
     )
     sampled = SimpleNamespace(
@@ -152,7 +154,7 @@ def test_the_recorded_config_with_the_defaults_is_the_one_recorded_before():
         SamplingOptions(),
         WindowOptions(),
         allow_same_doc=False,
-        bos_id=None,
+        special_prefix=(),
     )
     assert config == BEFORE["defaults"]
     assert meta == {**BEFORE_META, "config": config, **{key: config[key] for key in _TOP_LEVEL}}
@@ -184,6 +186,8 @@ def test_the_recorded_config_with_every_option_set_is_the_one_recorded_before():
         "64",
         "--rank-tokens",
         "12",
+        "--special-tokens",
+        "eval-lm",
     ]
     found = _parsed(argv)
     config, meta = _recorded(
@@ -192,7 +196,7 @@ def test_the_recorded_config_with_every_option_set_is_the_one_recorded_before():
         found["sampling"],
         found["window"],
         found["allow_same_doc"],
-        bos_id=50256,
+        special_prefix=(50256,),
     )
     assert config == BEFORE["custom"]
     assert meta == {**BEFORE_META, "config": config, "limit": 100, **{key: config[key] for key in _TOP_LEVEL}}

@@ -8,10 +8,11 @@ from __future__ import annotations
 import functools
 import json
 import math
+from dataclasses import replace
 
 import pytest
 import torch
-from ppl_fixtures import ppl_setup, reference_total_nll  # noqa: F401
+from ppl_fixtures import bos_adding_copy, ppl_setup, reference_total_nll  # noqa: F401
 
 from ralm.eval.ppl.ppl_command import BatchOptions, RerankingOptions, eval_ppl
 from ralm.lm.options import LMOptions, WindowOptions
@@ -148,35 +149,19 @@ def test_stride_equal_to_max_length_is_plain_chunked_perplexity(ppl_setup, tmp_p
     assert results["metrics"]["total_nll"] == pytest.approx(total, rel=1e-5)
 
 
-def bos_adding_copy(lm_dir, out):
-    """The tiny LM with a tokenizer that puts a BOS first, as OPT's and LLaMA's do (OPT's BOS is its EOS)."""
-    import shutil
-
-    from tokenizers import processors
-    from transformers import AutoTokenizer
-
-    shutil.copytree(lm_dir, out)
-    tokenizer = AutoTokenizer.from_pretrained(out)
-    bos = tokenizer.eos_token
-    tokenizer.bos_token = bos
-    tokenizer.backend_tokenizer.post_processor = processors.TemplateProcessing(
-        single=f"{bos} $A", pair=f"{bos} $A $B", special_tokens=[(bos, tokenizer.convert_tokens_to_ids(bos))]
-    )
-    tokenizer.save_pretrained(out)
-    return out
-
-
-def test_a_bos_adding_tokenizer_is_scored_as_eval_lm_scores_it(ppl_setup, tmp_path):
-    """eval_lm.py encodes each passage with special tokens (BOS first) and the text without them."""
+def test_eval_lm_mode_scores_a_bos_adding_tokenizer_as_eval_lm_does(ppl_setup, tmp_path):
+    """``--special-tokens eval-lm``: eval_lm.py encodes each passage with special tokens (BOS first) and the
+    text without them, so window 0 (no passage) reads no BOS."""
     from ralm.lm.loading import load_lm
 
     lm_dir = bos_adding_copy(ppl_setup["lm_dir"], tmp_path / "bos-lm")
-    lm = load_lm(lm_dir, device="cpu", dtype="float32")
-    assert lm.bos_id is not None and lm.tokenizer("x")["input_ids"][0] == lm.bos_id
+    lm = load_lm(lm_dir, device="cpu", dtype="float32", special_tokens="eval-lm")
+    bos = lm.tokenizer("x")["input_ids"][0]
+    assert lm.special_prefix == (bos,) and lm.lead == ()
     n = 300
     got = eval_ppl(
         text=str(ppl_setup["text"]),
-        lm=_cpu(lm_dir, 128),
+        lm=replace(_cpu(lm_dir, 128), special_tokens="eval-lm"),
         output=str(tmp_path / "out"),
         retrieval=RetrievalOptions(str(ppl_setup["index"])),
         batching=BatchOptions(batch_size=6),
@@ -202,7 +187,8 @@ def test_a_bos_adding_tokenizer_is_scored_as_eval_lm_scores_it(ppl_setup, tmp_pa
     assert got["scored_tokens"] == scored
     assert abs(got["total_nll"] - want) <= 1e-7 * abs(want), got["total_nll"] - want
     results = json.loads((tmp_path / "out" / "results.json").read_text())
-    assert results["config"]["passage_bos"] == lm.bos_id  # recorded: a resumed run cannot mix the two
+    # Recorded: a resumed run cannot mix the two modes' rows.
+    assert results["config"]["special_tokens"] == "eval-lm" and results["config"]["special_prefix"] == [bos]
     plain, _ = reference()
     assert abs(plain - want) > 1e-6 * abs(
         want

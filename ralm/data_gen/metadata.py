@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import ralm
 from ralm.data_gen.schema import FORMAT
 from ralm.errors import RalmInputError
+from ralm.lm.special_tokens import special_tokens_record
 from ralm.retrieval.index_meta import index_fingerprint
 
 if TYPE_CHECKING:
@@ -102,8 +103,8 @@ def describe_run(
         index_meta=index_meta,
         **settings.recorded(),
     )
-    if model.bos_id is not None:  # passages start with the tokenizer's BOS (eval_lm.py): part of the rows
-        config["passage_bos"] = model.bos_id
+    if model.special_prefix:  # how inputs start is part of every row (recorded, keyed: a resume cannot mix)
+        config.update(special_tokens_record(model.special_prefix, model.special_tokens))
     meta = {
         "format": FORMAT,
         "config": config,

@@ -66,7 +66,9 @@ def score_group(
     batch: batch_size and the token budget are set so the scorer never splits it (a row's numbers then
     depend on its own prefix only)."""
     requests = [ScoreRequest(passage=p, prefix=prefix, target=target) for p in passages]
-    requests.append(ScoreRequest(passage=[], prefix=prefix, target=target))
+    # No passage: the LM's lead in the passage's place (its BOS unless --special-tokens eval-lm), so the
+    # row differs from a candidate's by the passage's text alone (ralm.lm.special_tokens).
+    requests.append(ScoreRequest(passage=tuple(lm.lead), prefix=prefix, target=target))
     scores = score_continuations(
         lm,
         requests,

@@ -60,8 +60,14 @@ class LanguageModel(Protocol):
     """The weights' dtype (recorded)."""
     max_length: int
     """The model's own context in tokens; callers cap their input at it (``LMOptions.input_length``)."""
-    bos_id: int | None
-    """The BOS a tokenizer adds by default (None when it adds none): first in every passage."""
+    special_prefix: tuple[int, ...]
+    """The special tokens the tokenizer puts first by default (a BOS, or none): first in every passage and
+    every QA/FLARE prompt (``ralm.lm.special_tokens``)."""
+    lead: tuple[int, ...]
+    """What an input without a passage starts with: ``special_prefix`` under ``--special-tokens
+    every-input`` (the default), nothing under ``eval-lm`` (``ralm.lm.special_tokens``)."""
+    special_tokens: str
+    """The mode that made ``lead`` (recorded in every results file)."""
     eos_ids: Set[int]
     """Token ids that end a generation."""
 
@@ -74,7 +80,7 @@ class LanguageModel(Protocol):
         ...
 
     def encode_passages(self, texts: Sequence[str]) -> list[list[int]]:
-        """Passages as eval_lm.py encodes them: ``encode``, with ``bos_id`` first when there is one."""
+        """Passages as eval_lm.py encodes them: ``special_prefix`` then ``encode``."""
         ...
 
     def encode_with_offsets(self, text: str) -> tuple[list[int], list[int]] | None:

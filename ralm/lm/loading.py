@@ -31,17 +31,24 @@ from ralm.devices import resolve_device, resolve_dtype
 from ralm.errors import RalmInputError
 from ralm.fingerprints import file_sha256
 from ralm.lm import hf_forward
+from ralm.lm.special_tokens import SpecialTokens, check_special_tokens, input_lead
 from ralm.progress import library_bars_quiet_in_logs, module_bar_quiet_in_logs, save_pretrained_quietly
 
 
-def default_bos(tokenizer) -> int | None:
-    """The BOS id the tokenizer puts first when encoding with special tokens (None when it adds none)."""
-    bos = getattr(tokenizer, "bos_token_id", None)
-    if bos is None:
-        return None
-    with_specials = tokenizer("a", verbose=False)["input_ids"]
-    plain = tokenizer("a", add_special_tokens=False, verbose=False)["input_ids"]
-    return bos if with_specials[:1] == [bos] and plain[:1] != [bos] else None
+def default_special_prefix(tokenizer) -> tuple[int, ...]:
+    """The special tokens the tokenizer puts before a text when it encodes with its defaults (BOS for Gemma,
+    LLaMA and OPT; nothing for GPT-2 and SmolLM2): the ids that ``tokenizer(text)`` holds before
+    ``tokenizer(text, add_special_tokens=False)``. Read off two probe texts rather than assumed from
+    ``bos_token_id``, so a tokenizer that adds more than a BOS (or adds nothing although it names a BOS) is
+    taken as it is; anything a tokenizer appends after the text is not an input's start and is ignored."""
+    prefixes = set()
+    for probe in ("a", "The end."):
+        with_specials = list(tokenizer(probe, verbose=False)["input_ids"])
+        plain = list(tokenizer(probe, add_special_tokens=False, verbose=False)["input_ids"])
+        starts = range(len(with_specials) - len(plain) + 1)
+        at = next((i for i in starts if with_specials[i : i + len(plain)] == plain), 0)
+        prefixes.add(tuple(with_specials[:at]))
+    return prefixes.pop() if len(prefixes) == 1 else ()
 
 
 def config_dtype(folder: str) -> torch.dtype:
@@ -72,11 +79,14 @@ class FrozenLM:
 
     ``max_length`` is the model's own context (callers cap it, e.g. at 1024 as the paper did).
     ``encode`` never adds special tokens: In-Context RALM concatenates passage and prefix token lists
-    itself, and a BOS in the middle of an input would change what is scored. ``bos_id`` is the BOS a
-    tokenizer adds by default (OPT, LLaMA; None for GPT-2), placed where the authors' eval_lm.py has it:
-    first in every passage (``encode_passages``, their ``tokenizer.encode(doc)``); the evaluated text is
-    encoded without special tokens, as theirs is (``add_special_tokens=False``). ``model`` and
-    ``tokenizer`` are for ``ralm.lm`` and the tests; the stages use the protocol's members only.
+    itself, and a BOS in the middle of an input would change what is scored. ``special_prefix`` is what the
+    tokenizer puts first by default (a BOS for Gemma, LLaMA, OPT; nothing for GPT-2): every passage starts
+    with it, as the authors' eval_lm.py encodes passages (``tokenizer.encode(doc)``, ``encode_passages``).
+    ``lead`` is what an input *without* a passage starts with (``special_tokens``, `SPECIAL_TOKENS`): the
+    same prefix by default, so that every condition's input starts as the LM expects and conditions differ by
+    the passage alone; nothing under ``eval-lm``, where the evaluated text is encoded without special tokens
+    as eval_lm.py encodes it (``add_special_tokens=False``), for reproducing its published numbers.
+    ``model`` and ``tokenizer`` are for ``ralm.lm`` and the tests; the stages use the protocol's members only.
     """
 
     model: Any
@@ -86,7 +96,15 @@ class FrozenLM:
     name: str
     max_length: int
     extra: dict = field(default_factory=dict)
-    bos_id: int | None = None
+    special_prefix: tuple[int, ...] = ()
+    special_tokens: SpecialTokens = "every-input"
+
+    def __post_init__(self) -> None:
+        check_special_tokens(self.special_tokens)
+
+    @property
+    def lead(self) -> tuple[int, ...]:
+        return input_lead(self.special_prefix, self.special_tokens)
 
     @property
     def tokenizer_name(self) -> str:
@@ -108,9 +126,9 @@ class FrozenLM:
         return [list(ids) for ids in out]
 
     def encode_passages(self, texts: Sequence[str]) -> list[list[int]]:
-        """Passages as eval_lm.py encodes them: with the tokenizer's BOS first when it adds one."""
-        lead = [] if self.bos_id is None else [self.bos_id]
-        return [lead + ids for ids in self.encode_batch(texts)]
+        """Passages as eval_lm.py encodes them: ``special_prefix`` (a BOS, if the tokenizer adds one)
+        first."""
+        return [[*self.special_prefix, *ids] for ids in self.encode_batch(texts)]
 
     def encode_with_offsets(self, text: str) -> tuple[list[int], list[int]] | None:
         """(ids, first character of each token) from the fast tokenizer's offsets of the same encoding."""
@@ -264,12 +282,14 @@ def load_lm(
     device: str | torch.device = "auto",
     dtype: str | torch.dtype = "auto",
     gguf_file: str | None = None,
+    special_tokens: SpecialTokens = "every-input",
 ) -> FrozenLM:
     """A frozen causal LM by Hugging Face id, local folder, or GGUF file (converted once and cached).
 
     SDPA attention is requested (the fast fused kernels on CPU and GPU); an architecture without it falls
-    back to its default attention.
+    back to its default attention. `special_tokens`: how inputs without a passage start (`FrozenLM.lead`).
     """
+    check_special_tokens(special_tokens)
     from transformers import AutoTokenizer
 
     started = time.perf_counter()
@@ -295,7 +315,8 @@ def load_lm(
         name=name_or_path,
         max_length=context,
         extra={"folder": folder, "gguf_file": gguf_path},
-        bos_id=default_bos(tokenizer),
+        special_prefix=default_special_prefix(tokenizer),
+        special_tokens=special_tokens,
     )
 
 

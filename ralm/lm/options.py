@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from ralm.config_types import AtLeastTwoInt, Dtype, NonNegativeInt, PositiveInt, check_fields
 from ralm.errors import RalmInputError
+from ralm.lm.special_tokens import SpecialTokens
 
 if TYPE_CHECKING:
     from ralm.lm.loading import FrozenLM
@@ -40,6 +41,10 @@ class LMOptions:
     max_length: AtLeastTwoInt | None = None
     """LM input length in tokens (passage + prefix + targets); default 1024, the paper's; never more than
     the LM's own context."""
+    special_tokens: SpecialTokens = "every-input"
+    """How an input without a passage starts: every-input: with the tokenizer's default special tokens (its
+    BOS), as every passage does, so conditions differ by the passage alone; eval-lm: without them, as the
+    authors' eval_lm.py encodes the text (only to reproduce its numbers; ralm.lm.special_tokens)."""
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -58,7 +63,13 @@ class LMOptions:
         """The frozen LM these options name, on their device and dtype."""
         from ralm.lm.loading import load_lm
 
-        return load_lm(self.require(), device=self.device, dtype=self.dtype, gguf_file=self.gguf_file)
+        return load_lm(
+            self.require(),
+            device=self.device,
+            dtype=self.dtype,
+            gguf_file=self.gguf_file,
+            special_tokens=self.special_tokens,
+        )
 
 
 def window_fits(max_length: int, max_passage_tokens: int, *parts: int) -> bool:

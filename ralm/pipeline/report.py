@@ -18,6 +18,7 @@ from ralm.atomic_files import write_text_atomic
 from ralm.eval.ppl.compare_stats import TableRow, format_compare_table
 from ralm.eval.ppl.outputs import read_config, read_windows
 from ralm.eval.ppl.registry import BM25, kind_named
+from ralm.lm.special_tokens import describe as describe_special_tokens
 
 # The demo's conditions come from the registry through ralm.pipeline.labels; re-exported for importers.
 from ralm.pipeline.labels import BASELINES as BASELINES
@@ -172,6 +173,14 @@ def set_section(name: str, metrics: dict[str, dict], comparisons: dict[str, dict
     return "\n".join(lines)
 
 
+def inputs_line(results: dict[str, dict[str, Path]]) -> str:
+    """How every LM input of the eval started (the first eval set's config; every set shares the LM)."""
+    first = next(iter(next(iter(results.values())).values()))
+    config = read_config(Path(first).parent)
+    prefix, mode = config.get("special_prefix", []), config.get("special_tokens", "every-input")
+    return f"LM inputs: {describe_special_tokens(prefix, mode)}"
+
+
 def dtype_line(check: dict | None) -> str:
     """What bf16 changed against fp32 (the eval's first windows rescored in fp32), or that it was fp32."""
     if not check:
@@ -217,7 +226,8 @@ def build_report(
         sets[name], section = _read_eval_set(name, paths)
         sections.append(section)
     title = f"ralm demo, {texts.get('split', 'test')} split"
-    table = _report_table(title, sections, train_dirs, times, texts, total_seconds, dtype_check)
+    inputs = inputs_line(results)
+    table = _report_table(title, sections, train_dirs, times, texts, total_seconds, dtype_check, inputs)
     curves = {f"{name}: exported {_decision(d)}": read_gain_curve(d) for name, d in train_dirs.items()}
     plot(
         {n: s["retrieving"] for n, s in sets.items()},
@@ -233,6 +243,7 @@ def build_report(
         "settings": {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(scale).items()},
         "texts": texts,
         "dtype_check": dtype_check,
+        "inputs": inputs,
         "gain_curves": curves,
         "table": table,
     }
@@ -267,8 +278,10 @@ def _report_table(
     texts: dict,
     total_seconds: float,
     dtype_check: dict | None,
+    inputs: str,
 ) -> str:
-    """report.txt: the texts used, the LM's dtype, each set's section, the export decisions, stage times."""
+    """report.txt: the texts used, the LM's dtype, how inputs start, each set's section, the export
+    decisions, stage times."""
     data = [f"{role}: {texts[role]}" for role in ("corpus", "excluded", "train", "eval") if role in texts]
     stage_times = ", ".join(f"{k} {v:.0f}s" for k, v in times.items())
     return "\n".join(
@@ -276,6 +289,7 @@ def _report_table(
             title,
             *data,
             dtype_line(dtype_check),
+            inputs,
             "",
             *sections,
             "",

@@ -52,11 +52,26 @@ def window_request(
     return ScoreRequest(tuple(passage), tokens[start:target_from], tokens[target_from : window.end])
 
 
-def matched_request(tokens: Sequence[int], window: Window, displaced: int) -> ScoreRequest:
+def bare_request(tokens: Sequence[int], window: Window, lead: Sequence[int] = ()) -> ScoreRequest:
+    """No passage: `lead` (the LM's start of an input without a passage, ``LanguageModel.lead``) then the
+    window's context, from which ``compose`` drops the fewest first tokens to fit: the lead plus the
+    window's last ``max_length - len(lead)`` tokens (with no lead, eval_lm.py's plain window)."""
+    return ScoreRequest(
+        tuple(lead), tokens[window.begin : window.target_start], tokens[window.target_start : window.end]
+    )
+
+
+def matched_request(
+    tokens: Sequence[int], window: Window, displaced: int, lead: Sequence[int] = ()
+) -> ScoreRequest:
     """No passage, and the context cut where a `displaced`-token passage would cut it: the same targets
-    with the context BM25's passage leaves (the context-matched baseline)."""
+    with the context BM25's passage leaves (the context-matched baseline). `lead`: the LM's start of an
+    input without a passage (``LanguageModel.lead``); a passage carries the same prefix in its own first
+    tokens, so the two inputs differ by the passage's text alone."""
     start = window.context_start(displaced)
-    return ScoreRequest((), tokens[start : window.target_start], tokens[window.target_start : window.end])
+    return ScoreRequest(
+        tuple(lead), tokens[start : window.target_start], tokens[window.target_start : window.end]
+    )
 
 
 def blank_row(window: Window, candidates: Sequence[Candidate]) -> WindowScores:
@@ -76,14 +91,19 @@ def _requests(
     candidates: Sequence[Candidate],
     plan: RowPlan,
     settings: ScoringSettings,
+    lead: Sequence[int],
 ) -> tuple[list[ScoreRequest], int]:
-    """The planned requests of one window, and how many leading target tokens of a candidate's are y'."""
+    """The planned requests of one window, and how many leading target tokens of a candidate's are y'.
+
+    The no-passage rows start with `lead` (``LanguageModel.lead``) in the passage's place: no retrieval is
+    then the lead plus the window's last ``max_length - len(lead)`` tokens, as a passage is its own lead
+    plus text followed by what context it leaves."""
     target_from = window.target_start
     if plan.rank_tokens and plan.candidates:
         target_from = ranking_span(window, settings.rank_tokens, settings.max_passage_tokens)[0]
-    requests = [window_request(tokens, window, ())] if plan.bare else []
+    requests = [bare_request(tokens, window, lead)] if plan.bare else []
     if plan.matched:
-        requests.append(matched_request(tokens, window, len(candidates[0].tokens)))
+        requests.append(matched_request(tokens, window, len(candidates[0].tokens), lead))
     requests += [window_request(tokens, window, candidates[i].tokens, target_from) for i in plan.candidates]
     return requests, window.target_start - target_from
 
@@ -109,7 +129,7 @@ def score_rows(
         requests: list[ScoreRequest] = []
         starts = []
         for w in chunk:
-            reqs, n_rank = _requests(tokens, w, candidates[w.index], plans[w.index], settings)
+            reqs, n_rank = _requests(tokens, w, candidates[w.index], plans[w.index], settings, lm.lead)
             starts.append((len(requests), n_rank))
             requests.extend(reqs)
         scores = score_continuations(

@@ -29,6 +29,7 @@ from ralm.eval.ppl.retrieval_cache import index_key, retrieve_cached
 from ralm.eval.ppl.sweep import Sweep
 from ralm.eval.ppl.windows import Window, strided_windows
 from ralm.lm.interface import LanguageModel
+from ralm.lm.special_tokens import special_tokens_record
 from ralm.retrieval.types import Hit, Retriever
 
 __all__ = [
@@ -209,8 +210,8 @@ def _point_config(
         "retrieval_cache": cache,
         "ralm_version": ralm.__version__,
     }
-    if model.bos_id is not None:  # a BOS-adding tokenizer's passages start with it (recorded, keyed)
-        config["passage_bos"] = model.bos_id
+    if model.special_prefix:  # how inputs start is part of every row (recorded, keyed: a resume cannot mix)
+        config.update(special_tokens_record(model.special_prefix, model.special_tokens))
     return config
 
 

@@ -43,7 +43,14 @@ from ralm.eval.qa.data import QAExample
 from ralm.eval.qa.explicit import QUESTION_TOKENS, question_prompt, question_terms, reply_question
 from ralm.eval.qa.flare_options import FlareOptions
 from ralm.eval.qa.lookahead import first_sentence_length, is_unsure, masked_query, sentence_end
-from ralm.eval.qa.prompts import PassageFitter, PromptPassage, flare_prompt, input_length_for
+from ralm.eval.qa.prompts import (
+    PassageFitter,
+    PromptPassage,
+    flare_prompt,
+    input_length_for,
+    keep_last,
+    prompt_ids,
+)
 from ralm.lm.generation import Generation, Generator, generate_batch
 from ralm.lm.interface import LanguageModel
 
@@ -86,7 +93,7 @@ class FlareRunner:
         for ex in examples:
             self.fitter.check_question_fits(self.prompt_for(ex.question), 1, f"example '{ex.id}'")
         if self.cfg.method == "flare" and self.cfg.query == "explicit":
-            n = len(self.lm.encode(question_prompt("", "")))
+            n = len(prompt_ids(self.lm, question_prompt("", "")))
             if n + QUESTION_TOKENS > self.input_length:
                 raise RalmInputError(
                     f"--query explicit: its question prompt ({n} tokens) plus {QUESTION_TOKENS} for the "
@@ -256,8 +263,8 @@ class FlareRunner:
 
     def ask(self, context: str, term: str) -> str:
         """The LM's reply (greedy, up to its first non-empty line) to the question prompt for `term`."""
-        prompt = self.lm.encode(question_prompt(context, term))
-        prompt = prompt[-(self.input_length - QUESTION_TOKENS) :]
+        prompt = prompt_ids(self.lm, question_prompt(context, term))
+        prompt = keep_last(self.lm, prompt, self.input_length - QUESTION_TOKENS)
         # Stop at the end of the first non-empty line (a chat model may open with a newline).
         gen = self.generator.generate(
             prompt, QUESTION_TOKENS, lambda toks: "\n" in self.lm.decode(toks).lstrip()

@@ -86,6 +86,21 @@ def input_length_for(lm: LanguageModel, input_length: int | None) -> int:
     return LMOptions().input_length(lm.max_length)
 
 
+def prompt_ids(lm: LanguageModel, prompt: str) -> list[int]:
+    """A prompt's token ids as the LM expects an input to start: its tokenizer's special prefix (a BOS, if
+    it adds one), then the text (the authors' eval_qa.py tokenizes prompts with the tokenizer's defaults;
+    ``ralm.lm.special_tokens``)."""
+    return [*lm.special_prefix, *lm.encode(prompt)]
+
+
+def keep_last(lm: LanguageModel, ids: Sequence[int], max_tokens: int) -> list[int]:
+    """`ids` (a `prompt_ids` result) cut from the start to `max_tokens`, the special prefix kept first."""
+    lead = len(lm.special_prefix)
+    if len(ids) <= max_tokens:
+        return list(ids)
+    return [*ids[:lead], *ids[len(ids) - (max_tokens - lead) :]]
+
+
 class PassageFitter:
     """Cuts passages so that ``render(passages)`` plus `reserve` new tokens fits in `max_length` tokens."""
 
@@ -95,11 +110,14 @@ class PassageFitter:
         self.cuts = 0
         self._warned = False
 
+    def _ids(self, prompt: str) -> list[int]:
+        return prompt_ids(self.lm, prompt)
+
     def check_question_fits(
         self, render: Callable[[Sequence[PromptPassage]], str], reserve: int, where: str
     ) -> None:
         """Raise when even the prompt without passages leaves no room (before any generation starts)."""
-        n = len(self.lm.encode(render([])))
+        n = len(self._ids(render([])))
         if n + min(reserve, 1) > self.max_length:
             raise RalmInputError(
                 f"{where}: the prompt without passages is {n} tokens, longer than the LM's context "
@@ -114,10 +132,10 @@ class PassageFitter:
     ) -> tuple[list[int], list[PromptPassage]]:
         """Token ids of the rendered prompt and the (possibly cut) passages, leaving `reserve` tokens free."""
         budget = self.max_length - reserve
-        ids = self.lm.encode(render(passages))
+        ids = self._ids(render(passages))
         if len(ids) <= budget or not passages:
             return ids, list(passages)
-        skeleton = len(self.lm.encode(render([PromptPassage(p.id, p.title, "") for p in passages])))
+        skeleton = len(self._ids(render([PromptPassage(p.id, p.title, "") for p in passages])))
         texts = [self.lm.encode(p.text) for p in passages]
         share = max((budget - skeleton) // len(passages), 0)
         while True:
@@ -125,7 +143,7 @@ class PassageFitter:
                 PromptPassage(p.id, p.title, self.lm.decode(t[:share]))
                 for p, t in zip(passages, texts, strict=True)
             ]
-            ids = self.lm.encode(render(cut))
+            ids = self._ids(render(cut))
             if len(ids) <= budget or share == 0:
                 break
             # Re-tokenising the joined text can merge or split tokens at the cut: shrink until it fits.
@@ -138,5 +156,5 @@ class PassageFitter:
             )
             self._warned = True
         if share == 0 and len(ids) > budget:
-            return self.lm.encode(render([])), []
+            return self._ids(render([])), []
         return ids, cut
