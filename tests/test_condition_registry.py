@@ -57,6 +57,8 @@ def test_every_condition_of_the_demo_table_has_a_label(tmp_path):
         assert words.strip() and words != condition.name, condition
     assert len(set(labels)) == len(labels)  # no two rows of the table read the same
     assert label(f"{TRAINED_PREFIX}1") == "trained reranker, seed 1"
+    assert label(f"{TRAINED_PREFIX}1", {"exported": "trained"}) == "trained reranker, seed 1"
+    assert label(f"{TRAINED_PREFIX}2", {"exported": "zero-shot"}) == "seed 2, exported zero-shot"
     assert label("bm25-above", {"rule": "3.25"}) == "BM25 top-1 if score >= 3.2"
 
 

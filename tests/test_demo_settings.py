@@ -80,9 +80,13 @@ def test_verdicts_say_each_claim_with_its_interval_side():
     related = verdicts("related", comparisons)
     assert related[0] == "BM25 top-1 vs no retrieval: -7.5% [-10.0, -5.0], lower"
     assert related[1] == (
-        "trained seed 0 vs BM25: -1.0% [-3.0, +1.0], a tie; vs no retrieval: -7.0% [-12.0, -2.0], lower; "
-        "does NOT beat both"
+        "trained reranker, seed 0 vs BM25: -1.0% [-3.0, +1.0], a tie; vs no retrieval: -7.0% [-12.0, -2.0], "
+        "lower; does NOT beat both"
     )
+    # A seed whose export decided a rule is named by the rule its row plays, not as a trained model.
+    played = verdicts("related", comparisons, {"trained-seed0": "zero-shot"})[1]
+    assert played.startswith("seed 0, exported zero-shot vs BM25: -1.0% [-3.0, +1.0], a tie")
+    assert verdicts("related", comparisons, {"trained-seed0": "trained"})[1] == related[1]
     comparisons["trained-seed0"]["vs_no_retrieval"] = _change(-0.002, 0.012)
     assert verdicts("unrelated", comparisons)[1].endswith(
         "NOT within +1% (the goal: the upper end below +1%)"

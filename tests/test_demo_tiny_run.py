@@ -78,14 +78,13 @@ def test_demo_writes_report_commands_and_every_stage(finished_run, texts, tiny_l
     for name in ("report.txt", "report.json", "report.png", "commands.sh", "stages.json"):
         assert (run_dir / name).is_file(), name
     table = (run_dir / "report.txt").read_text()
-    for label in (
-        "no retrieval",
-        "BM25 top-1",
-        "random",
-        "trained reranker",
-        "best of k or none",
-        "stage times",
-    ):
+    # The seed's row is named by what it plays: the export decision recorded in its exported folder.
+    exported = json.loads(next(run_dir.glob("reranker-*/reranker/ralm_reranker.json")).read_text())[
+        "decision"
+    ]
+    assert metrics["trained-seed0"]["exported"] == exported
+    seed_row = "trained reranker, seed 0" if exported == "trained" else f"seed 0, exported {exported}"
+    for label in ("no retrieval", "BM25 top-1", "random", seed_row, "best of k or none", "stage times"):
         assert label in table
     commands = stage_commands(run_dir)
     assert [c[0] for c in commands] == ["index", "data-gen", "train", "eval"]

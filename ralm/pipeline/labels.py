@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ralm.eval.ppl.conditions import Condition
-from ralm.eval.ppl.registry import KINDS, kind_named
+from ralm.eval.ppl.registry import KINDS, TRAINED, kind_named
 
 TRAINED_PREFIX = "trained-seed"
 """The demo's trained rerankers are compared as ``trained-seed<seed>``."""
@@ -41,12 +41,20 @@ def trained_seed(name: str) -> str | None:
     return name.removeprefix(TRAINED_PREFIX)
 
 
+def seed_label(seed: str, exported: str | None) -> str:
+    """A demo seed's row as what it plays: ``seed 0, exported zero-shot`` when the export decided a rule
+    (the trained model then picks nothing), ``trained reranker, seed 0`` when it exports the model."""
+    if exported and exported != TRAINED:
+        return f"seed {seed}, exported {exported}"
+    return f"{KINDS[TRAINED].label}, seed {seed}"
+
+
 def label(name: str, metrics: dict | None = None) -> str:
     """The report's words for the condition compared as `name` (`metrics`: its results, for a rule's
-    value)."""
+    value and a seed's export decision)."""
     seed = trained_seed(name)
     if seed is not None:
-        return f"{kind_named(name).label}, seed {seed}"
+        return seed_label(seed, (metrics or {}).get("exported"))
     if name not in KINDS:
         return name
     declared, value = KINDS[name], (metrics or {}).get("rule")

@@ -51,8 +51,18 @@ def read_metrics(results_paths: dict[str, Path]) -> dict[str, dict]:
             "comparison": results.get("comparison", {}),
             "rule": results["config"].get("reranker") if kind_named(condition).value == "threshold" else None,
             "rerank_seconds": float(results.get("timings", {}).get("rerank_s") or 0.0),
+            "exported": _export_decision(condition, results["config"]),
         }
     return out
+
+
+def _export_decision(condition: str, config: dict) -> str | None:
+    """A demo seed's export decision (what its row plays), from the exported folder it was evaluated from."""
+    if trained_seed(condition) is None:
+        return None
+    from ralm.rerank.inference import read_info
+
+    return read_info(str(config["reranker"])).get("decision", "trained")
 
 
 def read_gain_curve(train_dir: Path) -> list[tuple[int, float]]:
@@ -109,6 +119,11 @@ def decision_lines(train_dirs: dict[str, Path]) -> list[str]:
     return lines
 
 
+def exports(metrics: dict[str, dict]) -> dict[str, str]:
+    """Each demo seed's export decision by condition name (the verdicts name a row by what it plays)."""
+    return {n: m["exported"] for n, m in metrics.items() if m.get("exported")}
+
+
 def seed_spread(metrics: dict[str, dict]) -> dict | None:
     """Perplexity of the trained rerankers over seeds: values, mean and sample standard deviation."""
     ppl = {trained_seed(n): m["token_ppl"] for n, m in metrics.items() if trained_seed(n) is not None}
@@ -123,11 +138,12 @@ def seed_spread(metrics: dict[str, dict]) -> dict | None:
     }
 
 
-def retrieving_table(comparisons: dict[str, dict], first_target: int) -> str:
-    """The retrieving windows' table: each condition's perplexity and changes with their 95% intervals."""
+def retrieving_table(comparisons: dict[str, dict], first_target: int, metrics: dict[str, dict]) -> str:
+    """The retrieving windows' table: each condition's perplexity and changes with their 95% intervals
+    (`metrics`: each condition's results, for its label)."""
     if not comparisons:
         return "no retrieving windows"
-    width = max([len(label(n)) for n in comparisons] + [18])
+    width = max([len(label(n, metrics.get(n))) for n in comparisons] + [18])
     any_row = next(iter(comparisons.values()))
     head = (
         f"{'retrieving windows':<{width}}  {'token ppl':>9}  {'vs BM25':>25}  {'vs no retrieval':>25}  "
@@ -137,7 +153,8 @@ def retrieving_table(comparisons: dict[str, dict], first_target: int) -> str:
     for name, c in comparisons.items():
         cells = [format_change(c[k]) if k in c else "" for k in ("vs_bm25", "vs_no_retrieval", "vs_matched")]
         lines.append(
-            f"{label(name):<{width}}  {c['token_ppl']:>9.3f}  " + "  ".join(f"{x:>25}" for x in cells)
+            f"{label(name, metrics.get(name)):<{width}}  {c['token_ppl']:>9.3f}  "
+            + "  ".join(f"{x:>25}" for x in cells)
         )
     change = any_row["vs_no_retrieval"]
     lines.append(
@@ -159,9 +176,9 @@ def set_section(name: str, metrics: dict[str, dict], comparisons: dict[str, dict
         "whole text:",
         format_compare_table(rows),
         "",
-        retrieving_table(comparisons, first_target),
+        retrieving_table(comparisons, first_target, metrics),
         "verdict (retrieving windows):",
-        *(f"  {line}" for line in verdicts(name, comparisons)),
+        *(f"  {line}" for line in verdicts(name, comparisons, exports(metrics))),
     ]
     spread = seed_spread(metrics)
     if spread and len(spread["seeds"]) > 1:
@@ -235,6 +252,7 @@ def build_report(
         title,
         run_dir / "report.png",
         decision_lines(train_dirs),
+        next(iter(sets.values()))["metrics"] if sets else None,
     )
     report = {
         "sets": sets,
@@ -265,7 +283,7 @@ def _read_eval_set(name: str, paths: dict[str, Path]) -> tuple[dict, str]:
         "metrics": metrics,
         "retrieving": comparisons,
         "orderings": orderings(comparisons),
-        "verdicts": verdicts(name, comparisons),
+        "verdicts": verdicts(name, comparisons, exports(metrics)),
     }
     return part, set_section(name, metrics, comparisons, first_target)
 

@@ -17,9 +17,11 @@ def plot(
     title: str,
     path: Path,
     decisions: list[str],
+    metrics: dict[str, dict] | None = None,
 ) -> None:
     """Per eval set, each condition's change vs no retrieval on the retrieving windows with its 95% CI; and
-    each seed's selection curve with the export decision's comparisons (what decided it) written under it."""
+    each seed's selection curve with the export decision's comparisons (what decided it) written under it.
+    `metrics`: each condition's results (its label names what a seed's row plays)."""
     plt = pyplot()
     fig, axes = plt.subplots(1, len(sets) + 1, figsize=(6 * (len(sets) + 1), 5.6))
     for ax, (name, comparisons) in zip(axes, sets.items(), strict=False):
@@ -41,7 +43,13 @@ def plot(
         ):  # a bar of height 0 (an abstaining reranker) is still visible as a label
             ax.annotate(f"{c:+.1f}%", (i, c), ha="center", va="bottom" if c >= 0 else "top", fontsize=7)
         ax.axhline(0.0, color="black", linewidth=0.8)
-        ax.set_xticks(range(len(names)), [label(n) for n in names], rotation=30, ha="right", fontsize=7)
+        ax.set_xticks(
+            range(len(names)),
+            [label(n, (metrics or {}).get(n)) for n in names],
+            rotation=30,
+            ha="right",
+            fontsize=7,
+        )
         ax.set_ylabel("token perplexity change vs no retrieval (%)")
         ax.set_title(f"{name}: retrieving windows, vs no retrieval, 95% CI (lower is better)", fontsize=9)
     right = axes[-1]

@@ -25,7 +25,7 @@ import numpy as np
 
 from ralm.eval.ppl.records import WindowRecord
 from ralm.eval.ppl.registry import BM25, CONTEXT_MATCHED, NO_RETRIEVAL, references
-from ralm.pipeline.labels import trained_seed
+from ralm.pipeline.labels import seed_label, trained_seed
 from ralm.statistics import dependent_blocks, format_change, paired_bootstrap
 
 UNRELATED_LIMIT = 0.01
@@ -72,8 +72,11 @@ def _words(change: dict) -> str:
     return f"{format_change(change).removesuffix(' tie')}, {side}"
 
 
-def verdicts(set_name: str, comparisons: Mapping[str, dict]) -> list[str]:
-    """The set's verdict lines: each claim with its change in token perplexity and 95% interval."""
+def verdicts(
+    set_name: str, comparisons: Mapping[str, dict], exports: Mapping[str, str] | None = None
+) -> list[str]:
+    """The set's verdict lines: each claim with its change in token perplexity and 95% interval. A seed is
+    named by what its row plays (`exports`: condition name -> export decision; ``seed_label``)."""
     if not comparisons:
         return [f"{set_name}: no retrieving windows (the text is shorter than one window and a stride)"]
     lines = [f"BM25 top-1 vs no retrieval: {_words(comparisons[BM25]['vs_no_retrieval'])}"]
@@ -83,20 +86,21 @@ def verdicts(set_name: str, comparisons: Mapping[str, dict]) -> list[str]:
             f"{_words(comparisons[BM25]['vs_matched'])}; the cut alone vs the full window: "
             f"{_words(comparisons[CONTEXT_MATCHED]['vs_no_retrieval'])}"
         )
-    trained = {trained_seed(n): c for n, c in comparisons.items() if trained_seed(n) is not None}
-    for seed, c in trained.items():
+    trained = {n: c for n, c in comparisons.items() if trained_seed(n) is not None}
+    for name, c in trained.items():
+        who = seed_label(str(trained_seed(name)), (exports or {}).get(name))
         if set_name == "unrelated":
             ok = is_below(c["vs_no_retrieval"], UNRELATED_LIMIT)
             lines.append(
-                f"trained seed {seed} vs no retrieval: {_words(c['vs_no_retrieval'])}; "
+                f"{who} vs no retrieval: {_words(c['vs_no_retrieval'])}; "
                 f"{'within' if ok else 'NOT within'} +1% (the goal: the upper end below +1%)"
             )
         else:
             both = is_below(c["vs_bm25"]) and is_below(c["vs_no_retrieval"])
             lines.append(
-                f"trained seed {seed} vs BM25: {_words(c['vs_bm25'])}; vs no retrieval: "
+                f"{who} vs BM25: {_words(c['vs_bm25'])}; vs no retrieval: "
                 f"{_words(c['vs_no_retrieval'])}; {'beats both' if both else 'does NOT beat both'}"
             )
         if "vs_threshold" in c:
-            lines.append(f"trained seed {seed} vs the threshold rule: {_words(c['vs_threshold'])}")
+            lines.append(f"{who} vs the threshold rule: {_words(c['vs_threshold'])}")
     return lines

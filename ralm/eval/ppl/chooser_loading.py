@@ -61,7 +61,7 @@ def load_rerank_lms(
     for c in conditions:
         if not (c.kind == ZERO_SHOT and c.chooses_first):
             continue
-        rerank_lm = load_lm(c.model, device=lm.device, dtype=lm.dtype)
+        rerank_lm = load_lm(c.model, device=lm.device, dtype=lm.dtype, special_tokens=lm.special_tokens)
         max_length = lm.input_length(rerank_lm.max_length)
         if not window_fits(max_length, window.max_passage_tokens, reranking.rank_tokens):
             raise RalmInputError(
