@@ -46,9 +46,9 @@ from ralm.retrieval.types import Hit
 
 
 def rank_requests(lm, rows: list[dict], rank_tokens: int, max_passage_tokens: int) -> list[ScoreRequest]:
-    """Per row: one request per candidate, then one with no passage (the LM's lead first, as data-gen); y' = the
-    prefix's last tokens. The
-    passages are cut by data-gen's own rule (``PassageTokens``), so they are the tokens its labels saw."""
+    """Per row: one request per candidate, then one with no passage (the LM's lead first, as data-gen); y' =
+    the prefix's last tokens. The passages are cut by data-gen's own rule (``PassageTokens``), so they are
+    the tokens its labels saw."""
     passage_tokens = PassageTokens(lm, max_passage_tokens)
     prefixes = lm.encode_batch([r["prefix"] for r in rows])
     out = []
