@@ -24,3 +24,9 @@ lint: setup
 
 format: setup
 	$(VENV)/ruff format . && $(VENV)/ruff check --fix .
+
+# The benches take minutes each and most need inputs (a run folder, a GGUF LM): `make bench` only lists them
+# with their first docstring line; run one as its docstring shows and record it in bench/RESULTS.md.
+bench:
+	@for f in bench/*.py; do printf '%-26s %s\n' "$$f" "$$(head -n 1 "$$f" | sed 's/^"""//')"; done
+	@printf '%-26s %s\n' bench/gpu_check.sh "$$(sed -n 2p bench/gpu_check.sh | sed 's/^# //')"

@@ -24,7 +24,7 @@ def _usage() -> str:
     width = max(len(c) for c in COMMANDS)
     lines = ["usage: ralm COMMAND [--config FILE.yaml] [--option value ...]", "", "commands:"]
     lines += [f"  {name.ljust(width)}  {desc}" for name, (_, desc) in COMMANDS.items()]
-    lines += ["", "`ralm COMMAND --help` lists a command's options; `--print_config` shows its YAML."]
+    lines += ["", "`ralm COMMAND --help` lists a command's options; `--print-config` shows its YAML."]
     return "\n".join(lines)
 
 

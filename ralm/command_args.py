@@ -1,32 +1,35 @@
 """Build a command's parser from a typed function: the signature (dataclass groups included) is the schema.
 
 jsonargparse turns parameters and dataclass attribute docstrings into ``--help``, reads ``--config FILE.yaml``
-and lets later command-line options override it, as litgpt's entry points do. Conveniences on top:
-``--max-length`` and ``--max_length`` are the same option; a group's option may be given by its leaf name
-when no other option shares it (``--stride 8`` for ``--window.stride 8``), on the command line and as a
-top-level YAML key; a group whose dataclass names a ``shorthand`` field takes a plain value for it
-(``--lm gpt2`` and YAML ``lm: gpt2`` for ``--lm.model gpt2``); a boolean option given bare (``--quick``)
-means ``--quick true``. A parameter may also be a group made from a class's own signature (`ClassGroup`,
-as LightningCLI adds ``pl.Trainer``'s): its values reach the function as a dict; one given as text
-(`TextForm`: ``--compare no-retrieval,bm25``) reaches it typed (a list of conditions). The reverse, a typed
-call as its command line, is ``ralm.command_render``.
+and lets later command-line options override it, as litgpt's entry points do. Conveniences on top: every
+option has one spelling, which ``--help``, errors and ``commands.sh`` show (`OptionNames.spelling`:
+``--max-length``; ``--max_length``, as older scripts wrote it, still parses); a group's option is given by its
+leaf name when no other option shares it (``--stride 8`` for ``--window.stride 8``), on the command line and
+as a top-level YAML key; a group whose dataclass names a ``shorthand`` field takes a plain value for it
+(``--lm gpt2`` and YAML ``lm: gpt2`` for ``--lm.model gpt2``); a boolean option given bare (``--quick``) means
+``--quick true``. A parameter may also be a group made from a class's own signature (`ClassGroup`, as
+LightningCLI adds ``pl.Trainer``'s): its values reach the function as a dict; one given as text (`TextForm`:
+``--compare no-retrieval,bm25``) reaches it typed (a list of conditions). The reverse, a typed call as its
+command line, is ``ralm.command_render``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import re
 import sys
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import docstring_parser
 import yaml
-from jsonargparse import ActionConfigFile, ArgumentParser, Namespace, set_parsing_settings
+from jsonargparse import SUPPRESS, ActionConfigFile, ArgumentParser, Namespace, set_parsing_settings
+from jsonargparse._actions import _ActionConfigLoad  # a group's own loader: hidden in help
 
 from ralm.config_types import constraints, violation
 from ralm.errors import RalmInputError
@@ -66,10 +69,21 @@ class OptionNames:
     """Top-level keys given as text and typed before the call (`TextForm`)."""
 
     def spelling(self, key: str) -> str:
-        """How a user writes `key`: its leaf when that is unambiguous (``--stride``), else
-        ``--window.stride``."""
+        """How a user writes `key`, the one spelling of ``--help``, errors and ``commands.sh``: a shorthand
+        group's field by the group (``--lm``), else its leaf when that is unambiguous (``--stride``), else
+        the whole key (``--window.query-tokens``); always with hyphens."""
+        group, _, field = key.partition(".")
+        if field and self.shorthands.get(group) == field:
+            return f"--{group}"
         leaf = key.rpartition(".")[2]
         return "--" + (leaf if self.leaves.get(leaf) == key or leaf == key else key).replace("_", "-")
+
+    def key_of(self, written: str) -> str | None:
+        """The key an option name as written names (``max-length``, ``window.stride``, ``stride``), or None
+        when it names none of the function's options."""
+        name = written.replace("-", "_")
+        name = self.leaves.get(name, name)
+        return name if name in self.keys else None
 
 
 @dataclass(frozen=True)
@@ -194,15 +208,68 @@ def constraint_error(names: OptionNames, message: str) -> str | None:
     return violation(names.spelling(key[1]), names.constrained[key[1]], raw)
 
 
+# An option as written in help text and jsonargparse's messages (``--window.query_tokens``, ``--lm``).
+_OPTION = re.compile(r"(?<![\w-])--([A-Za-z](?:[\w.-]*\w)?)")
+_PARSER_KEY = re.compile(r'Parser key "([^"]+)"')
+_REQUIRED = re.compile(r"(the following arguments are required: )(.+)")
+
+
+def respelled(names: OptionNames, text: str) -> str:
+    """`text` (help, a usage line, an error) with every option in its one spelling (`OptionNames.spelling`):
+    jsonargparse registers and reports options by their keys (``--window.query_tokens``, ``Parser key
+    "retrieval.index"``), while users write and the README shows ``--query-tokens`` and ``--index``."""
+    text = _PARSER_KEY.sub(lambda m: _spelled_key(names, m[1]), text)
+    text = _REQUIRED.sub(lambda m: m[1] + ", ".join(_spelled_key(names, k) for k in m[2].split(", ")), text)
+    text = _OPTION.sub(lambda m: _spelled_key(names, m[1]), text)
+    # A shorthand group's field is shown as the group itself (``--lm``), so a note that one is short for
+    # the other (in the stages' docstrings) would read "--lm is short for --lm": dropped from the display.
+    for group in names.shorthands:
+        text = re.sub(rf" ?\(``--{group}`` (?:for short|is short for ``--{group}``)\)", "", text)
+    return text
+
+
+def _spelled_key(names: OptionNames, written: str) -> str:
+    key = names.key_of(written)
+    return names.spelling(key) if key is not None else "--" + written.replace("_", "-")
+
+
 class _Parser(ArgumentParser):
-    """jsonargparse's parser; a value that breaks its constrained type is a one-line RalmInputError."""
+    """jsonargparse's parser, showing each option in its one spelling (`respelled`) in ``--help``, usage and
+    errors; a value that breaks its constrained type is a one-line RalmInputError."""
 
     def error(self, message: str, ex: Exception | None = None) -> typing.NoReturn:
         names = getattr(self, "ralm_option_names", None)
         line = constraint_error(names, message) if names is not None else None
         if line is not None:
             raise RalmInputError(line)
-        super().error(message, ex)
+        super().error(respelled(names, message) if names is not None else message, ex)
+
+    def format_help(self, *args: Any, **kwargs: Any) -> str:
+        with self._spelled_options() as names:
+            text = super().format_help(*args, **kwargs)
+        return respelled(names, text) if names is not None else text
+
+    def format_usage(self) -> str:
+        with self._spelled_options() as names:
+            text = super().format_usage()
+        return respelled(names, text) if names is not None else text
+
+    @contextlib.contextmanager
+    def _spelled_options(self) -> Iterator[OptionNames | None]:
+        """Within the block the actions carry their shown spellings, so argparse lays out usage and help
+        with them (their widths, their metavars beside them); parsing keeps the registered keys."""
+        names = getattr(self, "ralm_option_names", None)
+        registered = [(action, action.option_strings) for action in self._actions]
+        if names is not None:
+            for action, strings in registered:
+                # A list option's appending twin (``--exclude+``) is jsonargparse's, still accepted.
+                shown = [s for s in strings if not s.endswith("+")] or strings
+                action.option_strings = [_spelled_key(names, o[2:]) if o[:2] == "--" else o for o in shown]
+        try:
+            yield names
+        finally:
+            for action, strings in registered:
+                action.option_strings = strings
 
 
 def parser_for(
@@ -223,6 +290,7 @@ def parser_for(
         description=description or (function.__doc__ or "").strip().split("\n")[0],
         default_env=False,
         exit_on_error=True,
+        allow_abbrev=False,  # one spelling per option: `--doc` is no second name of `--docs`
     )
     parser.add_argument("--config", action=ActionConfigFile, help="YAML file with option values.")
     class_groups, text_forms = dict(class_groups or {}), dict(text_forms or {})
@@ -235,13 +303,41 @@ def parser_for(
         text = None if default is None else form.text(default)
         parser.add_argument(f"--{key}", type=str | None, default=text, help=documented.get(key))
     parser.ralm_option_names = option_names(function, renamed, class_groups, text_forms)
+    _show_one_spelling(parser, function)
     return parser
 
 
-def normalize_argv(parser: ArgumentParser, argv: list[str]) -> list[str]:
-    """Accept hyphenated option names, leaf aliases and bare boolean switches; leave values untouched.
+def _show_one_spelling(parser: ArgumentParser, function: Callable[..., Any]) -> None:
+    """Help that shows each option once, in its one spelling (`respelled`, here where argparse still wraps
+    the text): a group's own ``--window FILE`` loader (jsonargparse's "Path to a configuration file",
+    which beside ``--lm`` read as if the LM were one) is hidden, still accepted, as ``--config`` takes the
+    same YAML; a group titled by its dataclass's generated signature or by the first line of a wrapped
+    docstring gets a whole title."""
+    names: OptionNames = parser.ralm_option_names
+    for action in parser._actions:
+        if isinstance(action, _ActionConfigLoad):
+            action.help = SUPPRESS
+        elif isinstance(action.help, str) and action.help != SUPPRESS:
+            action.help = respelled(names, action.help)
+    hints = typing.get_type_hints(function)
+    for key, group in getattr(parser, "groups", {}).items():
+        cls = _dataclass_of(hints.get(key))
+        doc = inspect.getdoc(cls) if cls is not None else None
+        if doc and group.title and group.title.startswith(f"{cls.__name__}("):
+            group.title = f"{key.replace('_', ' ')} options"  # no docstring: dataclass wrote its signature
+        elif doc and group.title == doc.splitlines()[0]:
+            group.title = doc.split("\n\n")[0].rstrip(".")
+        if group.title:
+            group.title = respelled(names, " ".join(group.title.split()))
+    if parser.description:
+        parser.description = respelled(names, parser.description)
 
-    A former option name (``renamed``) is a RalmInputError naming its new name."""
+
+def normalize_argv(parser: ArgumentParser, argv: list[str]) -> list[str]:
+    """Accept hyphenated option names, leaf aliases and bare boolean switches; leave values and names that
+    name no option (jsonargparse refuses them as written) untouched.
+
+        A former option name (``renamed``) is a RalmInputError naming its new name."""
     names: OptionNames = getattr(parser, "ralm_option_names", OptionNames(frozenset(), {}, frozenset(), {}))
     out = []
     argv = list(argv)
@@ -252,6 +348,9 @@ def normalize_argv(parser: ArgumentParser, argv: list[str]) -> list[str]:
             if name in names.renamed:
                 new = names.renamed[name].replace("_", "-")
                 raise RalmInputError(f"--{name.replace('_', '-')}: renamed --{new} (README, Usage)")
+            if f"--{name}" not in parser._option_string_actions and names.key_of(name) is None:
+                out.append(arg)  # no such option: jsonargparse's error names it as it was written
+                continue
             if name == "config":
                 given = value if eq else (argv[i + 1] if i + 1 < len(argv) else "")
                 expanded = _config_argument(given, names)

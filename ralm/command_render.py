@@ -27,23 +27,18 @@ def command_line(function: Callable[..., Any], arguments: Mapping[str, Any], nam
     for name, value in arguments.items():
         default = parameters[name].default
         if name in names.text_forms:
-            argv += [] if value == default else [_spelled(names, name), names.text_forms[name].text(value)]
+            argv += [] if value == default else [names.spelling(name), names.text_forms[name].text(value)]
         elif dataclasses.is_dataclass(value) and not isinstance(value, type):
             base = default if type(default) is type(value) else type(value)()
             for f in dataclasses.fields(value):
                 if getattr(value, f.name) != getattr(base, f.name):
-                    argv += [_spelled(names, f"{name}.{f.name}"), _as_text(getattr(value, f.name))]
+                    argv += [names.spelling(f"{name}.{f.name}"), _as_text(getattr(value, f.name))]
         elif isinstance(value, Mapping):  # a ClassGroup's keyword arguments
             for key, item in value.items():
                 argv += [f"--{name}.{key}", _as_text(item)]
         elif value != default:
-            argv += [_spelled(names, name), _as_text(value)]
+            argv += [names.spelling(name), _as_text(value)]
     return argv
-
-
-def _spelled(names: OptionNames, key: str) -> str:
-    group, _, leaf = key.partition(".")
-    return f"--{group}" if names.shorthands.get(group) == leaf else names.spelling(key)
 
 
 def _as_text(value: Any) -> str:

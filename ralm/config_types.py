@@ -46,8 +46,8 @@ HalfOpenUnitInterval = restricted_number_type(
 )
 
 Dtype = Literal["auto", "fastest", "config", "fp32", "bf16", "fp16", "float32", "bfloat16", "float16"]
-"""The one vocabulary of an LM's dtype (``LMOptions.dtype``: ``--dtype`` of every LM stage, the demo's
-``--scale.dtype``, ``ralm.devices.DTYPES``): auto and fastest (``ralm.devices``' rules), config (the model
+"""The one vocabulary of an LM's dtype (``LMOptions.dtype``: ``--dtype`` of every LM stage, `ralm run`'s
+and `ralm demo`'s, ``ralm.devices.DTYPES``): auto and fastest (``ralm.devices``' rules), config (the model
 config's dtype, as the authors' eval_lm.py loads it: fp16 for OPT), or a precision by name."""
 
 __all__ = [

@@ -1,5 +1,6 @@
 """The `ralm` entry point lists every command, and every command answers --help."""
 
+import re
 import subprocess
 import sys
 
@@ -152,3 +153,69 @@ def test_the_cli_the_api_and_the_pipeline_read_one_command_table():
     for reader in ("cli.py", "__init__.py", "pipeline/stages.py", "pipeline/plan.py", "pipeline/runner.py"):
         source = (package / reader).read_text()
         assert not [c.module for c in commands.COMMANDS if c.module in source], reader
+
+
+_SHOWN = re.compile(r"(?<![\w-])--[A-Za-z](?:[\w.-]*\w)?")
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_help_shows_every_option_once_in_its_one_spelling(name):
+    """--help shows the spelling users type and the README uses (``--eval-text``, ``--index`` for
+    ``--retrieval.index``, ``--lm`` for ``--lm.model``), the one commands.sh writes; never a group's own
+    "Path to a configuration file" loader."""
+    from ralm.cli import load_command
+
+    parser = load_command(name).build_parser()
+    names, text = parser.ralm_option_names, parser.format_help()
+    shown = set(_SHOWN.findall(text))
+    assert not {option for option in shown if "_" in option}, text
+    for option in shown:
+        key = names.key_of(option[2:])
+        assert key is None or option == names.spelling(key), option
+    groups = {key.partition(".")[0] for key in names.keys if "." in key}
+    assert {names.spelling(key) for key in names.keys - groups} <= shown
+    assert "Path to a configuration file" not in text
+
+
+def test_lm_is_described_as_the_lm_it_takes():
+    from ralm.eval.ppl.ppl_command import build_parser
+
+    text = " ".join(build_parser().format_help().split())
+    assert "--lm MODEL Hugging Face id, model folder, or .gguf file of the frozen LM." in text
+    assert "short for" not in text  # "--lm is short for --lm.model" once both were shown
+
+
+def test_the_former_spellings_still_parse():
+    from ralm.command_args import parse
+    from ralm.eval.ppl.ppl_command import build_parser
+
+    argv = ["--text", "t", "--output", "o", "--text_field", "body", "--retrieval.index", "idx"]
+    cfg, _ = parse(build_parser(), [*argv, "--window.query_tokens", "8", "--lm.model", "gpt2"])
+    assert (cfg.text_field, cfg.retrieval.index, cfg.window.query_tokens, cfg.lm.model) == (
+        "body",
+        "idx",
+        8,
+        "gpt2",
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        (["--corpus", "c"], "error: the following arguments are required: --eval-text"),
+        (["--corpus", "c", "--eval-text", "e", "--query_tokens", "x"], "error: --query-tokens:"),
+        (
+            ["--corpus", "c", "--eval-text", "e", "--eval-txt", "e"],
+            "error: unrecognized arguments: --eval-txt e",
+        ),
+        (["--corpus", "c", "--eval-text", "e", "--eval"], "error: unrecognized arguments: --eval"),
+    ],
+    ids=["required", "bad-value", "unknown-as-written", "no-abbreviation"],
+)
+def test_errors_name_options_in_their_one_spelling(argv, error, capsys):
+    from ralm.pipeline import run_command
+
+    with pytest.raises(SystemExit) as stop:
+        run_command.main(argv)
+    assert stop.value.code == 2
+    assert error in capsys.readouterr().err

@@ -124,7 +124,7 @@ def test_top_level_numbers_are_checked_for_python_callers_before_any_work(tmp_pa
 @pytest.mark.parametrize(
     ("command", "shown"),
     [
-        ("eval ppl", ["--window.stride STRIDE", "type: PositiveInt", "type: AtLeastTwoInt | null"]),
+        ("eval ppl", ["--stride STRIDE", "type: PositiveInt", "type: AtLeastTwoInt | null"]),
         ("data-gen", ["type: PositiveInt", "type: NonNegativeInt"]),
         ("eval flare", ["type: ClosedUnitInterval", "type: PositiveInt"]),
         ("demo", ["type: OpenUnitInterval | null", "type: PositiveFloat | null"]),

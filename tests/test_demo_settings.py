@@ -31,7 +31,7 @@ def test_dev_and_test_books_are_disjoint(books):
 
 
 def test_a_passage_over_a_quarter_of_the_window_is_refused():
-    with pytest.raises(RalmInputError, match="more than a quarter of --scale.max_length 192"):
+    with pytest.raises(RalmInputError, match="more than a quarter of --max-length 192"):
         replace(QUICK, max_length=192, max_passage_tokens=96)
 
 

@@ -40,6 +40,12 @@ def test_ralm_run_is_the_pipeline_for_own_data(texts, tiny_lm_dir, tiny_encoder_
     report = json.loads((run_dir / "report.json").read_text())
     assert [c[0] for c in stage_commands(run_dir)] == ["index", "data-gen", "train", "eval"]
     assert report["settings"]["k"] == TINY.k and report["texts"]["eval"].endswith("(yours)")
+    # One line starts each stage, counted against the whole run and tagged by its command, not "[demo]".
+    starts = [line.partition(":")[0] for line in printed if line.startswith("[run] [stage ")]
+    assert starts == [
+        f"[run] [stage {i}/4] {key}" for i, key in enumerate(["index", "data-gen", "train", "eval"], 1)
+    ]
+    assert not [line for line in printed if line.startswith("[demo]")]
 
 
 def test_ralm_run_keeps_the_eval_documents_out_of_training_and_the_threshold_fit(

@@ -100,7 +100,7 @@ def demo(
         print(f"[demo] {role}: {text}", flush=True)
     times = {"assets": time.perf_counter() - t0}
     description = {"split": split, **({"books": describe_books(split_books)} if bible else {})}
-    return run_pipeline(out, texts, lm_path, encoder_path, settings, times, description, started)
+    return run_pipeline(out, texts, lm_path, encoder_path, settings, times, description, started, "demo")
 
 
 RENAMED = {

@@ -1,4 +1,4 @@
-"""The Bible demo's dev and test books (`BookSplit`, one per scale) and their options (``--books.*``).
+"""The Bible demo's dev and test books (`BookSplit`, one per scale) and their options (``--dev-books``, ...).
 
 Test text by a rule fixed before any test number was looked at: *related* books are those whose events other
 books of the canon narrate in parallel from their first chapter on (2 Chronicles retells 1-2 Kings),

@@ -55,7 +55,7 @@ def run(
         encoder: Reranker encoder: Hugging Face id or folder (default: the offline all-MiniLM-L6-v2).
         quick: The small scale (fewer prefixes and steps, one seed).
         output: Folder for every output and the commands.
-        scale: Overrides of the scale's settings (e.g. --scale.k 16).
+        scale: Overrides of the scale's settings (e.g. --k 16).
     """
     started = time.perf_counter()
     settings = resolve_scale(quick, scale)
@@ -71,14 +71,14 @@ def run(
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
     print(
-        f"[demo] {'quick' if quick else 'full'} run in {out}\n[demo] settings: {describe(settings)}",
+        f"[run] {'quick' if quick else 'full'} run in {out}\n[run] settings: {describe(settings)}",
         flush=True,
     )
     for role, text in texts.description.items():
-        print(f"[demo] {role}: {text}", flush=True)
-    print(f"[demo] {describe_copies(copies)}", flush=True)
+        print(f"[run] {role}: {text}", flush=True)
+    print(f"[run] {describe_copies(copies)}", flush=True)
     times = {"assets": time.perf_counter() - started}
-    return run_pipeline(out, texts, lm_path, encoder_path, settings, times, {"split": "test"}, started)
+    return run_pipeline(out, texts, lm_path, encoder_path, settings, times, {"split": "test"}, started, "run")
 
 
 def build_parser():

@@ -13,7 +13,7 @@ from ralm.pipeline.dtype_check import check_dtype, resolved_dtype
 from ralm.pipeline.plan import plan_pipeline
 from ralm.pipeline.report import build_report
 from ralm.pipeline.scale import ScaleSettings
-from ralm.pipeline.stages import StageRunner
+from ralm.pipeline.stage_progress import CountingStageRunner, StageProgress, eval_per_data_gen_input
 from ralm.pipeline.texts import PipelineTexts
 
 
@@ -26,10 +26,15 @@ def run_pipeline(
     times: dict[str, float],
     description: dict,
     started: float,
+    label: str = "run",
 ) -> dict:
     """Every stage, then the report (tables, verdicts, plot) in `out`; `times` already holds the assets'
-    seconds, `description` what the report says of the texts besides theirs (split, books)."""
-    results, train_dirs, exclusions, dtype_check = _run_stages(out, texts, lm, encoder, settings, times)
+    seconds, `description` what the report says of the texts besides theirs (split, books), `label` tags
+    each line (the command: ``[run]``, ``[demo]``) and `started` is when the run began (its elapsed time)."""
+    progress = StageProgress(label, started, eval_per_data_gen_input(settings))
+    results, train_dirs, exclusions, dtype_check = _run_stages(
+        out, texts, lm, encoder, settings, times, progress
+    )
     report = build_report(
         out,
         results,
@@ -45,20 +50,28 @@ def run_pipeline(
 
 
 def _run_stages(
-    out: Path, texts: PipelineTexts, lm: str, encoder: str, settings: ScaleSettings, times: dict[str, float]
+    out: Path,
+    texts: PipelineTexts,
+    lm: str,
+    encoder: str,
+    settings: ScaleSettings,
+    times: dict[str, float],
+    progress: StageProgress,
 ) -> tuple[dict[str, dict[str, Path]], dict[str, Path], str, dict | None]:
     """Run (or reuse) every stage, recording seconds in `times`; returns each eval set's conditions' results
     files, the rerankers' training folders by seed, the exclusions line, and the bf16 check (or None)."""
     from ralm.rerank.selection import fit_bm25_threshold  # imports Lightning: not for `--help`
 
-    runner = StageRunner(out)
     dtype = resolved_dtype(settings.dtype)
     plan = plan_pipeline(out, texts, lm, encoder, settings, dtype)
+    progress.keys = [stage.key for stage in plan.stages]  # the bf16 check joins them if it runs
+    runner = CountingStageRunner(out, progress)
     for stage in (plan.index, plan.data_gen, *plan.trains):
         times[stage.key] = runner.run(stage)
     # The trivial abstention rule, fitted on the training prefixes, joins the eval as a baseline.
     threshold = fit_bm25_threshold(str(plan.data_gen.output))
-    print(f"[demo] {BM25_ABOVE} rule fitted on the training prefixes: retrieve when BM25 >= {threshold:.3f}")
+    rule = f"{BM25_ABOVE} rule fitted on the training prefixes: retrieve when BM25 >= {threshold:.3f}"
+    print(f"[{progress.label}] {rule}", flush=True)
     plan = plan_pipeline(out, texts, lm, encoder, settings, dtype, threshold)
     results = {}
     for name, stage in zip(texts.evals, plan.evals, strict=True):
@@ -72,7 +85,7 @@ def _run_stages(
         for seed, stage in zip(settings.train_seeds, plan.trains, strict=True)
     }
     exclusions = _exclusions(Path(f"{plan.passages}.excluded.json"), plan.data_gen.output)
-    print(f"[demo] exclusions: {exclusions}", flush=True)
+    print(f"[{progress.label}] exclusions: {exclusions}", flush=True)
     return results, train_dirs, exclusions, dtype_check
 
 

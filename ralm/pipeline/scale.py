@@ -1,5 +1,5 @@
 """The pipeline's two scales (`--quick` and full: `ScaleSettings`) and the per-option overrides on top of them
-(`ScaleOptions`, ``--scale.*`` of `ralm run` and `ralm demo`).
+(`ScaleOptions`: `ralm run`'s and `ralm demo`'s ``--k``, ``--train-steps``, ...).
 
 The paper's proportions, at CPU scale: a passage takes at most a quarter of the LM's input (the paper: 256
 of 1,024 tokens), passages are 100-word chunks (the paper's DPR split), BM25's top k are reranked. The
@@ -64,14 +64,14 @@ class ScaleSettings:
     def __post_init__(self) -> None:
         if self.val_fraction + self.decision_fraction >= 1:
             raise RalmInputError(
-                f"--scale.val_fraction {self.val_fraction} + "
-                f"--scale.decision_fraction {self.decision_fraction}: "
+                f"--val-fraction {self.val_fraction} + "
+                f"--decision-fraction {self.decision_fraction}: "
                 "must leave training prefixes (sum below 1)"
             )
         if self.max_passage_tokens * 4 > self.max_length:
             raise RalmInputError(
-                f"--scale.max_passage_tokens {self.max_passage_tokens}: more than a quarter of "
-                f"--scale.max_length {self.max_length}; the passage would displace the context it should "
+                f"--max-passage-tokens {self.max_passage_tokens}: more than a quarter of "
+                f"--max-length {self.max_length}; the passage would displace the context it should "
                 "inform (the paper: 256 of 1,024)"
             )
 

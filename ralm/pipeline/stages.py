@@ -115,8 +115,9 @@ class StageRunner:
     """Runs stages in order, writing ``commands.sh`` and ``stages.json`` (per stage: its fingerprint, its
     rendered command, its seconds and whether this run reused it)."""
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, label: str = "run") -> None:
         self.run_dir = run_dir
+        self.label = label  # each line's tag: the command that runs the pipeline ([run], [demo])
         self.state_path = run_dir / "stages.json"
         self.state: dict = json.loads(self.state_path.read_text()) if self.state_path.is_file() else {}
         self.commands: list[str] = []
@@ -132,6 +133,7 @@ class StageRunner:
 
     def run(self, stage: StagePlan) -> float:
         """Run `stage` unless done; returns its seconds (this run's, or the recorded ones when reused)."""
+        tag = f"[{self.label}]"
         placed = stage.places(self.run_dir)
         if placed:
             raise RuntimeError(f"{stage.key}: its key names places in the run folder: {placed}")
@@ -141,7 +143,7 @@ class StageRunner:
         done = self.finished(stage)
         if done is not None:
             seconds = float(self.state[done]["seconds"])
-            print(f"[demo] {stage.key}: done earlier ({seconds:.0f} s), reusing {stage.output}", flush=True)
+            print(f"{tag} {stage.key}: done earlier ({seconds:.0f} s), reusing {stage.output}", flush=True)
             self._record(stage, command, seconds, reused=True)
             return seconds
         resuming = stage.output.exists()
@@ -150,12 +152,10 @@ class StageRunner:
             # Output folders are keyed by the inputs' contents and the settings: a new folder means one
             # changed.
             print(
-                f"[demo] {stage.key}: its inputs or settings changed since the last run; running it again",
+                f"{tag} {stage.key}: its inputs or settings changed since the last run; running it again",
                 flush=True,
             )
-        print(
-            f"[demo] {stage.key}: ralm {shlex.join(command)}{' (resuming)' if resuming else ''}", flush=True
-        )
+        print(f"{tag} {stage.key}: ralm {shlex.join(command)}{' (resuming)' if resuming else ''}", flush=True)
         started = time.perf_counter()
         stage.call(resuming)
         sys.stdout.flush()
