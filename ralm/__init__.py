@@ -21,7 +21,7 @@ import importlib
 
 from ralm.commands import api_names
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 _API = api_names()
 """``ralm.<name>`` -> (module, attribute), read off the one command table (``ralm.commands``)."""
