@@ -79,7 +79,8 @@ def bench_prefixes(lm, n: int, k: int, max_length: int, stride: int, passage_wor
     docs = [lm.encode(t) for t in texts]
     words = [w for t in texts for w in t.split()]
     step = passage_words
-    passages = [lm.encode(" ".join(words[i : i + step])) for i in range(0, len(words) - step, step)]
+    # Passages as data-gen encodes them: the tokenizer's special prefix (its BOS, if any) first.
+    passages = lm.encode_passages([" ".join(words[i : i + step]) for i in range(0, len(words) - step, step)])
     rng = random.Random(seed)
     prefixes = []
     for _ in range(n):
@@ -164,7 +165,7 @@ def main() -> None:
         slow.append(
             (
                 [naive_logprobs(lm.model, c, p.prefix, p.target, **opts) for c in cands],
-                naive_logprobs(lm.model, [], p.prefix, p.target, **opts),
+                naive_logprobs(lm.model, list(lm.lead), p.prefix, p.target, **opts),  # no passage: the lead
             )
         )
         naive_s += time.perf_counter() - start
@@ -189,7 +190,7 @@ def main() -> None:
     lengths = [
         len(compose(c, p.prefix, p.target, args.max_length, args.max_passage_tokens))
         for p, cands in prefixes
-        for c in [*cands, []]
+        for c in [*cands, list(lm.lead)]
     ]
     flops_body = sum(forward_flops(lm.model.config, n, n, 0) for n in lengths)
     flops_naive = flops_body + sum(forward_flops(lm.model.config, 0, 0, n) for n in lengths)

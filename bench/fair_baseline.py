@@ -3,12 +3,13 @@ LM expects (``--special-tokens every-input``).
 
     .venv/bin/python bench/fair_baseline.py runs/demo/eval-related-* --windows 24
 
-For the first `--windows` retrieving windows, scores with transformers directly (its own tokenizer call, its
-own window arithmetic, one unbatched forward per window, full logits) the input the rule describes: the
-tokenizer's special prefix (Gemma: its BOS), then the window's last ``max_length - len(prefix)`` tokens; and,
-beside it, the plain window without the prefix (``--special-tokens eval-lm``, eval_lm.py's input). Prints
-ralm's no-retrieval total over those windows against both and the token perplexity of each, so a reader sees
-which of the two ralm's rows are (within bf16 noise when the run was bf16) and what the prefix is worth.
+For the first `--windows` retrieving windows (those BM25's row gave a passage), scores with transformers
+directly (its own tokenizer call, its own window arithmetic, one unbatched forward per window, full logits)
+the input the rule describes: the tokenizer's special prefix (Gemma: its BOS), then the window's last
+``max_length - len(prefix)`` tokens; and, beside it, the plain window without the prefix (``--special-tokens
+eval-lm``, eval_lm.py's input). Prints ralm's no-retrieval total over those windows against both and the
+token perplexity of each, so a reader sees which of the two ralm's rows are (within bf16 noise when the run
+was bf16) and what the prefix is worth.
 """
 
 from __future__ import annotations
@@ -49,11 +50,17 @@ def main() -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from ralm.eval.ppl.eval_text import read_eval_text
-    from ralm.lm.loading import gguf_cache_folder
+    from ralm.lm.loading import default_special_prefix, gguf_cache_folder
 
     compare = json.loads((args.folder / "compare.json").read_text())
-    bare = args.folder / Path(compare["results"]["no-retrieval"]["dir"]).name
+    folders = {name: args.folder / Path(r["dir"]).name for name, r in compare["results"].items()}
+    bare = folders["no-retrieval"]
     config = json.loads((bare / "results.json").read_text())["config"]
+    retrieving = {
+        r["end"]
+        for r in map(json.loads, (folders["bm25"] / "windows.jsonl").read_text().splitlines())
+        if r["chosen_rank"] is not None
+    }
     lm = config["lm"]
     folder = str(gguf_cache_folder(Path(lm))) if lm.endswith(".gguf") else lm
     dtype = getattr(
@@ -61,19 +68,22 @@ def main() -> None:
     )
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).eval()
-    prefix = tokenizer("a")["input_ids"][: -len(tokenizer("a", add_special_tokens=False)["input_ids"])]
+    # ralm's own reading of the prefix is what is checked against here; it is read off the tokenizer, not
+    # from ralm's rows, and printed so a reader can compare it with the tokenizer's configuration.
+    prefix = list(default_special_prefix(tokenizer))
     tokens = tokenizer(read_eval_text(config["text"]), add_special_tokens=False)["input_ids"]
     tokens = tokens[: config["max_tokens"]] if config["max_tokens"] else tokens
     length = config["max_length"]
     rows = {r["end"]: r["nll"] for r in map(json.loads, (bare / "windows.jsonl").read_text().splitlines())}
     ours = with_prefix = without = 0.0
     count = scored = 0
-    for index, (begin, prev_end, end) in enumerate(windows(len(tokens), length, config["stride"])):
-        if index == 0 or count == args.windows:
+    for begin, prev_end, end in windows(len(tokens), length, config["stride"]):
+        if end not in retrieving or count == args.windows:
             continue
         n = end - prev_end
         window = tokens[begin:end]
-        with_prefix += nll(model, prefix + window[len(prefix) :], n)
+        kept = window[max(0, len(prefix) + len(window) - length) :]  # the lead, then the last L - |lead|
+        with_prefix += nll(model, prefix + kept, n)
         without += nll(model, window, n)
         ours += rows[end]
         count, scored = count + 1, scored + n

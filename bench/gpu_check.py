@@ -62,7 +62,11 @@ def check_data_gen(args, lm_dir: Path) -> None:
     for (c32, n32), (c16, n16) in zip(labels["float32"], labels["bfloat16"], strict=True):
         worst = max(worst, *(abs(sum(a) - sum(b)) for a, b in zip([*c32, n32], [*c16, n16], strict=True)))
         agree += max(range(16), key=lambda i: sum(c32[i])) == max(range(16), key=lambda i: sum(c16[i]))
-    lengths = [len(compose(c, p.prefix, p.target, **opts)) for p, cands in prefixes for c in [*cands, []]]
+    lengths = [
+        len(compose(c, p.prefix, p.target, **opts))
+        for p, cands in prefixes
+        for c in [*cands, list(lms["float32"].lead)]
+    ]
     config = lms["float32"].model.config
     flops = sum(forward_flops(config, n, n, 4 + 16) for n in lengths)  # the head at the targets and y'.
     pairs = len(prefixes) * 17

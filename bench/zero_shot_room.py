@@ -65,20 +65,22 @@ def rank_requests(lm, rows: list[dict], rank_tokens: int, max_passage_tokens: in
             )
         ]
         out += [ScoreRequest(tuple(p), context, y) for p in passage_tokens(hits)]
-        out.append(ScoreRequest(tuple(lm.lead), context, y))  # no passage: the LM's lead (its BOS) first
+        out.append(ScoreRequest((), context, y, tuple(lm.lead)))  # no passage: the LM's lead (its BOS) first
     return out
 
 
 def zero_shot_scores(args, rows: list[dict], meta: dict) -> np.ndarray:
     """(prefixes, k + 1) summed log-prob of y' given each candidate, then given no passage; kept in
     ``--cache`` with the settings that made them, and a cache made with other settings is refused."""
-    settings = np.array([os.path.abspath(args.data), args.lm, args.dtype, str(args.rank_tokens)])
+    # The data's mode of special tokens decides how its no-passage row starts (ralm.lm.special_tokens).
+    mode = meta["config"].get("special_tokens", "every-input")
+    settings = np.array([os.path.abspath(args.data), args.lm, args.dtype, str(args.rank_tokens), mode])
     if args.cache and os.path.exists(args.cache):
         saved = np.load(args.cache)
         if "settings" not in saved or list(saved["settings"]) != list(settings):
             raise SystemExit(f"{args.cache}: made with other settings; remove it or name another --cache")
         return saved["scores"]
-    lm = load_lm(args.lm, device="cpu", dtype=args.dtype)
+    lm = load_lm(args.lm, device="cpu", dtype=args.dtype, special_tokens=mode)
     requests = rank_requests(lm, rows, args.rank_tokens, meta["max_passage_tokens"])
     # max_length - s: passage + context + y' end where data-gen's input ends before its s targets.
     logprobs = score_continuations(

@@ -87,8 +87,9 @@ def test_dpr_results_file_needs_no_index(tmp_path, tiny_lm_dir):
     assert record["passages"] == [{"id": "1", "title": "Tirana"}]
     assert out["metrics"]["has_answer"] == 1.0
     # run.json keeps the keys and values of the flat options before the option groups (the LM's name, the
-    # requested max_length, 1024 when not given), so a folder written then resumes.
-    assert json.loads((tmp_path / "out" / "run.json").read_text()) == {
+    # requested max_length, 1024 when not given), and says how prompts start (the special prefix first).
+    run = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert run == {
         "command": "eval qa",
         "lm": str(tiny_lm_dir),
         "docs": 1,
@@ -99,6 +100,7 @@ def test_dpr_results_file_needs_no_index(tmp_path, tiny_lm_dir):
         "k": 16,
         "max_new_tokens": 10,
         "max_length": 1024,
+        "prompt_start": "special-prefix",
         "data": str(data.resolve()),
     }
     again = eval_qa(
@@ -111,6 +113,11 @@ def test_dpr_results_file_needs_no_index(tmp_path, tiny_lm_dir):
     assert again["done"] == 1 and read_predictions(tmp_path / "out") == [record]  # resumed, nothing redone
     with pytest.raises(RalmInputError, match=r"other settings \(max_length\)"):
         eval_qa(str(data), str(tmp_path / "out"), cpu_lm(tiny_lm_dir, max_length=512), docs=1)
+    # A folder whose prompts did not start with the special prefix (ralm 0.1.0's run.json) is not mixed.
+    del run["prompt_start"]
+    (tmp_path / "out" / "run.json").write_text(json.dumps(run))
+    with pytest.raises(RalmInputError, match=r"other settings \(prompt_start\)"):
+        eval_qa(str(data), str(tmp_path / "out"), cpu_lm(tiny_lm_dir, max_length=1024), docs=1)
 
 
 def test_resume_skips_finished_examples_and_drops_a_torn_line(tmp_path, corpus, tiny_lm_dir):

@@ -68,7 +68,7 @@ def score_group(
     requests = [ScoreRequest(passage=p, prefix=prefix, target=target) for p in passages]
     # No passage: the LM's lead in the passage's place (its BOS unless --special-tokens eval-lm), so the
     # row differs from a candidate's by the passage's text alone (ralm.lm.special_tokens).
-    requests.append(ScoreRequest(passage=tuple(lm.lead), prefix=prefix, target=target))
+    requests.append(ScoreRequest(passage=(), prefix=prefix, target=target, lead=tuple(lm.lead)))
     scores = score_continuations(
         lm,
         requests,

@@ -40,15 +40,30 @@ def default_special_prefix(tokenizer) -> tuple[int, ...]:
     LLaMA and OPT; nothing for GPT-2 and SmolLM2): the ids that ``tokenizer(text)`` holds before
     ``tokenizer(text, add_special_tokens=False)``. Read off two probe texts rather than assumed from
     ``bos_token_id``, so a tokenizer that adds more than a BOS (or adds nothing although it names a BOS) is
-    taken as it is; anything a tokenizer appends after the text is not an input's start and is ignored."""
-    prefixes = set()
+    taken as it is; anything a tokenizer appends after the text is not an input's start and is ignored. Where
+    the text's own ids differ between the two encodings, the leading special ids count; probes that disagree
+    keep their common start (with a warning)."""
+    specials = set(getattr(tokenizer, "all_special_ids", None) or ())
+    prefixes = []
     for probe in ("a", "The end."):
         with_specials = list(tokenizer(probe, verbose=False)["input_ids"])
         plain = list(tokenizer(probe, add_special_tokens=False, verbose=False)["input_ids"])
         starts = range(len(with_specials) - len(plain) + 1)
-        at = next((i for i in starts if with_specials[i : i + len(plain)] == plain), 0)
-        prefixes.add(tuple(with_specials[:at]))
-    return prefixes.pop() if len(prefixes) == 1 else ()
+        at = next((i for i in starts if with_specials[i : i + len(plain)] == plain), None)
+        if at is None:
+            at = next((i for i, t in enumerate(with_specials) if t not in specials), len(with_specials))
+        prefixes.append(tuple(with_specials[:at]))
+    first, second = prefixes
+    common = 0
+    while common < min(len(first), len(second)) and first[common] == second[common]:
+        common += 1
+    if first != second:
+        print(
+            f"warning: the tokenizer puts {list(first)} and {list(second)} before two texts; every input "
+            f"starts with their common part {list(first[:common])}",
+            file=sys.stderr,
+        )
+    return first[:common]
 
 
 def config_dtype(folder: str) -> torch.dtype:

@@ -23,11 +23,14 @@ from ralm.lm.interface import LanguageModel
 
 @dataclass(frozen=True)
 class ScoreRequest:
-    """Token ids (no special tokens) of one scoring input; ``target`` is what gets log-probabilities."""
+    """Token ids of one scoring input; ``target`` is what gets log-probabilities. ``lead`` goes first and is
+    never cut: an input without a passage starts with the LM's lead (``LanguageModel.lead``, its BOS) in
+    the passage's place, while a passage carries the same prefix in its own first tokens."""
 
     passage: Sequence[int]
     prefix: Sequence[int]
     target: Sequence[int]
+    lead: Sequence[int] = ()
 
 
 def compose(
@@ -36,14 +39,16 @@ def compose(
     target: Sequence[int],
     max_length: int,
     max_passage_tokens: int = 256,
+    lead: Sequence[int] = (),
 ) -> list[int]:
-    """``passage[:max_passage_tokens] + prefix[drop:] + target``, dropping the fewest prefix tokens to fit.
+    """``lead + passage[:max_passage_tokens] + prefix[drop:] + target``, dropping the fewest prefix tokens
+    to fit (`lead`: ``ScoreRequest.lead``, never cut).
 
     Raises ValueError when the cut passage plus the target alone exceed `max_length` (callers validate
     their options up front so users see a ``RalmInputError`` instead), or when the first target token
     would have no context at all to be predicted from.
     """
-    passage = list(passage[:max_passage_tokens])
+    passage = [*lead, *passage[:max_passage_tokens]]
     target = list(target)
     room = max_length - len(passage) - len(target)
     if room < 0:
@@ -116,7 +121,9 @@ def score_continuations(
     inputs: list[list[int]] = []
     n_targets: list[int] = []
     for request in requests:
-        ids = compose(request.passage, request.prefix, request.target, max_length, max_passage_tokens)
+        ids = compose(
+            request.passage, request.prefix, request.target, max_length, max_passage_tokens, request.lead
+        )
         n_targets.append(len(request.target))
         inputs.append(ids[:-1])  # the last target token predicts nothing that is scored
     results: list[torch.Tensor] = [torch.zeros(0, dtype=torch.float32) for _ in requests]

@@ -16,6 +16,11 @@ is the mode (``--special-tokens``, every LM stage):
 
 QA and FLARE prompts start with the prefix in both modes, as the authors' eval_qa.py tokenizes a prompt with
 the tokenizer's defaults.
+
+The lead is never cut (``ralm.lm.scoring.ScoreRequest.lead``): it takes the room of a window's first tokens.
+Window 0, whose targets are all but its first token, then predicts its second token from the lead alone
+(its first is neither context nor target, in the same targets as eval-lm's); window 0 retrieves nothing
+in any condition, so comparisons, which read the retrieving windows, are unaffected.
 """
 
 from __future__ import annotations

@@ -198,6 +198,9 @@ class ExportDecided(Callback):
             "path": os.path.abspath(s.data),
             "format": data.meta.get("format"),
             "lm": data.meta.get("lm"),
+            # How the labels' inputs started (ralm.lm.special_tokens): abstention learned against that
+            # no-retrieval row. Absent for an LM whose tokenizer adds no special tokens (both modes agree).
+            "special_tokens": data.meta.get("config", {}).get("special_tokens"),
             "train_prefixes": len(data.train_rows),
             "val_prefixes": len(data.val_rows),
             "decision_prefixes": len(data.decision_rows),

@@ -57,7 +57,7 @@ def bare_request(tokens: Sequence[int], window: Window, lead: Sequence[int] = ()
     window's context, from which ``compose`` drops the fewest first tokens to fit: the lead plus the
     window's last ``max_length - len(lead)`` tokens (with no lead, eval_lm.py's plain window)."""
     return ScoreRequest(
-        tuple(lead), tokens[window.begin : window.target_start], tokens[window.target_start : window.end]
+        (), tokens[window.begin : window.target_start], tokens[window.target_start : window.end], tuple(lead)
     )
 
 
@@ -70,7 +70,7 @@ def matched_request(
     tokens, so the two inputs differ by the passage's text alone."""
     start = window.context_start(displaced)
     return ScoreRequest(
-        tuple(lead), tokens[start : window.target_start], tokens[window.target_start : window.end]
+        (), tokens[start : window.target_start], tokens[window.target_start : window.end], tuple(lead)
     )
 
 

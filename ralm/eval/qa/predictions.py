@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from ralm.lm.options import LMOptions
     from ralm.retrieval.options import RetrievalOptions
 
+PROMPT_START = "special-prefix"
+"""run.json's record of how prompts start: with the tokenizer's special prefix (its BOS, if any)."""
 PREDICTIONS = "predictions.jsonl"
 RUN = "run.json"
 RESULTS = "results.json"
@@ -77,7 +79,9 @@ def recorded_settings(
     """The settings `names` as ``run.json`` records them: a command's own parameters from `arguments`, and
     the group fields under the flat names they had before the groups (``lm``: the model; ``index``, ``k``;
     ``max_length``: the requested length, 1024 when not given, before the cap at the LM's context), so a
-    folder written before the groups resumes."""
+    folder written before the groups resumes; and ``prompt_start``, how every prompt starts (the
+    tokenizer's special prefix, ``ralm.eval.qa.prompts.prompt_ids``), so a folder whose prompts started
+    otherwise refuses to resume instead of mixing the two."""
     from ralm.lm.options import PAPER_MAX_LENGTH
 
     groups = {
@@ -86,7 +90,8 @@ def recorded_settings(
         "k": retrieval.k,
         "max_length": lm.max_length if lm.max_length is not None else PAPER_MAX_LENGTH,
     }
-    return {name: groups[name] if name in groups else arguments[name] for name in names}
+    recorded = {name: groups[name] if name in groups else arguments[name] for name in names}
+    return {**recorded, "prompt_start": PROMPT_START}
 
 
 def mean_of(records: list[dict], key: str) -> float | None:
