@@ -113,7 +113,7 @@ def test_flare_resumes_and_exemplars_are_used(tmp_path, corpus, tiny_lm_dir):
     eval_flare(**common, limit=2)
     first = read_predictions(tmp_path / "run")
     # run.json keeps the keys, order and values of the flat options before the option groups (the LM's
-    # name, the requested max_length, 1024 when not given), so a folder written then resumes.
+    # name, the requested max_length, 1024 when not given), and says how prompts start.
     assert list(json.loads((tmp_path / "run" / "run.json").read_text()).items()) == [
         ("command", "eval flare"),
         ("predictions_format", "ralm-eval-flare/2"),
@@ -125,6 +125,7 @@ def test_flare_resumes_and_exemplars_are_used(tmp_path, corpus, tiny_lm_dir):
         ("reranker", "none"),
         ("k", 16),
         ("max_length", 1024),
+        ("prompt_start", "special-prefix"),
         ("data", str(corpus["questions"].resolve())),
         ("flare", asdict(config)),
     ]

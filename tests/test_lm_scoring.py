@@ -39,7 +39,7 @@ def test_compose_puts_the_lead_first_and_never_cuts_it():
     """An input without a passage starts with the LM's lead (its BOS): never cut by the passage limit, and it
     takes the room of the prefix's first tokens."""
     assert compose([], [10, 11, 12], [20], max_length=3, max_passage_tokens=0, lead=[2]) == [2, 12, 20]
-    assert compose([2, 5, 6], [10, 11], [20], max_length=5, max_passage_tokens=2, lead=[]) == [2, 5, 11, 20]
+    assert compose([2, 5, 6], [10, 11], [20], max_length=4, max_passage_tokens=2, lead=[]) == [2, 5, 11, 20]
     assert compose([], [], [20, 21], max_length=4, lead=[2]) == [2, 20, 21]  # the lead is context enough
 
 

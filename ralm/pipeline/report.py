@@ -22,8 +22,8 @@ from ralm.lm.special_tokens import describe as describe_special_tokens
 
 # The demo's conditions come from the registry through ralm.pipeline.labels; re-exported for importers.
 from ralm.pipeline.labels import BASELINES as BASELINES
+from ralm.pipeline.labels import TRAINED_PREFIX, label, trained_seed
 from ralm.pipeline.labels import UPPER_BOUNDS as UPPER_BOUNDS
-from ralm.pipeline.labels import label, trained_seed
 from ralm.pipeline.report_plot import plot
 from ralm.pipeline.scale import ScaleSettings
 from ralm.pipeline.verdicts import retrieving_comparisons, verdicts
@@ -51,18 +51,8 @@ def read_metrics(results_paths: dict[str, Path]) -> dict[str, dict]:
             "comparison": results.get("comparison", {}),
             "rule": results["config"].get("reranker") if kind_named(condition).value == "threshold" else None,
             "rerank_seconds": float(results.get("timings", {}).get("rerank_s") or 0.0),
-            "exported": _export_decision(condition, results["config"]),
         }
     return out
-
-
-def _export_decision(condition: str, config: dict) -> str | None:
-    """A demo seed's export decision (what its row plays), from the exported folder it was evaluated from."""
-    if trained_seed(condition) is None:
-        return None
-    from ralm.rerank.inference import read_info
-
-    return read_info(str(config["reranker"])).get("decision", "trained")
 
 
 def read_gain_curve(train_dir: Path) -> list[tuple[int, float]]:
@@ -239,8 +229,10 @@ def build_report(
 
     `results` maps each eval set's name to its conditions' results.json paths."""
     sets, sections = {}, []
+    # What each seed's row plays: its export decision, by the condition name the eval compared it under.
+    exported = {f"{TRAINED_PREFIX}{n.removeprefix('seed ')}": _decision(d) for n, d in train_dirs.items()}
     for name, paths in results.items():
-        sets[name], section = _read_eval_set(name, paths)
+        sets[name], section = _read_eval_set(name, paths, exported)
         sections.append(section)
     title = f"ralm demo, {texts.get('split', 'test')} split"
     inputs = inputs_line(results)
@@ -271,10 +263,13 @@ def build_report(
     return report
 
 
-def _read_eval_set(name: str, paths: dict[str, Path]) -> tuple[dict, str]:
+def _read_eval_set(name: str, paths: dict[str, Path], exported: dict[str, str]) -> tuple[dict, str]:
     """One eval set read back from its conditions' output files: its part of report.json (metrics, the
     retrieving windows' comparisons, the orderings a reader checks, the verdicts) and its table section."""
     metrics = read_metrics(paths)
+    for condition, decision in exported.items():
+        if condition in metrics:
+            metrics[condition]["exported"] = decision
     rows = {c: read_windows(Path(p).parent) for c, p in paths.items()}
     # Window 0 ends at the input length eval used: the scale's max_length capped at the LM's context.
     first_target = read_config(Path(next(iter(paths.values()))).parent)["max_length"]
