@@ -50,17 +50,17 @@ def test_the_protocol_is_clean_and_every_number_has_its_interval(quick_demo):
         assert os.path.isfile(os.path.join(run_dir, name))
 
 
-def test_retrieval_helps_most_on_related_text(quick_demo):
-    """The README's reading of the two sets (measured with Gemma-3-270m base on the retrieving windows: BM25
-    -41.4% [-51.5, -31.5] on 2 Chronicles, -22.1% [-25.8, -18.8] on Ruth: a base LM gains from King James
-    passages even on a book they do not retell (its style and names), and most where they retell it)."""
+def test_retrieval_helps_related_text_and_costs_unrelated_text(quick_demo):
+    """The README's reading of the two sets against a fair no retrieval (every input starts with Gemma's BOS;
+    measured with Gemma-3-270m base on the retrieving windows: BM25 -17.0% [-28.2, -6.2] on 2 Chronicles,
+    which the corpus retells, and +4.7% [+2.5, +6.9] on Ruth, which it does not)."""
     _, report = quick_demo
     related, unrelated = (report["sets"][n]["retrieving"] for n in ("related", "unrelated"))
     assert related["bm25"]["vs_no_retrieval"]["high"] < 0, related["bm25"]["vs_no_retrieval"]
     # The gain is the passage's content: BM25 also beats the window cut by its passage's length.
     assert related["bm25"]["vs_matched"]["high"] < 0, related["bm25"]["vs_matched"]
-    assert unrelated["bm25"]["vs_no_retrieval"]["high"] < 0, unrelated["bm25"]["vs_no_retrieval"]
-    assert related["bm25"]["vs_no_retrieval"]["change"] < unrelated["bm25"]["vs_no_retrieval"]["change"]
+    # Where the corpus does not retell the text, BM25's passage costs: abstaining is the right call there.
+    assert unrelated["bm25"]["vs_no_retrieval"]["low"] > 0, unrelated["bm25"]["vs_no_retrieval"]
     # Nothing in the corpus copies Ruth (any version of a test book is out of the corpus).
     assert all(m["comparison"]["copy_windows"] == 0 for m in report["sets"]["unrelated"]["metrics"].values())
 

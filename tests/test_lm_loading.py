@@ -82,6 +82,8 @@ def test_gguf_is_converted_once_and_reloads_with_identical_logits(smollm2_gguf, 
     assert len(cached) == 1 and (cached[0] / "config.json").is_file()
     assert json.loads((cached[0] / "config.json").read_text()).get("quantization_config") is None
     assert lm.max_length >= 2048 and lm.tokenizer.bos_token_id not in lm.encode("In the beginning")
+    # SmolLM2's tokenizer adds no special tokens: its inputs are the same in both --special-tokens modes.
+    assert lm.special_prefix == () and lm.tokenizer("In")["input_ids"] == lm.encode("In")
 
     # The cached folder gives the same logits as dequantising the GGUF file directly.
     direct = AutoModelForCausalLM.from_pretrained(
@@ -171,3 +173,14 @@ def test_the_load_line_reads_the_gguf_metadata_once_per_cached_copy(tiny_gguf, t
     assert "".join(lines).startswith(
         "loaded Tiny-Llama-Instruct (GGUF Q4_1, de-quantised fp32 copy from the cache)"
     )
+
+
+@pytest.mark.slow
+def test_gemma_inputs_start_with_its_bos(gemma3_gguf):
+    """The demo's LM: Gemma's tokenizer puts its BOS first by default, so every passage and, by default,
+    every input without one starts with it (ralm.lm.special_tokens)."""
+    lm = load_lm(gemma3_gguf, device="cpu", dtype="float32")
+    bos = lm.tokenizer.bos_token_id
+    assert lm.tokenizer("In the beginning")["input_ids"] == [bos, *lm.encode("In the beginning")]
+    assert lm.special_prefix == (bos,) and lm.lead == (bos,)
+    assert lm.encode_passages(["In the beginning"])[0][0] == bos
