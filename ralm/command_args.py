@@ -282,7 +282,7 @@ def parser_for(
 ) -> ArgumentParser:
     """A parser whose options are `function`'s parameters, plus ``--config``.
 
-    `renamed`: former option names of this command and their new names (README, "Usage").
+    `renamed`: former option names of this command and their new names (CHANGELOG.md).
     `class_groups`: parameters whose options come from a class's signature (`ClassGroup`).
     `text_forms`: parameters given as text (`TextForm`), typed by `parse` before the call."""
     parser = _Parser(
@@ -347,7 +347,7 @@ def normalize_argv(parser: ArgumentParser, argv: list[str]) -> list[str]:
             name = name.replace("-", "_")
             if name in names.renamed:
                 new = names.renamed[name].replace("_", "-")
-                raise RalmInputError(f"--{name.replace('_', '-')}: renamed --{new} (README, Usage)")
+                raise RalmInputError(f"--{name.replace('_', '-')}: renamed --{new} (CHANGELOG.md)")
             if f"--{name}" not in parser._option_string_actions and names.key_of(name) is None:
                 out.append(arg)  # no such option: jsonargparse's error names it as it was written
                 continue
@@ -384,7 +384,7 @@ def _config_argument(config_file: str, names: OptionNames) -> str:
     for key in _dotted_keys(values):
         if key in names.renamed:
             raise RalmInputError(
-                f"{config_file}: key {key!r} was renamed {names.renamed[key]!r} (README, Usage)"
+                f"{config_file}: key {key!r} was renamed {names.renamed[key]!r} (CHANGELOG.md)"
             )
     if not isinstance(values, dict):
         return config_file

@@ -63,7 +63,7 @@ def test_options_accept_hyphens_leaf_names_and_bare_switches():
     assert (cfg.quick, cfg.max_length, cfg.window.stride, cfg.window.keep) == (True, 8, 2, True)
 
 
-# Each name has one meaning across commands (README, "Usage"): the output folder or file is --output; the
+# Each name has one meaning across commands (CHANGELOG.md): the output folder or file is --output; the
 # retrieval stride s (tokens between retrievals, the targets' length) is --stride; passages are split by
 # --passage-words and --passage-stride; BM25 candidates per query are --k; the reranker is --reranker.
 FORMER_NAMES = {"out", "out_dir", "run_dir", "index_dir", "jsonl_out", "rerank", "words"}
@@ -99,7 +99,7 @@ def test_a_former_option_name_is_refused_with_its_new_name(name, former, new, ca
     with pytest.raises(SystemExit) as stop:
         load_command(name).main([former, "x"])
     assert stop.value.code == 2
-    assert capsys.readouterr().err.strip() == f"error: {former}: renamed {new} (README, Usage)"
+    assert capsys.readouterr().err.strip() == f"error: {former}: renamed {new} (CHANGELOG.md)"
 
 
 def test_a_config_file_with_a_former_key_is_refused_naming_file_key_and_new_name(tmp_path, capsys):
@@ -110,7 +110,7 @@ def test_a_config_file_with_a_former_key_is_refused_naming_file_key_and_new_name
     with pytest.raises(SystemExit):
         passages_command.main(["--config", str(config)])
     assert (
-        capsys.readouterr().err.strip() == f"error: {config}: key 'out' was renamed 'output' (README, Usage)"
+        capsys.readouterr().err.strip() == f"error: {config}: key 'out' was renamed 'output' (CHANGELOG.md)"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["old.yaml"]
 
@@ -124,7 +124,7 @@ def test_a_nested_former_key_in_a_config_file_is_refused_with_its_new_name(tmp_p
         train_command.main(["--config", str(config)])
     expected = (
         f"error: {config}: key 'optim.accumulate' was renamed 'trainer.accumulate_grad_batches' "
-        "(README, Usage)"
+        "(CHANGELOG.md)"
     )
     assert capsys.readouterr().err.strip() == expected
 

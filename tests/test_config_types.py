@@ -144,7 +144,7 @@ def test_renamed_options_answer_with_their_new_name(command, old, new, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main([*command.split(), *REQUIRED[command], old, "4"])
     assert exit_info.value.code == 2
-    assert capsys.readouterr().err.strip().splitlines() == [f"error: {old}: renamed {new} (README, Usage)"]
+    assert capsys.readouterr().err.strip().splitlines() == [f"error: {old}: renamed {new} (CHANGELOG.md)"]
     parser = _parser(command)
     cfg = parser.parse_args(normalize_argv(parser, [*REQUIRED[command], new, "4"]))
     name = new.lstrip("-")

@@ -105,7 +105,7 @@ def test_a_former_group_option_is_refused_naming_its_new_name(former, new, capsy
     with pytest.raises(SystemExit) as stop:
         main([*REQUIRED, former, "2"])
     assert stop.value.code == 2
-    assert capsys.readouterr().err.strip() == f"error: {former}: renamed {new} (README, Usage)"
+    assert capsys.readouterr().err.strip() == f"error: {former}: renamed {new} (CHANGELOG.md)"
 
 
 def test_every_renamed_option_names_an_option_of_the_command():
@@ -127,7 +127,7 @@ def test_a_config_file_with_a_former_key_is_refused_naming_key_and_new_name(tmp_
     with pytest.raises(SystemExit):
         main([*REQUIRED, "--config", str(config)])
     assert capsys.readouterr().err.strip() == (
-        f"error: {config}: key {key!r} was renamed {new!r} (README, Usage)"
+        f"error: {config}: key {key!r} was renamed {new!r} (CHANGELOG.md)"
     )
 
 

@@ -32,7 +32,7 @@ from ralm.rerank.settings import (
     RunOptions,
 )
 
-# Former option names (README, "Usage"): the output folder is --output in every command, and the Trainer's
+# Former option names (CHANGELOG.md): the output folder is --output in every command, and the Trainer's
 # settings ralm re-declared are the trainer group's, under Lightning's names (their leaf spellings,
 # ``--log-every``, are former too: ``command_args.option_names`` derives them).
 RENAMED = {

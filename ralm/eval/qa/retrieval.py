@@ -123,7 +123,7 @@ class PassageSource:
 
 
 # Former option names of `ralm eval qa|flare`: the same option is --reranker and --k in every `ralm eval`
-# command (README, Usage). --k is the retrieval group's k by its leaf, on the command line and in YAML.
+# command (CHANGELOG.md). --k is the retrieval group's k by its leaf, on the command line and in YAML.
 RENAMED_OPTIONS = {"rerank": "reranker", "candidates": "k"}
 
 
