@@ -85,11 +85,11 @@ class ScaleSettings:
 # The window: a passage of at most 128 tokens in a 512-token input (a quarter: the paper's proportion, and the
 # bound ScaleSettings enforces), 100-word passages without overlap (the paper's split) and k = 4, as chosen on
 # the dev book Mark (docs/demo.md, "How the settings were chosen"): on the same targets (Mark's tokens
-# 1,024-2,047), `ralm eval ppl --sweep max_length=512,1024` gave BM25 top-1 12.50 against no retrieval 14.71 at 512 tokens
-# and 12.38 against 14.23 at 1,024 (the best of 4: 11.61 and 11.58), so the paper's 1,024 buys nothing here
-# at twice the cost; a 96-token passage in 192 tokens (the former preset) gained only 2.9%. The first
-# max_length tokens of an eval set are scored without a passage in every condition; eval_tokens is sized so
-# most scored tokens are in retrieving windows, and the report gives both. (The demo's dev and test books:
+# 1,024-2,047), `ralm eval ppl --sweep max_length=512,1024` gave BM25 top-1 12.50 against no retrieval 14.71
+# at 512 tokens and 12.38 against 14.23 at 1,024 (the best of 4: 11.61 and 11.58), so the paper's 1,024 buys
+# nothing here at twice the cost; a 96-token passage in 192 tokens (the former preset) gained only 2.9%. The
+# first max_length tokens of an eval set are scored without a passage in every condition; eval_tokens is sized
+# so most scored tokens are in retrieving windows, and the report gives both. (The demo's dev and test books:
 # ralm.demo.presets.)
 QUICK = ScaleSettings(
     eval_tokens=2560,
