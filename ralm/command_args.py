@@ -337,7 +337,7 @@ def normalize_argv(parser: ArgumentParser, argv: list[str]) -> list[str]:
     """Accept hyphenated option names, leaf aliases and bare boolean switches; leave values and names that
     name no option (jsonargparse refuses them as written) untouched.
 
-        A former option name (``renamed``) is a RalmInputError naming its new name."""
+    A former option name (``renamed``) is a RalmInputError naming its new name."""
     names: OptionNames = getattr(parser, "ralm_option_names", OptionNames(frozenset(), {}, frozenset(), {}))
     out = []
     argv = list(argv)

@@ -31,9 +31,8 @@ def run_pipeline(
     """Every stage, then the report (tables, verdicts, plot) in `out`; `times` already holds the assets'
     seconds, `description` what the report says of the texts besides theirs (split, books), `label` tags
     each line (the command: ``[run]``, ``[demo]``) and `started` is when the run began (its elapsed time)."""
-    progress = StageProgress(label, started, eval_per_data_gen_input(settings))
     results, train_dirs, exclusions, dtype_check = _run_stages(
-        out, texts, lm, encoder, settings, times, progress
+        out, texts, lm, encoder, settings, times, label, started
     )
     report = build_report(
         out,
@@ -56,15 +55,19 @@ def _run_stages(
     encoder: str,
     settings: ScaleSettings,
     times: dict[str, float],
-    progress: StageProgress,
+    label: str,
+    started: float,
 ) -> tuple[dict[str, dict[str, Path]], dict[str, Path], str, dict | None]:
-    """Run (or reuse) every stage, recording seconds in `times`; returns each eval set's conditions' results
-    files, the rerankers' training folders by seed, the exclusions line, and the bf16 check (or None)."""
+    """Run (or reuse) every stage, recording seconds in `times` and printing each stage's progress line
+    (`label`, `started`: `run_pipeline`'s); returns each eval set's conditions' results files, the
+    rerankers' training folders by seed, the exclusions line, and the bf16 check (or None)."""
     from ralm.rerank.selection import fit_bm25_threshold  # imports Lightning: not for `--help`
 
     dtype = resolved_dtype(settings.dtype)
     plan = plan_pipeline(out, texts, lm, encoder, settings, dtype)
-    progress.keys = [stage.key for stage in plan.stages]  # the bf16 check joins them if it runs
+    # The planned stages are the count; the bf16 check joins them if it runs.
+    keys = [stage.key for stage in plan.stages]
+    progress = StageProgress(label, started, eval_per_data_gen_input(settings), keys)
     runner = CountingStageRunner(out, progress)
     for stage in (plan.index, plan.data_gen, *plan.trains):
         times[stage.key] = runner.run(stage)
