@@ -58,7 +58,7 @@ def picks_nll(table: list[WindowScores], k: int) -> dict[str, list[float]]:
     for w in table:
         first = replace(w, candidates=w.candidates[:k])
         for name, condition in picks.items():
-            out[name].append(first.candidates[condition.declared.pick(condition, first, 0)].nll)
+            out[name].append(first.candidates[condition.declared.pick(first, 0, None)].nll)
     return out
 
 

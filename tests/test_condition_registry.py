@@ -17,14 +17,18 @@ from ralm.eval.ppl.ppl_command import eval_ppl
 from ralm.eval.ppl.records import CandidateScores, WindowRecord, WindowScores
 from ralm.eval.ppl.registry import KINDS, ConditionKind, kind_named, references
 from ralm.lm.options import LMOptions, WindowOptions
+from ralm.passage_rules import PassageRule
 from ralm.pipeline.labels import TRAINED_PREFIX, demo_conditions, label
 from ralm.pipeline.verdicts import retrieving_comparisons, verdicts
 from ralm.retrieval.options import RetrievalOptions
 
 SECOND = ConditionKind(
-    "bm25-second",
-    "BM25's second candidate",
-    lambda condition, row, seed: min(1, len(row.candidates) - 1),
+    PassageRule(
+        "bm25-second",
+        "BM25's second candidate",
+        lambda row, seed, threshold: min(1, len(row.candidates) - 1),
+        frozenset({"bm25"}),
+    ),
     "shown",
 )
 """A new pick-only condition, declared here only: BM25's second candidate (its first when it has one)."""
@@ -133,7 +137,9 @@ def test_a_declared_pick_only_condition_runs_in_eval_ppl_compare(monkeypatch, pp
 def test_a_new_condition_needs_the_fields_that_make_it_one():
     """A declaration without its label or verdict behaviour is refused where it is written."""
     with pytest.raises(TypeError):
-        ConditionKind("nameless", pick=lambda c, r, s: 0, verdict="shown")  # no label
+        PassageRule("nameless", pick=lambda r, s, t: 0, reads=frozenset())  # no label
     with pytest.raises(TypeError):
-        ConditionKind("unjudged", "a label", lambda c, r, s: 0)  # no verdict behaviour
+        ConditionKind(
+            PassageRule("unjudged", "a label", lambda r, s, t: 0, frozenset())
+        )  # no verdict behaviour
     assert Condition("bm25", "bm25").declared is KINDS["bm25"]

@@ -15,7 +15,7 @@ from ralm.config_types import Dtype
 from ralm.eval.ppl.compare import COMPARE_FILE
 from ralm.eval.ppl.conditions import Condition
 from ralm.eval.ppl.outputs import read_config, read_windows
-from ralm.eval.ppl.registry import BM25, NO_RETRIEVAL
+from ralm.passage_rules import BM25, NO_RETRIEVAL
 from ralm.pipeline.scale import ScaleSettings
 from ralm.pipeline.stages import StagePlan, StageRunner
 

@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ralm.eval.ppl.conditions import Condition
-from ralm.eval.ppl.registry import KINDS, TRAINED, kind_named
+from ralm.eval.ppl.registry import KINDS, kind_named
+from ralm.passage_rules import TRAINED
 
 TRAINED_PREFIX = "trained-seed"
 """The demo's trained rerankers are compared as ``trained-seed<seed>``."""

@@ -17,8 +17,9 @@ from pathlib import Path
 from ralm.atomic_files import write_text_atomic
 from ralm.eval.ppl.compare_stats import TableRow, format_compare_table
 from ralm.eval.ppl.outputs import read_config, read_windows
-from ralm.eval.ppl.registry import BM25, kind_named
+from ralm.eval.ppl.registry import kind_named
 from ralm.lm.special_tokens import describe as describe_special_tokens
+from ralm.passage_rules import BM25, TRAINED
 
 # The demo's conditions come from the registry through ralm.pipeline.labels; re-exported for importers.
 from ralm.pipeline.labels import BASELINES as BASELINES
@@ -77,7 +78,7 @@ def _summary(train_dir: Path) -> dict:
 def _decision(train_dir: Path) -> str:
     """What validation chose at export (ralm.rerank.selection), from the run's summary.json."""
     summary = _summary(train_dir)
-    return summary.get("decision", "trained") if summary else "?"
+    return summary.get("decision", TRAINED) if summary else "?"
 
 
 def decision_lines(train_dirs: dict[str, Path]) -> list[str]:

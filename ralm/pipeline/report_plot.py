@@ -6,7 +6,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from ralm.eval.ppl.registry import NO_RETRIEVAL
+from ralm.passage_rules import NO_RETRIEVAL
 from ralm.pipeline.labels import UPPER_BOUNDS, label, trained_seed
 from ralm.plots import pyplot, save_figure
 

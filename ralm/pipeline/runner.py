@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from ralm.eval.ppl.compare import COMPARE_FILE
-from ralm.eval.ppl.conditions import BM25_ABOVE
+from ralm.passage_rules import BM25_ABOVE
 from ralm.pipeline.dtype_check import check_dtype, resolved_dtype
 from ralm.pipeline.plan import plan_pipeline
 from ralm.pipeline.report import build_report

@@ -24,7 +24,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ralm.eval.ppl.records import WindowRecord
-from ralm.eval.ppl.registry import BM25, CONTEXT_MATCHED, NO_RETRIEVAL, references
+from ralm.eval.ppl.registry import references
+from ralm.passage_rules import BM25, CONTEXT_MATCHED, NO_RETRIEVAL
 from ralm.pipeline.labels import seed_label, trained_seed
 from ralm.statistics import dependent_blocks, format_change, paired_bootstrap
 

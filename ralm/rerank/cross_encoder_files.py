@@ -15,6 +15,7 @@ import json
 import shutil
 from pathlib import Path
 
+from ralm.passage_rules import TRAINED
 from ralm.rerank.model_card import DECISION_NOTES
 
 _PACKAGE = Path(__file__).parent
@@ -23,7 +24,7 @@ MODULE_TYPE = "cross_encoder_input.RalmCrossEncoderInput"
 
 
 def write_cross_encoder_files(
-    folder: Path, *, max_length: int, max_prefix_tokens: int, decision: str = "trained"
+    folder: Path, *, max_length: int, max_prefix_tokens: int, decision: str = TRAINED
 ) -> None:
     """Write the sentence-transformers layout into an export folder (before its rename)."""
 

@@ -23,7 +23,7 @@ class RalmCrossEncoderInput(Transformer):
     config_keys = [*Transformer.config_keys, "max_prefix_tokens", "decision", "refusal"]
 
     def __init__(
-        self, *args, max_prefix_tokens: int, decision: str = "trained", refusal: str | None = None, **kwargs
+        self, *args, max_prefix_tokens: int, decision: str | None = None, refusal: str | None = None, **kwargs
     ) -> None:
         if refusal:
             raise ValueError(refusal)

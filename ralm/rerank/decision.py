@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from ralm.ranking import best_first
+from ralm.passage_rules import BM25, BM25_ABOVE, NO_RETRIEVAL, TRAINED, ZERO_SHOT, Scored, ScoredRow, picks
 from ralm.rerank.batch import GroupCollator
 from ralm.rerank.dataset import GroupDataset, RerankData
 from ralm.rerank.export import read_checkpoint
@@ -106,11 +106,11 @@ class DecisionLogprobs:
     def rules(self, abstain: bool) -> dict[str, np.ndarray | None]:
         """``export_decision``'s values: each of ``CHOICES`` and its log-probs, None where unavailable."""
         return {
-            "trained": self.trained,
-            "bm25-above": self.above if abstain else None,
-            "zero-shot": self.zero_shot,
-            "bm25": self.bm25,
-            "no-retrieval": self.no_retrieval if abstain else None,
+            TRAINED: self.trained,
+            BM25_ABOVE: self.above if abstain else None,
+            ZERO_SHOT: self.zero_shot,
+            BM25: self.bm25,
+            NO_RETRIEVAL: self.no_retrieval if abstain else None,
         }
 
 
@@ -203,18 +203,18 @@ def decide_export(
         if math.isfinite(threshold):  # T infinite: no training prefix gains, the rule is no retrieval itself
             decision_columns = read_rule_columns(data.path, data.decision_rows)
             values = replace(values, above=decision_columns.above(threshold))
-        promise_samples["bm25"] = on_every_prefix(data, "bm25")
+        promise_samples[BM25] = on_every_prefix(data, BM25)
     zero_shot = zero_shot_logprobs(data.path, data.decision_rows)
     if zero_shot is not None:
         values = replace(values, zero_shot=zero_shot)
         if data.abstain:
-            promise_samples["zero-shot"] = on_every_prefix(data, "zero-shot")
+            promise_samples[ZERO_SHOT] = on_every_prefix(data, ZERO_SHOT)
     candidates = values.rules(data.abstain)
     # Selection kept the untrained model: "trained" is then the start, the threshold rule (BM25 without
     # --abstain) as a model, and that rule competes for it under its own name (no encoder at inference).
     start_won = step == 0 and step0 is not None and selected.checkpoint == step0
     if start_won:
-        candidates["trained"] = None
+        candidates[TRAINED] = None
     outcome = export_decision(
         candidates,
         documents=data.decision_documents,
@@ -227,9 +227,9 @@ def decide_export(
     evidence = _evidence(data, selected, step, values, candidates, outcome, finite)
     evidence["decision"].update(trained_is_start=start_won, seconds=round(time.perf_counter() - started, 2))
     choice = outcome.choice
-    exported = {"trained": selected.checkpoint, "bm25": step0 or selected.checkpoint}
-    recovered = {"trained": selected.gain_recovered, "bm25": 0.0}
-    kept_threshold = finite if choice == "bm25-above" else None
+    exported = {TRAINED: selected.checkpoint, BM25: step0 or selected.checkpoint}
+    recovered = {TRAINED: selected.gain_recovered, BM25: 0.0}
+    kept_threshold = finite if choice == BM25_ABOVE else None
     # the other rules: the step-0 weights (or none); not validated as rerankers
     return Decision(choice, exported.get(choice, step0), recovered.get(choice), evidence, kept_threshold)
 
@@ -284,9 +284,12 @@ def _evidence(
 
 
 def zero_shot_picks(rank_logprobs: list[list[float]]) -> list[int]:
-    """The zero-shot rule's candidate per row: the highest log p(y' | [d_i; x]), the earlier (higher BM25)
-    candidate on a tie (``ralm.ranking.best_first``, as ``ralm eval ppl``'s zero-shot condition)."""
-    return [best_first(values)[0] for values in rank_logprobs]
+    """The zero-shot rule's candidate per row (``ralm.passage_rules``: the highest log p(y' | [d_i; x]), the
+    earlier, higher-BM25, candidate on a tie, as ``ralm eval ppl``'s zero-shot condition)."""
+    rows = [
+        ScoredRow(i, tuple(Scored(rank_logprob=v) for v in values)) for i, values in enumerate(rank_logprobs)
+    ]
+    return picks(ZERO_SHOT, rows)
 
 
 def zero_shot_logprobs(path: str, rows: list[int]) -> np.ndarray | None:
@@ -317,7 +320,7 @@ def on_every_prefix(data: RerankData, rule: str) -> PairedSample:
     positions = table["position"] if "position" in columns else list(range(len(rows)))
     order = sorted(range(len(rows)), key=lambda i: (docs[i], positions[i], i))
     logprobs = table["lm_logprobs"]
-    picks = zero_shot_picks(table["lm_rank_logprobs"]) if rule == "zero-shot" else [0] * len(rows)
+    picks = zero_shot_picks(table["lm_rank_logprobs"]) if rule == ZERO_SHOT else [0] * len(rows)
     chosen = [float(lp[i]) for lp, i in zip(logprobs, picks, strict=True)]
     none = table["no_retrieval_logprob"]
     return PairedSample(

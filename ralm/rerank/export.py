@@ -18,6 +18,7 @@ import torch
 from ralm import __version__
 from ralm.atomic_files import atomic_path
 from ralm.errors import RalmInputError
+from ralm.passage_rules import BM25_ABOVE, TRAINED, ZERO_SHOT
 from ralm.progress import save_pretrained_quietly
 from ralm.rerank.cross_encoder_files import write_cross_encoder_files
 from ralm.rerank.inference import RERANKER_FILE, RERANKER_FORMAT
@@ -80,7 +81,7 @@ def export_reranker(
     hyper_parameters: dict,
     trained_on: dict,
     metrics: dict | None = None,
-    decision: str = "trained",
+    decision: str = TRAINED,
     decision_evidence: dict | None = None,
     threshold: float | None = None,
     rank_tokens: int | None = None,
@@ -93,9 +94,9 @@ def export_reranker(
     None (only under a decision other than ``trained``): the folder holds no weights, only the record,
     the model card and the sentence-transformers files, whose input module refuses to load.
     """
-    if checkpoint_path is None and decision == "trained":
+    if checkpoint_path is None and decision == TRAINED:
         raise ValueError("a trained export needs its checkpoint")
-    if decision == "zero-shot" and not rank_tokens:
+    if decision == ZERO_SHOT and not rank_tokens:
         raise ValueError("a zero-shot export needs the y' length it was decided with (rank_tokens)")
     checkpoint = read_checkpoint(checkpoint_path) if checkpoint_path is not None else {}
     hp = {**hyper_parameters, **checkpoint.get("hyper_parameters", {})}
@@ -109,8 +110,8 @@ def export_reranker(
         "abstain": bool(hp["abstain"]),
         "bm25_prior": _prior_of(checkpoint_path, checkpoint, hp) if model is not None else None,
         "decision": decision,
-        **({"threshold": threshold} if decision == "bm25-above" else {}),
-        **({"rank_tokens": rank_tokens} if decision == "zero-shot" else {}),
+        **({"threshold": threshold} if decision == BM25_ABOVE else {}),
+        **({"rank_tokens": rank_tokens} if decision == ZERO_SHOT else {}),
         "decision_evidence": decision_evidence or {},
         "loss": hp["loss"],
         "trained_on": trained_on,

@@ -16,13 +16,14 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from ralm.devices import resolve_device, resolve_dtype
 from ralm.errors import RalmInputError
+from ralm.passage_rules import BM25, BM25_ABOVE, EXPORTABLE, NO_RETRIEVAL, TRAINED, ZERO_SHOT
 from ralm.progress import library_bars_quiet_in_logs
 from ralm.ranking import best_first
 from ralm.rerank.inputs import INPUT_FORMAT, PRIOR_RULE, bm25_prior, encode_groups
 from ralm.rerank.model_card import DECISION_NOTES
 
 RERANKER_FORMAT = "ralm-reranker/1"
-DECISIONS = ("trained", "zero-shot", "bm25", "bm25-above", "no-retrieval")
+DECISIONS = tuple(reversed(EXPORTABLE))
 """What the export decision chose (ralm.rerank.promise): ``bm25``: BM25's order, whatever the model
 scores; ``bm25-above``: BM25's order when the best BM25 score is at least ``threshold``, else no passage;
 ``no-retrieval``: never prepend a passage; ``zero-shot``: the LM's own score of the prefix's last
@@ -79,15 +80,15 @@ def read_info(folder: str) -> dict:
         raise RalmInputError(
             f"{path}: field 'bm25_prior.anchor' is {prior.get('anchor')!r}, expected one of {ANCHORS}"
         )
-    if info.get("decision") == "bm25-above" and not isinstance(info.get("threshold"), int | float):
+    if info.get("decision") == BM25_ABOVE and not isinstance(info.get("threshold"), int | float):
         raise RalmInputError(f"{path}: field 'threshold' must be a number (the decision is bm25-above)")
-    if info.get("decision") == "zero-shot" and not (
+    if info.get("decision") == ZERO_SHOT and not (
         isinstance(info.get("rank_tokens"), int) and info["rank_tokens"] > 0
     ):
         raise RalmInputError(
             f"{path}: field 'rank_tokens' must be a positive integer (the decision is zero-shot)"
         )
-    if info.get("decision", "trained") not in DECISIONS:
+    if info.get("decision", TRAINED) not in DECISIONS:
         raise RalmInputError(
             f"{path}: field 'decision' is {info.get('decision')!r}, expected one of {DECISIONS}"
         )
@@ -118,7 +119,7 @@ class PredictiveReranker:
         """The ``bm25-above`` decision's T: BM25's top-1 when its score is at least T, else no passage."""
         self.rank_tokens: int | None = info.get("rank_tokens")
         """The ``zero-shot`` decision's y' length (the prefix's last tokens the LM scores)."""
-        self.decision: str = info.get("decision", "trained")
+        self.decision: str = info.get("decision", TRAINED)
         """``bm25``: ``rank``/``order`` give BM25's order (candidate 0 first); ``no-retrieval``: they always
         decline (the held-out decision prefixes preferred that rule to the trained picks)."""
 
@@ -130,7 +131,7 @@ class PredictiveReranker:
         folder = os.fspath(folder)
         info = read_info(folder)
         torch_device = resolve_device(device)
-        if info.get("decision", "trained") != "trained" and not any(
+        if info.get("decision", TRAINED) != TRAINED and not any(
             os.path.exists(os.path.join(folder, name)) for name in WEIGHT_FILES
         ):
             return cls(None, None, info, torch_device, batch_size)
@@ -242,18 +243,18 @@ class PredictiveReranker:
         last with ``--abstain``), without scoring. Ties go to the earlier candidate (higher in BM25 order),
         the empty passage last.
         """
-        if self.decision == "no-retrieval":
+        if self.decision == NO_RETRIEVAL:
             return [[None] for _ in prefixes]
-        if self.decision == "zero-shot":
+        if self.decision == ZERO_SHOT:
             raise RalmInputError(
-                f"{DECISION_NOTES['zero-shot']}: this reranker cannot order passages without that LM "
+                f"{DECISION_NOTES[ZERO_SHOT]}: this reranker cannot order passages without that LM "
                 f"(ralm eval ppl --reranker FOLDER scores y' = the last {self.rank_tokens} tokens with it; "
                 "in ralm eval qa|flare, --reranker zero-shot ranks with the LM itself)"
             )
-        if self.decision in ("bm25", "bm25-above"):
+        if self.decision in (BM25, BM25_ABOVE):
             if len(prefixes) != len(candidates):
                 raise ValueError(f"{len(prefixes)} prefixes but {len(candidates)} candidate lists")
-            if self.decision == "bm25":
+            if self.decision == BM25:
                 return [list(range(len(c))) + ([None] if self.abstain else []) for c in candidates]
             return self._above_threshold(candidates, bm25_scores)
         groups = [list(c) + ([""] if self.abstain else []) for c in candidates]

@@ -12,31 +12,12 @@ import json
 from pathlib import Path
 
 from ralm.errors import RalmInputError
+from ralm.passage_rules import RULES, TRAINED
 
 CARD = "README.md"
 REQUIRED_METADATA = ("library_name", "pipeline_tag", "base_model", "tags")
-DECISION_NOTES = {
-    "bm25": (
-        "This export ranks as BM25: its export decision is `bm25` "
-        "(the trained picks did not beat BM25's top-1 on the held-out decision prefixes), "
-        "so use BM25's own order (its top-1); the model's scores are not a reranker that beat BM25"
-    ),
-    "bm25-above": (
-        "This export retrieves by a threshold: its export decision is `bm25-above`, so prepend BM25's top-1 "
-        "when its BM25 score is at least the `threshold` in ralm_reranker.json, else nothing; "
-        "the model's scores are not what was chosen"
-    ),
-    "zero-shot": (
-        "This export ranks with the LM itself: its export decision is `zero-shot`, so prepend the candidate "
-        "under which the frozen LM finds the prefix's last `rank_tokens` tokens (ralm_reranker.json) most "
-        "likely (`ralm eval ppl` plays it); the model's scores are not what was chosen"
-    ),
-    "no-retrieval": (
-        "This export never retrieves: its export decision is `no-retrieval` (no passage beat prepending "
-        "nothing on the held-out decision prefixes), so prepend no passage; it is not a working reranker"
-    ),
-}
-"""What an export whose decision is not ``trained`` says first (the card) and refuses with
+DECISION_NOTES = {name: rule.export.note for name, rule in RULES.items() if rule.export and rule.export.note}
+"""What an export whose decision is not the trained model says first (the card) and refuses with
 (sentence-transformers' input module; ``PredictiveReranker.score`` of a folder without weights)."""
 
 
@@ -136,8 +117,8 @@ def decision_lines(evidence: dict) -> list[str]:
 
 def render_model_card(info: dict) -> str:
     """The card's text from a ``ralm_reranker.json`` dict."""
-    note = DECISION_NOTES.get(info.get("decision", "trained"))
-    # A decision other than "trained" changes what the folder is: said first, and again in every snippet.
+    note = DECISION_NOTES.get(info.get("decision", TRAINED))
+    # A decision other than the trained model changes what the folder is: said first, and in every snippet.
     first = [f"**{note}.**", ""] if note else []
     warn = [f"# {note.split(':')[0]}: see the top of this card"] if note else []
     return "\n".join(

@@ -45,6 +45,7 @@ from statistics import NormalDist
 
 import numpy as np
 
+from ralm.passage_rules import EXPORTABLE, NO_RETRIEVAL
 from ralm.statistics import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
@@ -53,7 +54,7 @@ from ralm.statistics import (
     paired_mean_difference,
 )
 
-CHOICES = ("no-retrieval", "bm25", "bm25-above", "zero-shot", "trained")
+CHOICES = EXPORTABLE
 """Simplest first; an exact tie between two rules that keep the promise goes to the later one."""
 DEFAULT_MARGIN = 0.01
 """δ: the most the exported rule may raise token perplexity over the reference (1%)."""
@@ -188,7 +189,7 @@ def export_decision(
     available = [name for name in CHOICES if values.get(name) is not None]
     if not available:
         raise ValueError("no rule to decide between")
-    reference = "no-retrieval" if "no-retrieval" in available else available[0]
+    reference = NO_RETRIEVAL if NO_RETRIEVAL in available else available[0]
     promise: dict[str, dict] = {}
     keeping = [reference]
     for name in available[available.index(reference) + 1 :]:

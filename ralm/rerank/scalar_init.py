@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ralm.passage_rules import BM25_ABOVE
 from ralm.rerank.inputs import bm25_prior
 from ralm.rerank.losses import MASKED, rerank_loss
 from ralm.rerank.selection import bm25_threshold
@@ -121,7 +122,7 @@ def threshold_start(
     sharpness = min(losses, key=losses.get)
     bias, slope = threshold_scalars(threshold, mean, std, sharpness)
     return {
-        "rule": "bm25-above",
+        "rule": BM25_ABOVE,
         "threshold": threshold if math.isfinite(threshold) else None,
         "sharpness": sharpness,
         "abstain_init": [bias, slope],

@@ -21,6 +21,7 @@ from jsonargparse import ArgumentParser
 from ralm.command_args import ClassGroup, call_with_args, parser_for
 from ralm.config_types import HalfOpenUnitInterval, check_arguments
 from ralm.errors import RalmInputError
+from ralm.passage_rules import RULES, TRAINED
 from ralm.rerank.promise import DEFAULT_MARGIN, RULE_SENTENCE
 from ralm.rerank.settings import (
     TRAINER_DEFAULTS,
@@ -136,20 +137,17 @@ def _fmt(metrics: dict, key: str) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
-EXPORTED = {
-    "trained": "the selected checkpoint",
-    "zero-shot": "the candidate whose y' the LM finds most likely (ralm eval ppl plays it; no encoder)",
-    "bm25-above": "BM25's top-1 when its score is at least T, else no passage (every ralm caller applies T)",
-    "bm25": "BM25's order (every ralm caller takes candidate 0)",
-    "no-retrieval": "no retrieval (every ralm caller prepends nothing)",
-}
+def _exported(choice: str) -> str:
+    """What an export of `choice` plays, as the summary says it."""
+    rule = RULES.get(choice)
+    return rule.export.exported if rule and rule.export else choice
 
 
 def _print_summary(summary: dict) -> None:
     val = summary["last_validation"]
     evidence = summary.get("decision_evidence") or {}
     sel, dec = evidence.get("selection") or {}, evidence.get("decision") or {}
-    choice = summary.get("decision", "trained")
+    choice = summary.get("decision", TRAINED)
     lines = [
         "ralm train: done",
         f"  data          {summary['data']}",
@@ -172,7 +170,7 @@ def _print_summary(summary: dict) -> None:
         f"  rule          {RULE_SENTENCE}",
         *_promise_lines(evidence.get("promise") or {}),
         *_evidence_lines(evidence.get("comparisons") or {}, dec.get("target_tokens")),
-        f"  exported      {EXPORTED.get(choice, choice)}: {summary['reranker']}"
+        f"  exported      {_exported(choice)}: {summary['reranker']}"
         + ("" if summary.get("exported_checkpoint") else " (no model weights)"),
     ]
     print("\n".join(lines))

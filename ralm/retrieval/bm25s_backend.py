@@ -19,6 +19,7 @@ import numpy as np
 from ralm.errors import RalmInputError
 from ralm.progress import track
 from ralm.retrieval.analyzer import ANALYZER_SETTINGS, LuceneEnglishAnalyzer
+from ralm.retrieval.index_meta import BM25_PARAMETERS
 from ralm.retrieval.lucene_bm25 import lucene_bm25_matrix
 from ralm.retrieval.passage_store import PassageStore
 from ralm.retrieval.types import Hit, Passage
@@ -42,7 +43,7 @@ def build_bm25s(passages: Sequence[Passage], out_dir: Path, k1: float = 0.9, b: 
     model.save(str(out_dir / ENGINE_DIR), show_progress=False)
     return {
         "analyzer": dict(ANALYZER_SETTINGS),
-        "bm25": {"k1": k1, "b": b, "scoring": "lucene-bm25-byte-lengths"},
+        BM25_PARAMETERS: {"k1": k1, "b": b, "scoring": "lucene-bm25-byte-lengths"},
     }
 
 

@@ -17,6 +17,8 @@ from ralm.fingerprints import file_sha256, fingerprint
 
 META_NAME = "ralm_index.json"
 FORMAT = "ralm-index/1"
+BM25_PARAMETERS = "bm25"
+"""The meta field holding a BM25 index's parameters (k1, b and, for bm25s, its scoring)."""
 # Metadata that names a place or a moment rather than content: left out of the index's identity so the
 # same index copied to another machine (torchrun nodes) or rebuilt identically is still the same index.
 _VOLATILE = {"created", "passages_path", "ralm_version", "index_dir", "build_seconds"}

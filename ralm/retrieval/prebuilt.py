@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from ralm.errors import RalmInputError
-from ralm.retrieval.index_meta import FORMAT, write_meta
+from ralm.retrieval.index_meta import BM25_PARAMETERS, FORMAT, write_meta
 from ralm.retrieval.java_runtime import check_pyserini_installed, lucene_searcher_class
 from ralm.retrieval.types import Hit
 
@@ -136,7 +136,7 @@ def link_prebuilt(
         "num_passages": int(searcher.num_docs),
         "contents": "stored contents as is (wikipedia-dpr: '\"Title\"\\ntext')",
         "excluded_titles": excluded,
-        "bm25": {"k1": k1, "b": b},
+        BM25_PARAMETERS: {"k1": k1, "b": b},
     }
     Path(index_dir).mkdir(parents=True, exist_ok=True)
     write_meta(Path(index_dir), meta)
@@ -149,7 +149,7 @@ class PrebuiltRetriever:
     def __init__(self, index_dir: Path, meta: dict) -> None:
         self.index_dir, self.meta = str(index_dir), meta
         self.searcher = open_searcher(meta["prebuilt"])
-        bm25 = meta.get("bm25", {})
+        bm25 = meta.get(BM25_PARAMETERS, {})
         self.searcher.set_bm25(float(bm25.get("k1", 0.9)), float(bm25.get("b", 0.4)))
         self.excluded = {title_key(t) for t in meta.get("excluded_titles", [])}
         self.excluded_hits = 0

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ralm.errors import RalmInputError
+from ralm.retrieval.index_meta import BM25_PARAMETERS
 from ralm.retrieval.java_runtime import check_pyserini_installed, find_java_home, lucene_searcher_class
 from ralm.retrieval.passage_store import PassageStore
 from ralm.retrieval.types import Hit
@@ -53,7 +54,10 @@ def build_pyserini(
         if proc.returncode == 2 and tail and tail[-1].startswith("error: "):
             raise RalmInputError(tail[-1][len("error: ") :])
         raise RuntimeError("Anserini indexing failed:\n" + "\n".join(tail))
-    return {"analyzer": {"name": "lucene-default-english", "stemmer": "porter"}, "bm25": {"k1": k1, "b": b}}
+    return {
+        "analyzer": {"name": "lucene-default-english", "stemmer": "porter"},
+        BM25_PARAMETERS: {"k1": k1, "b": b},
+    }
 
 
 class PyseriniRetriever:
@@ -65,7 +69,7 @@ class PyseriniRetriever:
         self.store = store
         searcher_class = lucene_searcher_class()
         self.searcher = searcher_class(str(Path(index_dir) / ENGINE_DIR))
-        bm25 = meta.get("bm25", {})
+        bm25 = meta.get(BM25_PARAMETERS, {})
         self.searcher.set_bm25(float(bm25.get("k1", 0.9)), float(bm25.get("b", 0.4)))
 
     def search_ids(self, queries: Sequence[str], k: int, threads: int = 1) -> list[list[tuple[str, float]]]:

@@ -7,8 +7,9 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ralm.errors import RalmInputError
-from ralm.eval.ppl.conditions import TRAINED, ZERO_SHOT, Condition
+from ralm.eval.ppl.conditions import Condition
 from ralm.lm.options import window_fits
+from ralm.passage_rules import TRAINED, ZERO_SHOT
 
 if TYPE_CHECKING:
     from ralm.eval.ppl.choosers import RerankLM

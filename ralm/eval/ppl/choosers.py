@@ -14,10 +14,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ralm.eval.ppl.conditions import TRAINED, Condition
+from ralm.eval.ppl.conditions import Condition
 from ralm.eval.ppl.windows import Window
 from ralm.lm.interface import LanguageModel
 from ralm.lm.scoring import ScoreRequest, score_continuations
+from ralm.passage_rules import TRAINED
 from ralm.ranking import best_first
 
 if TYPE_CHECKING:

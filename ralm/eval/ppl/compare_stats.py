@@ -27,6 +27,7 @@ import numpy as np
 
 from ralm.eval.ppl.records import WindowRecord, WindowScores
 from ralm.eval.ppl.windows import retrieving_windows, window_documents
+from ralm.passage_rules import BM25, NO_RETRIEVAL, ORACLE
 from ralm.retrieval.overlap import COPY_TOKENS
 from ralm.statistics import (
     DEFAULT_RESAMPLES,
@@ -73,7 +74,7 @@ def table_blocks(
     if method == "windows":
         return TableBlocks(method, None, 1, len(table), count)
     base = baseline_nlls(table)
-    length = block_length(np.subtract(base["bm25"], base["none"]))
+    length = block_length(np.subtract(base[BM25], base[NO_RETRIEVAL]))
     labels = block_labels(documents, length)
     return TableBlocks(method, labels, length, len(set(labels)), count)
 
@@ -83,7 +84,7 @@ def baseline_nlls(table: Sequence[WindowScores]) -> dict[str, list[float]]:
     none = [r.no_passage_nll for r in table]
     bm25 = [r.candidates[0].nll if r.candidates else r.no_passage_nll for r in table]
     oracle = [min(c.nll for c in r.candidates) if r.candidates else r.no_passage_nll for r in table]
-    return {"none": none, "bm25": bm25, "oracle": oracle}
+    return {NO_RETRIEVAL: none, BM25: bm25, ORACLE: oracle}
 
 
 def condition_statistics(
@@ -102,12 +103,12 @@ def condition_statistics(
     retrieving = retrieving_windows(r.candidates for r in table)
     with_passage = [r for r in rows if r.passage_id is not None]
     copies = sum(1 for r in with_passage if r.copies_target)
-    gap = math.fsum(base["bm25"]) - math.fsum(base["oracle"])
-    gained = math.fsum(base["bm25"]) - math.fsum(nll)
+    gap = math.fsum(base[BM25]) - math.fsum(base[ORACLE])
+    gained = math.fsum(base[BM25]) - math.fsum(nll)
     options = {"blocks": blocks, "resamples": resamples, "seed": seed}
     return {
-        "vs_bm25": paired_bootstrap(nll, base["bm25"], n, **options).as_dict(),
-        "vs_no_retrieval": paired_bootstrap(nll, base["none"], n, **options).as_dict(),
+        "vs_bm25": paired_bootstrap(nll, base[BM25], n, **options).as_dict(),
+        "vs_no_retrieval": paired_bootstrap(nll, base[NO_RETRIEVAL], n, **options).as_dict(),
         "share_of_oracle_gap": gained / gap if gap > 0 else None,
         "windows": len(rows),
         "retrieving_windows": len(retrieving),

@@ -19,32 +19,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ralm.errors import RalmInputError
-from ralm.eval.ppl.registry import (
-    BM25,
-    BM25_ABOVE,
-    CONTEXT_MATCHED,
-    KINDS,
+from ralm.eval.ppl.registry import KINDS, ConditionKind, listed, reranker_values
+from ralm.passage_rules import (
     NO_RETRIEVAL,
-    ORACLE,
-    ORACLE_OR_NONE,
-    RANDOM,
     TRAINED,
-    ZERO_SHOT,
-    ConditionKind,
-    listed,
-    reranker_values,
 )
 
 __all__ = [
-    "BM25",
-    "BM25_ABOVE",
-    "CONTEXT_MATCHED",
-    "NO_RETRIEVAL",
-    "ORACLE",
-    "ORACLE_OR_NONE",
-    "RANDOM",
-    "TRAINED",
-    "ZERO_SHOT",
     "Condition",
     "RowPlan",
     "check_conditions",
@@ -211,7 +192,7 @@ def pick(condition: Condition, row: WindowScores, chosen: int | None = None, see
         return None
     if condition.chooses_first:
         return chosen
-    return condition.playing.pick(condition, row, seed)
+    return condition.playing.pick(row, seed, condition.threshold)
 
 
 @dataclass(frozen=True)

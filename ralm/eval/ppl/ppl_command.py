@@ -34,6 +34,7 @@ from ralm.eval.ppl.eval_text import read_eval_documents
 from ralm.eval.ppl.summary import report_points
 from ralm.eval.ppl.sweep import Sweep, parse_sweep
 from ralm.lm.options import LMOptions, WindowOptions, window_fits
+from ralm.passage_rules import ZERO_SHOT
 from ralm.retrieval.options import RetrievalOptions
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ class RerankingOptions:
 
     def __post_init__(self) -> None:
         check_fields(self)
-        if self.rerank_lm and self.reranker != "zero-shot":
+        if self.rerank_lm and self.reranker != ZERO_SHOT:
             raise RalmInputError("--rerank-lm: only used with --reranker zero-shot")
 
 

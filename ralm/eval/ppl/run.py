@@ -20,7 +20,7 @@ from typing import Any
 import ralm
 from ralm.errors import RalmInputError
 from ralm.eval.ppl.compare import CompareOutput
-from ralm.eval.ppl.conditions import BM25, ZERO_SHOT, Condition
+from ralm.eval.ppl.conditions import Condition
 from ralm.eval.ppl.eval_text import EvalText, word_counts
 from ralm.eval.ppl.perplexity import Candidate, ScoringSettings
 from ralm.eval.ppl.point import Output, Point, SingleOutput, run_conditions
@@ -30,6 +30,7 @@ from ralm.eval.ppl.sweep import Sweep
 from ralm.eval.ppl.windows import Window, strided_windows
 from ralm.lm.interface import LanguageModel
 from ralm.lm.special_tokens import special_tokens_record
+from ralm.passage_rules import BM25, ZERO_SHOT
 from ralm.retrieval.types import Hit, Retriever
 
 __all__ = [

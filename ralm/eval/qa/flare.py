@@ -53,6 +53,7 @@ from ralm.eval.qa.prompts import (
 )
 from ralm.lm.generation import Generation, Generator, generate_batch
 from ralm.lm.interface import LanguageModel
+from ralm.passage_rules import NO_RETRIEVAL
 
 
 class FlareRunner:
@@ -68,7 +69,7 @@ class FlareRunner:
         input_length: int | None = None,
         reuse_cache: bool = True,
     ):
-        if config.method != "no-retrieval" and source is None:
+        if config.method != NO_RETRIEVAL and source is None:
             raise RalmInputError(f"--method {config.method} needs --index")
         self.lm, self.cfg, self.source, self.exemplars = lm, config, source, list(exemplars)
         self.input_length = input_length_for(lm, input_length)
@@ -138,14 +139,14 @@ class FlareRunner:
         before = asdict(self.generator.counters)
         searches_before = self.source.searches if self.source is not None else 0
         state = _State(ex.question, self.prompt_for(ex.question))
-        if cfg.method != "no-retrieval" and not (
+        if cfg.method != NO_RETRIEVAL and not (
             cfg.method == "flare" and cfg.look_ahead_pre_retrieval == "none"
         ):
             query = self.first_query(ex.question)
             state.passages = self._retrieve(query)
             state.trace.append({"step": "input", "query": query, "passages": [p.id for p in state.passages]})
         step_fn = {
-            "no-retrieval": self._step_whole,
+            NO_RETRIEVAL: self._step_whole,
             "single": self._step_whole,
             "window": self._step_window,
             "sentence": self._step_sentence,

@@ -29,6 +29,7 @@ from ralm.eval.qa.metrics import score_answer
 from ralm.eval.qa.predictions import RESULTS, PredictionWriter, mean_of, recorded_settings, write_results
 from ralm.eval.qa.retrieval import RENAMED_OPTIONS, PassageSource, open_source
 from ralm.lm.options import LMOptions
+from ralm.passage_rules import NO_RETRIEVAL
 from ralm.progress import progress
 from ralm.retrieval.options import RetrievalOptions
 
@@ -121,7 +122,7 @@ def eval_flare(
     model = lm.load()
     input_length = lm.input_length(model.max_length)  # the one cap rule, applied once
     # No retrieval needs no index (and no reranker), unless a sweep runs the retrieving methods too.
-    needs_source = flare.method != "no-retrieval" or plan is not None
+    needs_source = flare.method != NO_RETRIEVAL or plan is not None
     source = open_source(retrieval, model, reranker, input_length) if needs_source else None
     run = FlareRun(model, source, examples, shots, batch_size, input_length, overwrite)
     if plan is not None:
@@ -137,7 +138,7 @@ def _checked(flare: FlareOptions, format: str, retrieval: RetrievalOptions) -> F
         flare = replace(flare, stop=codecs.decode(flare.stop, "unicode_escape"))
     if format not in FORMATS:
         raise RalmInputError(f"--format must be one of {', '.join(FORMATS)}, got '{format}'")
-    if flare.method != "no-retrieval" and retrieval.index is None:
+    if flare.method != NO_RETRIEVAL and retrieval.index is None:
         raise RalmInputError(f"--method {flare.method} needs --index")
     return flare
 
@@ -161,7 +162,7 @@ def run_flare(run: FlareRun, flare: FlareOptions, output: str, settings: dict) -
     results.json. `settings` are run.json's, with `flare` recorded as these options."""
     settings = {**settings, "flare": asdict(flare)}
     writer = PredictionWriter(output, settings, overwrite=run.overwrite)
-    retriever = run.source if flare.method != "no-retrieval" else None
+    retriever = run.source if flare.method != NO_RETRIEVAL else None
     runner = FlareRunner(run.model, flare, retriever, run.shots, input_length=run.input_length)
     runner.check(run.examples)
     start = time.perf_counter()
@@ -186,7 +187,7 @@ def _answer_all(runner: FlareRunner, run: FlareRun, writer: PredictionWriter) ->
     todo = [ex for ex in examples if ex.id not in writer.done]
     done = len(examples) - len(todo)
     with progress(len(examples), initial=done, desc=f"flare[{method}]", unit="question") as bar:
-        if method in ("no-retrieval", "single"):
+        if method in (NO_RETRIEVAL, "single"):
             for i in range(0, len(todo), run.batch_size):
                 chunk = todo[i : i + run.batch_size]
                 for ex, out in zip(chunk, run_batched(runner, chunk, run.batch_size), strict=True):

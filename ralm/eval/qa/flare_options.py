@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 from ralm.config_types import ClosedUnitInterval, PositiveInt, check_fields
 from ralm.errors import RalmInputError
+from ralm.passage_rules import NO_RETRIEVAL
 
-METHODS = ("flare", "no-retrieval", "single", "window", "sentence")
+METHODS = ("flare", NO_RETRIEVAL, "single", "window", "sentence")
 QUERY_MODES = ("masked", "full", "explicit")
 PRE_RETRIEVAL = ("first", "none")
 

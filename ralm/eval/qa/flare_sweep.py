@@ -19,10 +19,11 @@ from pathlib import Path
 from ralm.atomic_files import write_json_atomic
 from ralm.errors import RalmInputError
 from ralm.eval.qa.flare_options import FlareOptions
+from ralm.passage_rules import NO_RETRIEVAL
 from ralm.plots import pyplot, save_figure
 
 SWEEPABLE = ("theta", "beta")
-REFERENCES = ("single", "no-retrieval")
+REFERENCES = ("single", NO_RETRIEVAL)
 SWEEP_FILE, PLOT_FILE = "sweep.json", "sweep.png"
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ralm.errors import RalmInputError
 from ralm.eval.qa.prompts import PromptPassage, input_length_for
+from ralm.passage_rules import NO_RETRIEVAL, ZERO_SHOT
 from ralm.ranking import best_first
 from ralm.retrieval.types import Hit
 
@@ -64,7 +65,7 @@ class PassageSource:
         self.threads = threads
         self.searches = 0
         self._reranker = None
-        if rerank not in ("none", "zero-shot"):
+        if rerank not in ("none", ZERO_SHOT):
             if not Path(rerank).is_dir():
                 raise RalmInputError(
                     f"--reranker: expected none, zero-shot or a reranker folder, got '{rerank}'"
@@ -76,13 +77,13 @@ class PassageSource:
     def search(self, queries: Sequence[str], k: int) -> list[list[PromptPassage]]:
         """The top `k` passages per query, reranked (when asked) against the query itself."""
         self.searches += len(queries)
-        if self._reranker is not None and self._reranker.decision == "no-retrieval":
+        if self._reranker is not None and self._reranker.decision == NO_RETRIEVAL:
             return [[] for _ in queries]  # validation preferred no passage to every pick
         fetch = k if self.rerank == "none" else max(k, self.candidates)
         hits = self.retriever.search(list(queries), fetch, threads=self.threads)
         if self.rerank == "none":
             return [[hit_to_passage(h) for h in row[:k]] for row in hits]
-        if self.rerank == "zero-shot":
+        if self.rerank == ZERO_SHOT:
             orders = [best_first(s) for s in self._zero_shot_scores(queries, hits)]
         else:
             orders = self._reranker.order(
