@@ -13,7 +13,7 @@ from ralm.passage_rules import TRAINED, ZERO_SHOT
 
 if TYPE_CHECKING:
     from ralm.eval.ppl.choosers import RerankLM
-    from ralm.eval.ppl.ppl_command import RerankingOptions
+    from ralm.eval.ppl.options import RerankingOptions
     from ralm.lm.options import LMOptions, WindowOptions
 
 

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from ralm.atomic_files import ensure_writable_dir
 from ralm.command_args import TextForm, call_with_args, parser_for
-from ralm.config_types import AtLeastTwoInt, NonNegativeInt, PositiveInt, check_arguments, check_fields
+from ralm.config_types import AtLeastTwoInt, NonNegativeInt, PositiveInt, check_arguments
 from ralm.errors import RalmInputError
 from ralm.eval.ppl.chooser_loading import load_rerank_lms, load_rerankers, play_exports
 from ralm.eval.ppl.conditions import (
@@ -31,43 +30,16 @@ from ralm.eval.ppl.conditions import (
     single_condition,
 )
 from ralm.eval.ppl.eval_text import read_eval_documents
+from ralm.eval.ppl.options import BatchOptions, RerankingOptions
 from ralm.eval.ppl.summary import report_points
 from ralm.eval.ppl.sweep import Sweep, parse_sweep
 from ralm.lm.options import LMOptions, WindowOptions, window_fits
-from ralm.passage_rules import ZERO_SHOT
 from ralm.retrieval.options import RetrievalOptions
 
 if TYPE_CHECKING:
     from ralm.eval.ppl.run import PplSettings
     from ralm.lm.loading import FrozenLM
     from ralm.retrieval.types import Retriever
-
-
-@dataclass
-class RerankingOptions:
-    reranker: str = "none"
-    """none (BM25 top-1), zero-shot (§6.1), oracle (best candidate on the true targets), or a trained reranker
-    folder."""
-    rerank_lm: str | None = None
-    """Zero-shot reranking LM (id, folder or .gguf), may use another tokenizer; default: the evaluated LM."""
-    rank_tokens: PositiveInt = 16
-    """s': zero-shot reranking scores the s' prefix tokens just before the targets."""
-
-    def __post_init__(self) -> None:
-        check_fields(self)
-        if self.rerank_lm and self.reranker != ZERO_SHOT:
-            raise RalmInputError("--rerank-lm: only used with --reranker zero-shot")
-
-
-@dataclass
-class BatchOptions:
-    batch_size: PositiveInt | None = None
-    """Most scoring inputs per LM forward (default: 2 on CPU, 32 on GPU)."""
-    max_batch_tokens: PositiveInt | None = None
-    """Most padded tokens per LM forward (default: batch size x max length)."""
-
-    def __post_init__(self) -> None:
-        check_fields(self)
 
 
 RENAMED = {
