@@ -1,9 +1,11 @@
 """ralm.atomic_files: a target appears whole or not at all, the temporary lives beside it, failures clean
 up."""
 
+import ast
 import json
 import os
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -228,3 +230,48 @@ def test_publish_file_replaces_an_older_file(tmp_path):
     (tmp_path / "out").write_text("old")
     publish_file(tmp_path / ".new", tmp_path / "out")
     assert _listing(tmp_path) == ["out"] and (tmp_path / "out").read_text() == "new"
+
+
+RENAMING = {("os", "replace"), ("os", "rename"), ("os", "renames"), ("shutil", "move")}
+"""The standard library's renames, as module and function."""
+
+
+def renames_in(source: str) -> list[int]:
+    """The lines of `source` that rename a file or folder: a `RENAMING` call (also imported by name),
+    ``Path.rename`` or ``Path.replace`` (one argument, where ``str.replace`` takes two)."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and any((node.module, a.name) in RENAMING for a in node.names):
+            lines.append(node.lineno)
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        owner, name = node.func.value, node.func.attr
+        one_argument = len(node.args) == 1 and not node.keywords
+        if (
+            (isinstance(owner, ast.Name) and (owner.id, name) in RENAMING)
+            or name == "rename"
+            or (name == "replace" and one_argument)
+        ):
+            lines.append(node.lineno)
+    return sorted(lines)
+
+
+def test_no_module_but_atomic_files_renames():
+    """Every rename goes through this module (its docstring: a target appears whole, the temporary beside
+    it); a rename elsewhere is a second, unchecked copy of that rule."""
+    package = Path(atomic_files.__file__).parent
+    found = [
+        f"{path.relative_to(package.parent)}:{line}"
+        for path in sorted(package.rglob("*.py"))
+        if path != Path(atomic_files.__file__)
+        for line in renames_in(path.read_text(encoding="utf-8"))
+    ]
+    assert found == []
+
+
+def test_the_rename_check_sees_each_spelling():
+    source = (
+        "import os, shutil\nfrom os import replace\nos.replace(a, b)\nos.rename(a, b)\nshutil.move(a, b)\n"
+        "path.rename(b)\npath.replace(b)\ntext.replace('a', 'b')\nreplace(config, x=1)\n"
+    )
+    assert renames_in(source) == [2, 3, 4, 5, 6, 7]

