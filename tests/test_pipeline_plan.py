@@ -283,3 +283,24 @@ def test_the_bf16_check_passes_typed_conditions_too(tmp_path, texts, monkeypatch
     ]
     assert stage.command[stage.command.index("--compare") + 1] == "no-retrieval,bm25"
     assert stage.fingerprint == _main_fingerprint(stage)
+
+
+PINNED_KEYS = {
+    "index": "fe26c3a6a4c6375a914d9b4c13a77c5498d14a54c554251e00d69ae29e5501ee",
+    "data-gen": "dde951abdd367af90913dd3c51090bca2ab81f0c23ddd5ffdd55c043b5f0c966",
+    "train": "25ad29309f37b16714619849fed994031fb72909b6019c561c66ada466337b32",
+    "eval": "a2ec11d7953b97ff0b8d7006a8db453c60e942e8879bccf0f5ca5aa3ce7d8dcc",
+}
+"""Every stage's key for the `texts` fixture at the quick scale, as ralm 0.2.0 computed it."""
+
+
+def test_stage_keys_stay_those_of_finished_run_folders(tmp_path, texts):
+    """A run folder finished by an earlier version is reused only while each stage's key is the same: a
+    change to how arguments are passed or typed must leave these values (and the folder names) alone.
+    They change only with a stage's settings themselves (a new option, another default), and then every
+    finished run recomputes."""
+    plan = plan_pipeline(tmp_path / "run", texts, "my-lm", "my-encoder", QUICK, "fp32", threshold=1.25)
+    assert {stage.key: stage.fingerprint for stage in plan.stages} == PINNED_KEYS
+    (evaluate,) = plan.evals
+    assert evaluate.output.parent.name == f"eval-eval-{PINNED_KEYS['eval'][:8]}"
+    assert Path(evaluate.arguments["retrieval_cache"]).name == "retrieval-cache-67c9531b.jsonl"
