@@ -4,6 +4,7 @@ line written to commands.sh parses back (with the stage's own parser) to exactly
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import os
 import subprocess
@@ -14,13 +15,16 @@ import pytest
 
 from ralm.cli import load_command
 from ralm.command_args import parse
+from ralm.command_render import command_line
+from ralm.commands import PIPELINE_STAGES
 from ralm.eval.ppl.conditions import Condition
 from ralm.fingerprints import fingerprint
 from ralm.lm.options import LMOptions
 from ralm.pipeline.plan import plan_pipeline
 from ralm.pipeline.scale import QUICK, ScaleOptions, resolve_scale
+from ralm.pipeline.stage_arguments import STAGE_ARGUMENTS, DataGenArguments
 from ralm.pipeline.stage_keys import keyed_arguments
-from ralm.pipeline.stages import STAGE_FUNCTIONS, StagePlan, StageRunner
+from ralm.pipeline.stages import STAGE_FUNCTIONS, StagePlan, StageRunner, _option_names, stage_function
 from ralm.pipeline.texts import PipelineTexts
 from ralm.retrieval.options import RetrievalOptions
 
@@ -43,7 +47,7 @@ def _parsed(stage: StagePlan) -> dict:
     """The arguments the stage's own command-line parser reads off its rendered command."""
     parser = load_command(" ".join(stage.words)).build_parser()
     _, init = parse(parser, stage.command[len(stage.words) :])
-    return {name: getattr(init, name) for name in stage.arguments}
+    return {name: getattr(init, name) for name in stage.arguments.keywords()}
 
 
 def _same(given, parsed) -> bool:
@@ -60,7 +64,7 @@ def test_every_rendered_stage_command_parses_back_to_its_typed_arguments(tmp_pat
     assert {stage.words for stage in plan.stages} == set(STAGE_FUNCTIONS)
     for stage in plan.stages:
         parsed = _parsed(stage)
-        for name, given in stage.arguments.items():
+        for name, given in stage.arguments.keywords().items():
             assert _same(given, parsed[name]), (stage.key, name, given, parsed[name])
 
 
@@ -68,22 +72,61 @@ def test_k_and_the_input_length_reach_data_gen_and_eval_as_typed_groups(tmp_path
     settings = resolve_scale(True, ScaleOptions(k=7, max_length=400, max_passage_tokens=100))
     plan = plan_pipeline(tmp_path / "run", texts, "my-lm", "my-encoder", settings, "fp32")
     for stage in (plan.data_gen, *plan.evals):
-        assert stage.arguments["retrieval"] == RetrievalOptions(
+        assert stage.arguments.retrieval == RetrievalOptions(
             index=str(plan.index.output), passages=str(plan.passages), k=7
         )
-        assert stage.arguments["lm"] == LMOptions(model="my-lm", dtype="fp32", max_length=400)
-        assert stage.arguments["window"].max_passage_tokens == 100
+        assert stage.arguments.lm == LMOptions(model="my-lm", dtype="fp32", max_length=400)
+        assert stage.arguments.window.max_passage_tokens == 100
     # The rendered data-gen line carries them under the options a user types.
     command = plan.data_gen.command
     assert command[command.index("--k") + 1] == "7" and command[command.index("--max-length") + 1] == "400"
     assert command[command.index("--lm") + 1] == "my-lm"
 
 
-def test_a_stage_with_an_argument_its_function_lacks_fails_when_rendered(tmp_path, texts):
+def test_a_misspelled_stage_argument_fails_where_the_stage_is_planned(tmp_path, texts):
     plan = plan_pipeline(tmp_path / "run", texts, "my-lm", "my-encoder", QUICK, "fp32")
-    broken = dataclasses.replace(plan.data_gen, arguments={**plan.data_gen.arguments, "candidates": 3})
+    with pytest.raises(TypeError, match="candidates"):
+        dataclasses.replace(plan.data_gen.arguments, candidates=3)
+    with pytest.raises(TypeError, match="documents"):  # a forgotten one too
+        DataGenArguments(**{k: v for k, v in plan.data_gen.arguments.keywords().items() if k != "documents"})
+
+
+@pytest.mark.parametrize("arguments", STAGE_ARGUMENTS, ids=lambda cls: cls.__name__)
+def test_every_stage_argument_is_a_parameter_of_its_function(arguments):
+    """The fields are the function's parameters (a misspelled field would fail only when the stage runs);
+    a value given only on resuming is None otherwise, the function's default, so commands.sh omits it."""
+    parameters = inspect.signature(stage_function(arguments.words)).parameters
+    fields = {f.name: f for f in dataclasses.fields(arguments)}
+    assert set(fields) <= set(parameters)
+    for name in arguments.unkeyed() - arguments.written():
+        assert fields[name].default is None and parameters[name].default is None
+
+
+def test_each_pipeline_stage_has_its_arguments_record():
+    assert [cls.words for cls in STAGE_ARGUMENTS] == list(PIPELINE_STAGES)
+
+
+def test_only_a_resumed_training_call_continues_from_the_last_checkpoint(tmp_path, texts, monkeypatch):
+    from ralm.pipeline import stages
+
+    plan = plan_pipeline(tmp_path / "run", texts, "my-lm", "my-encoder", QUICK, "fp32")
+    (train,) = plan.trains
+    assert "last" not in train.command  # commands.sh: the call a fresh run makes
+    calls = []
+    monkeypatch.setattr(stages, "stage_function", lambda words: lambda **given: calls.append(given))
+    train.call(resuming=False)
+    train.call(resuming=True)
+    assert [call["ckpt_path"] for call in calls] == [None, "last"]
+    assert calls[0] | {"ckpt_path": "last"} == calls[1]
+    resumed = dataclasses.replace(train, arguments=train.arguments.resumed())
+    assert resumed.fingerprint == train.fingerprint
+
+
+def test_a_stage_rendered_with_an_argument_its_function_lacks_fails():
+    """The renderer's own check, for arguments built by hand."""
+    function = stage_function(("data-gen",))
     with pytest.raises(TypeError, match="data_gen\\(\\) has no parameter candidates"):
-        _ = broken.command
+        command_line(function, {"candidates": 3}, _option_names(("data-gen",)))
 
 
 def test_ralm_run_offers_no_bible_options():
@@ -98,7 +141,7 @@ def test_the_reranker_trains_in_bf16_mixed_exactly_when_the_lm_runs_in_bf16(
     # "auto" (a GPU) leaves the precision to ralm's rule, which picks bf16-mixed on a native-bf16 GPU.
     plan = plan_pipeline(tmp_path / "run", texts, "my-lm", "my-encoder", QUICK, dtype)
     (train,) = plan.trains
-    assert train.arguments["trainer"].get("precision") == precision
+    assert train.arguments.trainer.get("precision") == precision
     command = train.command
     assert ("--trainer.precision" in command) == (precision is not None)
     assert _parsed(train)["trainer"].get("precision") == precision
@@ -233,7 +276,8 @@ def _main_keyed(value, identities: dict[str, str]):
 
 def _main_fingerprint(stage: StagePlan) -> str:
     """The stage's key as main computed it, from the arguments main passed (`compare` as its text)."""
-    arguments = {name: value for name, value in stage.arguments.items() if name not in stage.written}
+    unkeyed = stage.arguments.unkeyed()
+    arguments = {name: value for name, value in stage.arguments.keywords().items() if name not in unkeyed}
     if "compare" in arguments:
         arguments["compare"] = ",".join(c.spec for c in arguments["compare"])
     keyed = _main_keyed(arguments, dict(stage.identities))
@@ -246,7 +290,7 @@ def test_the_eval_stage_takes_typed_conditions_keyed_and_rendered_as_their_text(
     settings = resolve_scale(True, ScaleOptions(k=3, train_seeds=[0, 1]))
     plan = plan_pipeline(tmp_path / "run", texts, "my-lm", "my-encoder", settings, "fp32", threshold=1.25)
     (evaluate,) = plan.evals
-    conditions = evaluate.arguments["compare"]
+    conditions = evaluate.arguments.compare
     assert isinstance(conditions, list) and conditions and all(isinstance(c, Condition) for c in conditions)
     seed0, seed1 = (str(train.output) for train in plan.trains)
     text = (
@@ -262,7 +306,7 @@ def test_the_eval_stage_takes_typed_conditions_keyed_and_rendered_as_their_text(
     for stage in plan.stages:
         assert stage.fingerprint == _main_fingerprint(stage), stage.key
     # A reranker folder is keyed by the stage that trains it, not by where it is.
-    keyed = keyed_arguments(evaluate.arguments, evaluate.written, evaluate.identities)
+    keyed = keyed_arguments(evaluate.arguments.keywords(), evaluate.written, evaluate.identities)
     assert str(tmp_path) not in keyed["compare"] and plan.trains[0].fingerprint in keyed["compare"]
 
 
@@ -277,7 +321,7 @@ def test_the_bf16_check_passes_typed_conditions_too(tmp_path, texts, monkeypatch
     runner = type("Runner", (), {"run": lambda self, stage: ran.append(stage) or 0.0})()
     dtype_check.check_dtype(runner, evaluate, QUICK, {})
     (stage,) = ran
-    assert stage.arguments["compare"] == [
+    assert stage.arguments.compare == [
         Condition("no-retrieval", "no-retrieval"),
         Condition("bm25", "bm25"),
     ]
@@ -303,4 +347,4 @@ def test_stage_keys_stay_those_of_finished_run_folders(tmp_path, texts):
     assert {stage.key: stage.fingerprint for stage in plan.stages} == PINNED_KEYS
     (evaluate,) = plan.evals
     assert evaluate.output.parent.name == f"eval-eval-{PINNED_KEYS['eval'][:8]}"
-    assert Path(evaluate.arguments["retrieval_cache"]).name == "retrieval-cache-67c9531b.jsonl"
+    assert Path(evaluate.arguments.retrieval_cache).name == "retrieval-cache-67c9531b.jsonl"

@@ -45,16 +45,15 @@ def check_dtype(
     recorded = read_config(evaluate.output.parent / NO_RETRIEVAL)
     if recorded["dtype"] != "bfloat16":
         return None
-    lm = evaluate.arguments["lm"]
     folder = evaluate.output.parent.with_name(evaluate.output.parent.name + "-fp32-check")
-    arguments = {
-        **evaluate.arguments,
-        "lm": replace(lm, dtype="fp32"),
-        "compare": list(CHECKED),
+    arguments = replace(
+        evaluate.arguments,
+        lm=replace(evaluate.arguments.lm, dtype="fp32"),
+        compare=list(CHECKED),
         # The eval's input length (scale.max_length capped at the LM's context) ends window 0.
-        "max_tokens": recorded["max_length"] + DTYPE_CHECK_WINDOWS * settings.stride,
-        "output": str(folder),
-    }
+        max_tokens=recorded["max_length"] + DTYPE_CHECK_WINDOWS * settings.stride,
+        output=str(folder),
+    )
     # The eval stage with these arguments: its inputs keyed as the eval keys them.
     stage = replace(evaluate, key="bf16 check", arguments=arguments, output=folder / COMPARE_FILE)
     times[stage.key] = runner.run(stage)

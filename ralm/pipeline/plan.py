@@ -19,6 +19,7 @@ from ralm.eval.ppl.compare import COMPARE_FILE
 from ralm.lm.options import LMOptions, WindowOptions
 from ralm.pipeline.labels import TRAINED_PREFIX, demo_conditions
 from ralm.pipeline.scale import ScaleSettings
+from ralm.pipeline.stage_arguments import DataGenArguments, EvalPplArguments, IndexArguments, TrainArguments
 from ralm.pipeline.stage_keys import Identities, identities_of, stage_fingerprint
 from ralm.pipeline.stages import StagePlan
 from ralm.pipeline.texts import PipelineTexts
@@ -105,19 +106,17 @@ def plan_pipeline(
 
 
 def _index_stage(run_dir: Path, texts: PipelineTexts, settings: ScaleSettings) -> StagePlan:
-    arguments = {
-        "documents": texts.corpus,
-        "passage_words": settings.passage_words,
-        "passage_stride": settings.passage_stride,
-        "exclude": list(texts.exclude) or None,
-        "overwrite": True,
-    }
+    arguments = IndexArguments(
+        documents=texts.corpus,
+        passage_words=settings.passage_words,
+        passage_stride=settings.passage_stride,
+        exclude=list(texts.exclude) or None,
+        overwrite=True,
+    )
     # Keyed by the corpus's contents, not its name: an edited file gets a fresh folder.
-    written = frozenset({"output", "passages"})
-    draft = StagePlan("index", ("index",), arguments, run_dir, written=written)
-    draft = replace(draft, identities=identities_of([texts.corpus], {}))
+    draft = StagePlan("index", arguments, run_dir, identities=identities_of([texts.corpus], {}))
     index_dir = run_dir / f"index-{draft.fingerprint[:8]}"
-    arguments |= {"output": index_dir, "passages": Path(f"{index_dir}.passages.jsonl")}
+    arguments = replace(arguments, output=index_dir, passages=Path(f"{index_dir}.passages.jsonl"))
     return replace(draft, arguments=arguments, output=index_dir)
 
 
@@ -132,19 +131,19 @@ def _data_gen_stage(
     from ralm.data_gen.options import SamplingOptions, ShardingOptions
 
     # `ralm run`: the eval documents and --exclude leave the training text too (ralm.pipeline.held_out).
-    arguments = {
-        "documents": str(texts.train),
-        "lm": lm,
-        "retrieval": retrieval,
-        "exclude": list(texts.train_exclude) or None,
-        "sampling": SamplingOptions(num_prefixes=settings.num_prefixes),
-        "window": window_options(settings),
-        "sharding": ShardingOptions(prefixes_per_shard=settings.prefixes_per_shard),
-    }
+    arguments = DataGenArguments(
+        documents=str(texts.train),
+        lm=lm,
+        retrieval=retrieval,
+        exclude=list(texts.train_exclude) or None,
+        sampling=SamplingOptions(num_prefixes=settings.num_prefixes),
+        window=window_options(settings),
+        sharding=ShardingOptions(prefixes_per_shard=settings.prefixes_per_shard),
+    )
     inputs = identities_of([texts.train, retrieval.index, retrieval.passages, lm.model], known)
-    draft = StagePlan("data-gen", ("data-gen",), arguments, run_dir, identities=inputs)
+    draft = StagePlan("data-gen", arguments, run_dir, identities=inputs)
     data_dir = run_dir / f"rerank-data-{draft.fingerprint[:8]}"
-    return replace(draft, arguments={**arguments, "output": str(data_dir)}, output=data_dir)
+    return replace(draft, arguments=replace(arguments, output=str(data_dir)), output=data_dir)
 
 
 def _train_stage(
@@ -158,9 +157,9 @@ def _train_stage(
 ) -> StagePlan:
     from ralm.rerank.settings import EncoderOptions, LoaderOptions, OptimOptions, RunOptions
 
-    arguments = {
-        "data": str(data_dir),
-        "encoder": EncoderOptions(
+    arguments = TrainArguments(
+        data=str(data_dir),
+        encoder=EncoderOptions(
             name=encoder,
             max_pair_tokens=settings.max_pair_tokens,
             max_prefix_tokens=settings.max_prefix_tokens,
@@ -168,40 +167,40 @@ def _train_stage(
         ),
         # The export is decided once, at the end, on documents that chose nothing (neither trained on nor
         # selecting the checkpoint): no LM scoring, only encoder passes, so it gets the larger share (power).
-        "loader": LoaderOptions(
+        loader=LoaderOptions(
             batch_size=settings.batch_size,
             val_batch_size=settings.batch_size,
             val_fraction=settings.val_fraction,
             decision_fraction=settings.decision_fraction,
         ),
         # Warmup must end before the last step; a short override run keeps a tenth of its steps for it.
-        "optim": OptimOptions(
+        optim=OptimOptions(
             loss=settings.loss,
             lr=settings.lr,
             head_lr=settings.head_lr,
             warmup_steps=min(settings.warmup_steps, settings.train_steps // 10),
             max_steps=settings.train_steps,
         ),
-        "run": RunOptions(
+        run=RunOptions(
             val_every=settings.val_every,
             patience=settings.patience or None,
             save_every=settings.val_every,
             wandb="off",
             keep_checkpoints=False,
         ),
-        "trainer": {"log_every_n_steps": 10, **training_precision(dtype)},
+        trainer={"log_every_n_steps": 10, **training_precision(dtype)},
         # Start from BM25's ranking and learn corrections: with a few dozen prefixes a reranker trained from
         # a random head ranks far worse than BM25 (measured 13.71 ppl against 10.59 at --quick).
-        "bm25_prior": True,
-        "abstain": settings.abstain,
-        "seed": seed,
-        "margin": settings.margin,
-    }
+        bm25_prior=True,
+        abstain=settings.abstain,
+        seed=seed,
+        margin=settings.margin,
+    )
     key = "train" if len(settings.train_seeds) == 1 else f"train seed {seed}"
-    inputs = identities_of([data_dir, encoder], known)
-    draft = StagePlan(key, ("train",), arguments, run_dir, resume={"ckpt_path": "last"}, identities=inputs)
+    draft = StagePlan(key, arguments, run_dir, identities=identities_of([data_dir, encoder], known))
     train_dir = run_dir / f"reranker-{draft.fingerprint[:8]}"
-    return replace(draft, arguments={**arguments, "output": str(train_dir)}, output=train_dir / "reranker")
+    arguments = replace(arguments, output=str(train_dir))
+    return replace(draft, arguments=arguments, output=train_dir / "reranker")
 
 
 def eval_stage(
@@ -219,27 +218,24 @@ def eval_stage(
     """One eval set's `ralm eval ppl --compare` table: every condition on the same windows and candidates
     (`compare`: the demo's Conditions, a trained reranker's by its exported folder). `known`: the identities
     of earlier stages' work (the index, the rerankers); any other path is keyed by its contents."""
-    arguments = {
-        "text": str(text),
-        "lm": lm,
-        "window": window_options(settings),
-        "max_tokens": settings.eval_tokens,
-    }
-    paths = [text, retrieval.index, retrieval.passages, lm.model, *trained.values()]
-    inputs = identities_of(paths, known or {})
-    # The retrieval cache serves every eval of the same windows and candidates, whatever the conditions.
-    cache_key = stage_fingerprint(("eval", "ppl"), {**arguments, "retrieval": retrieval}, (), inputs)
-    cache = run_dir / f"retrieval-cache-{cache_key[:8]}.jsonl"
     # One table of k + 2 LM scores per window serves every condition (`--compare`, typed Conditions): the
     # same windows, candidates and scores for each, and each trained seed costs only its encoder passes.
     # The report prints the table, with labels: the stage leaves it out (print_table false).
-    arguments |= {
-        "retrieval": retrieval,
-        "retrieval_cache": str(cache),
-        "compare": demo_conditions(threshold, trained),
-        "print_table": False,
-    }
-    written = frozenset({"output", "retrieval_cache"})
-    draft = StagePlan(key, ("eval", "ppl"), arguments, run_dir, written=written, identities=inputs)
+    arguments = EvalPplArguments(
+        text=str(text),
+        lm=lm,
+        window=window_options(settings),
+        max_tokens=settings.eval_tokens,
+        retrieval=retrieval,
+        compare=demo_conditions(threshold, trained),
+        print_table=False,
+    )
+    paths = [text, retrieval.index, retrieval.passages, lm.model, *trained.values()]
+    inputs = identities_of(paths, known or {})
+    # The retrieval cache serves every eval of the same windows and candidates, whatever the conditions.
+    cache_key = stage_fingerprint(arguments.words, arguments.retrieval_inputs(), (), inputs)
+    arguments = replace(arguments, retrieval_cache=str(run_dir / f"retrieval-cache-{cache_key[:8]}.jsonl"))
+    draft = StagePlan(key, arguments, run_dir, identities=inputs)
     eval_dir = run_dir / f"eval-{name}-{draft.fingerprint[:8]}"
-    return replace(draft, arguments={**arguments, "output": str(eval_dir)}, output=eval_dir / COMPARE_FILE)
+    arguments = replace(arguments, output=str(eval_dir))
+    return replace(draft, arguments=arguments, output=eval_dir / COMPARE_FILE)

@@ -1,17 +1,17 @@
 """Run a pipeline's stages, record their times, and skip finished ones.
 
-A stage is a `StagePlan`: the stage's command words and its function's typed arguments (the stage's own
-option groups, `LMOptions`, `RetrievalOptions`, ...), called through its Python API in this process (the
-function named in the one command table, ``ralm.commands``; nothing here imports the CLI). Its identity is
-the fingerprint of those objects with every path replaced by what it names (``ralm.pipeline.stage_keys``):
-an input by its contents, an earlier stage's work by that stage's fingerprint, what the stage writes left
-out. A stage folder's name carries 8 digits of it, so the same inputs and settings find (and reuse, or
-resume) the same folder wherever the run folder is and however its path is spelled, other ones get a fresh
-folder, and a half-finished output is never mistaken for a finished one because a stage is only marked
-done (its whole fingerprint in ``stages.json``) after its call returns. Each stage's command line is
-rendered from the same objects (``ralm.command_render.command_line``) into ``commands.sh``, for the user to
-read and replay (through the interpreter that ran the pipeline, `.../python -m ralm`, so it works where the
-venv is not active); it is never read back.
+A stage is a `StagePlan`: its function's typed arguments (``ralm.pipeline.stage_arguments``: one record
+per stage, holding its own option groups, `LMOptions`, `RetrievalOptions`, ...), called through its Python
+API in this process (the function named in the one command table, ``ralm.commands``; nothing here imports
+the CLI). Its identity is the fingerprint of those objects with every path replaced by what it names
+(``ralm.pipeline.stage_keys``): an input by its contents, an earlier stage's work by that stage's
+fingerprint, what the stage writes left out. A stage folder's name carries 8 digits of it, so the same
+inputs and settings find (and reuse, or resume) the same folder wherever the run folder is and however its
+path is spelled, other ones get a fresh folder, and a half-finished output is never mistaken for a
+finished one because a stage is only marked done (its whole fingerprint in ``stages.json``) after its call
+returns. Each stage's command line is rendered from the same objects (``ralm.command_render.command_line``)
+into ``commands.sh``, for the user to read and replay (through the interpreter that ran the pipeline,
+`.../python -m ralm`, so it works where the venv is not active); it is never read back.
 """
 
 from __future__ import annotations
@@ -22,13 +22,14 @@ import os
 import shlex
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ralm.atomic_files import write_json_atomic, write_text_atomic
 from ralm.commands import PIPELINE_STAGES, command
+from ralm.pipeline.stage_arguments import StageArguments
 from ralm.pipeline.stage_keys import Identities, keyed_arguments, stage_fingerprint, strings
 
 RALM = f"{shlex.quote(sys.executable)} -m ralm"
@@ -44,37 +45,42 @@ table's entries for ``ralm.commands.PIPELINE_STAGES``)."""
 class StagePlan:
     key: str
     """Name in the report and in ``stages.json`` ("index", "data-gen", "train", "eval related", ...)."""
-    words: tuple[str, ...]
-    """The command's words (``("eval", "ppl")``): its entry in ``ralm.commands.COMMANDS``."""
-    arguments: Mapping[str, Any]
+    arguments: StageArguments
     """The stage function's arguments, typed: its option groups as their dataclasses."""
     output: Path
     """The folder or file whose existence (with the done mark) means the stage is complete."""
-    resume: Mapping[str, Any] = field(default_factory=dict)
-    """Arguments added only when a killed run left partial work (``ckpt_path="last"``); not part of the
-    key."""
-    written: frozenset[str] = frozenset({"output"})
-    """The arguments naming what the stage writes (its output folder, a cache): not part of its identity."""
     identities: Identities = field(default_factory=dict)
     """The paths among `arguments` as the plan spells them -> what they name (``ralm.pipeline.stage_keys``):
     an input's contents or an earlier stage's fingerprint."""
 
+    @property
+    def words(self) -> tuple[str, ...]:
+        """The command's words (``("eval", "ppl")``): its entry in ``ralm.commands.COMMANDS``."""
+        return self.arguments.words
+
+    @property
+    def written(self) -> frozenset[str]:
+        """The arguments naming what the stage writes (its output folder, a cache)."""
+        return self.arguments.written()
+
     @functools.cached_property
     def fingerprint(self) -> str:
         """The stage's identity (64 hex digits); its folder's name carries the first 8."""
-        return stage_fingerprint(self.words, self.arguments, self.written, self.identities)
+        arguments = self.arguments
+        return stage_fingerprint(self.words, arguments.keywords(), arguments.unkeyed(), self.identities)
 
     def produced(self) -> dict[str, str]:
         """The paths of this stage's work (what it writes, and `output`) -> their identity in a later
         stage's key: this stage's fingerprint and the argument that names the path."""
-        paths = {str(self.arguments[name]): name for name in sorted(self.written) if name in self.arguments}
+        given = self.arguments.keywords()
+        paths = {str(given[name]): name for name in sorted(self.written) if given[name] is not None}
         paths.setdefault(str(self.output), "result")
         return {path: f"{' '.join(self.words)} {self.fingerprint} {role}" for path, role in paths.items()}
 
     def places(self, folder: Path) -> list[str]:
         """The strings of the stage's key that still name a place in `folder` (should be none: a path in
         the run folder is keyed by its contents or its stage, so a moved run folder keeps every key)."""
-        keyed = keyed_arguments(self.arguments, self.written, self.identities)
+        keyed = keyed_arguments(self.arguments.keywords(), self.arguments.unkeyed(), self.identities)
         root = folder.resolve()
         return [text for text in strings(keyed) if f"{root}{os.sep}" in text or _inside(text, root)]
 
@@ -83,14 +89,17 @@ class StagePlan:
         """The command line that makes the same call: words, then the options rendered from `arguments`."""
         from ralm.command_render import command_line
 
-        return [*self.words, *command_line(self.function, self.arguments, _option_names(self.words))]
+        options = command_line(self.function, self.arguments.keywords(), _option_names(self.words))
+        return [*self.words, *options]
 
     @property
     def function(self) -> Callable[..., Any]:
         return stage_function(self.words)
 
     def call(self, resuming: bool) -> Any:
-        return self.function(**self.arguments, **(self.resume if resuming else {}))
+        """The stage's function on its arguments (those of a resumed call when `resuming`)."""
+        arguments = self.arguments.resumed() if resuming else self.arguments
+        return self.function(**arguments.keywords())
 
 
 def _inside(text: str, folder: Path) -> bool:
