@@ -8,9 +8,8 @@ import pytest
 import torch
 from data_gen_fixtures import REQUIRED, _parsed
 
-from ralm.data_gen.generate import resolve_settings
 from ralm.data_gen.metadata import describe_run
-from ralm.data_gen.options import SamplingOptions
+from ralm.data_gen.options import SamplingOptions, resolve_settings
 from ralm.lm.options import LMOptions, WindowOptions
 from ralm.retrieval.options import RetrievalOptions
 

@@ -10,18 +10,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import ralm
+from ralm.data_gen.inputs import SampledPrefixes
+from ralm.data_gen.options import GenerationSettings
 from ralm.data_gen.schema import FORMAT
 from ralm.errors import RalmInputError
+from ralm.lm.interface import LanguageModel
 from ralm.lm.special_tokens import special_tokens_record
 from ralm.retrieval.index_meta import index_fingerprint
-
-if TYPE_CHECKING:
-    from ralm.data_gen.generate import GenerationSettings
-    from ralm.data_gen.inputs import SampledPrefixes
-    from ralm.lm.interface import LanguageModel
 
 
 def run_config(
