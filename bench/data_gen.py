@@ -27,7 +27,7 @@ import torch
 from ralm.data_gen.prefixes import PrefixTokens
 from ralm.data_gen.scoring import score_prefix
 from ralm.lm.loading import load_lm
-from ralm.lm.scoring import compose
+from ralm.lm.scoring import ScoringSettings, compose
 from ralm.testing import gpt2_small, reference_logprobs
 
 # Long stdlib docstrings: ordinary English prose available on every machine.
@@ -152,13 +152,13 @@ def main() -> None:
 
     # The CPU is shared: measure the matmul rate before and after the runs and keep the better one.
     peak = matmul_flops_per_second()
-    ranked = {**opts, "rank_tokens": args.rank_tokens}
-    score_prefix(lm, *prefixes[0], **ranked)  # warm-up (first-call mode detection in the scorer)
+    ranked = ScoringSettings(**opts, rank_tokens=args.rank_tokens)
+    score_prefix(lm, *prefixes[0], ranked)  # warm-up (first-call mode detection in the scorer)
     # Alternate the two per prefix so a change in the shared machine's load hits both alike.
     fast, slow, fast_s, naive_s = [], [], 0.0, 0.0
     for p, cands in prefixes:
         start = time.perf_counter()
-        scores = score_prefix(lm, p, cands, **ranked)
+        scores = score_prefix(lm, p, cands, ranked)
         fast.append((scores.candidates, scores.no_retrieval))
         fast_s += time.perf_counter() - start
         start = time.perf_counter()

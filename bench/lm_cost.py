@@ -18,7 +18,7 @@ import statistics
 import time
 
 from ralm.lm.loading import load_lm
-from ralm.lm.scoring import ScoreRequest, score_continuations
+from ralm.lm.scoring import ScoreRequest, ScoringSettings, score_continuations
 
 
 def requests_for(lm, text: str, inputs: int, max_length: int, stride: int) -> list[ScoreRequest]:
@@ -36,7 +36,7 @@ def requests_for(lm, text: str, inputs: int, max_length: int, stride: int) -> li
 
 def timed(lm, requests: list[ScoreRequest], max_length: int) -> float:
     started = time.perf_counter()
-    score_continuations(lm, requests, max_length=max_length, max_passage_tokens=0)
+    score_continuations(lm, requests, ScoringSettings(max_length=max_length, max_passage_tokens=0))
     return time.perf_counter() - started
 
 

@@ -8,6 +8,7 @@ import torch
 
 from ralm.data_gen.prefixes import PrefixTokens
 from ralm.data_gen.scoring import PassageTokens, make_row, score_prefix
+from ralm.lm.scoring import ScoringSettings
 from ralm.retrieval.types import Hit
 
 
@@ -53,9 +54,8 @@ def test_score_prefix_matches_reference(tiny_lm, real_documents):
     tokens = PrefixTokens(prefix=ids[100:200][-(max_length - 4) :], target=ids[200:204], query=ids[168:200])
     passages = PassageTokens(tiny_lm, max_passage)(hits)
     assert all(len(p) <= max_passage for p in passages) and max(len(p) for p in passages) == max_passage
-    scores = score_prefix(
-        tiny_lm, tokens, passages, max_length=max_length, max_passage_tokens=max_passage, rank_tokens=16
-    )
+    settings = ScoringSettings(max_length=max_length, max_passage_tokens=max_passage, rank_tokens=16)
+    scores = score_prefix(tiny_lm, tokens, passages, settings)
     cand, none = scores.candidates, scores.no_retrieval
     for got, rank, passage in zip(cand, scores.candidates_rank, passages, strict=True):
         want = reference_logprobs(

@@ -10,7 +10,7 @@ import torch
 
 from ralm.lm import hf_forward, scoring
 from ralm.lm.loading import load_lm
-from ralm.lm.scoring import ScoreRequest, compose, score_continuations
+from ralm.lm.scoring import ScoreRequest, ScoringSettings, compose, score_continuations
 from ralm.testing import reference_logprobs
 
 
@@ -92,7 +92,9 @@ def test_batched_scores_match_naive_reference(tiny_lm, arch, tmp_path):
         lm.tokenizer.save_pretrained(tmp_path)
         lm = load_lm(tmp_path)
     requests = random_requests(random.Random(0), lm.vocab_size, 24)
-    got = score_continuations(lm, requests, max_length=128, max_passage_tokens=64, batch_size=5)
+    got = score_continuations(
+        lm, requests, ScoringSettings(max_length=128, max_passage_tokens=64, batch_size=5)
+    )
     for request, scores in zip(requests, got, strict=True):
         assert scores.dtype == torch.float32 and scores.shape == (len(request.target),)
         ref = reference_logprobs(lm.model, request.passage, request.prefix, request.target, 128, 64)
@@ -103,10 +105,10 @@ def test_batched_scores_match_naive_reference(tiny_lm, arch, tmp_path):
 def test_fallbacks_for_older_logits_to_keep_agree(tiny_lm, mode):
     """Models whose forward lacks per-row logits_to_keep take a slower path with the same numbers."""
     requests = random_requests(random.Random(1), tiny_lm.vocab_size, 10)
-    fast = score_continuations(tiny_lm, requests, max_length=128, max_passage_tokens=64)
+    fast = score_continuations(tiny_lm, requests, ScoringSettings(max_length=128, max_passage_tokens=64))
     hf_forward._KEEP_MODE[tiny_lm.model] = mode
     try:
-        slow = score_continuations(tiny_lm, requests, max_length=128, max_passage_tokens=64)
+        slow = score_continuations(tiny_lm, requests, ScoringSettings(max_length=128, max_passage_tokens=64))
     finally:
         del hf_forward._KEEP_MODE[tiny_lm.model]
     for a, b in zip(fast, slow, strict=True):
@@ -115,7 +117,7 @@ def test_fallbacks_for_older_logits_to_keep_agree(tiny_lm, mode):
 
 def test_empty_target_gives_empty_tensor_and_order_is_kept(tiny_lm):
     requests = [ScoreRequest([1, 2], [3, 4, 5], []), ScoreRequest([], [7] * 50, [8, 9])]
-    got = score_continuations(tiny_lm, requests, max_length=64)
+    got = score_continuations(tiny_lm, requests, ScoringSettings(max_length=64))
     assert got[0].shape == (0,) and got[1].shape == (2,)
     ref = reference_logprobs(tiny_lm.model, [], [7] * 50, [8, 9], 64, 256)
     torch.testing.assert_close(got[1].double(), ref, rtol=1e-5, atol=1e-5)
@@ -139,8 +141,8 @@ def test_cuda_bf16_scores_track_cpu_fp32(tiny_lm_dir):
     assert gpu.device.type == "cuda" and gpu.dtype == torch.bfloat16
     cpu = load_lm(tiny_lm_dir, device="cpu", dtype="float32")
     requests = random_requests(random.Random(2), cpu.vocab_size, 16)
-    fast = score_continuations(gpu, requests, max_length=128, max_passage_tokens=64)
-    ref = score_continuations(cpu, requests, max_length=128, max_passage_tokens=64)
+    fast = score_continuations(gpu, requests, ScoringSettings(max_length=128, max_passage_tokens=64))
+    ref = score_continuations(cpu, requests, ScoringSettings(max_length=128, max_passage_tokens=64))
     for a, b in zip(fast, ref, strict=True):
         assert a.dtype == torch.float32 and a.device.type == "cpu"
         torch.testing.assert_close(a, b, rtol=0.05, atol=0.1)

@@ -174,9 +174,9 @@ def test_zero_shot_scoring_uses_the_input_length_it_is_given(monkeypatch):
 
     lengths = []
 
-    def fake_score(lm, requests, *, max_length, max_passage_tokens):
-        lengths.append(max_length)
-        assert all(len(r.passage) + len(r.target) <= max_length for r in requests)
+    def fake_score(lm, requests, settings):
+        lengths.append(settings.max_length)
+        assert all(len(r.passage) + len(r.target) <= settings.max_length for r in requests)
         return [torch.zeros(len(r.target)) for r in requests]
 
     monkeypatch.setattr(ralm.lm.scoring, "score_continuations", fake_score)

@@ -161,6 +161,7 @@ def test_eval_lm_mode_keeps_the_asymmetry_and_says_so(ppl_setup, bos_lm, tmp_pat
 def test_data_gen_no_retrieval_row_starts_with_the_bos(bos_lm):
     from ralm.data_gen.prefixes import PrefixTokens
     from ralm.data_gen.scoring import score_prefix
+    from ralm.lm.scoring import ScoringSettings
 
     _, lm = bos_lm
     ids = lm.encode("the quick brown fox jumps over the lazy dog " * 12)
@@ -170,9 +171,7 @@ def test_data_gen_no_retrieval_row_starts_with_the_bos(bos_lm):
         lm,
         PrefixTokens(prefix, target, prefix[-32:]),
         passages,
-        max_length=64,
-        max_passage_tokens=32,
-        rank_tokens=8,
+        ScoringSettings(max_length=64, max_passage_tokens=32, rank_tokens=8),
     )
     bos = list(lm.special_prefix)
     # BOS + the prefix's last tokens that fit beside the target (64 in all), as no retrieval in eval.

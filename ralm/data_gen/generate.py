@@ -142,14 +142,7 @@ def _scored_row(
     passage_tokens: list[list[int]],
 ) -> dict:
     """One prefix's row: the LM's log-probs of its targets after each candidate and after no passage."""
-    scores = score_prefix(
-        lm,
-        tokens,
-        passage_tokens,
-        max_length=settings.max_length,
-        max_passage_tokens=settings.max_passage_tokens,
-        rank_tokens=settings.rank_tokens,
-    )
+    scores = score_prefix(lm, tokens, passage_tokens, settings.scoring)
     return make_row(
         prefix_index=prefix_index,
         doc_id=corpus.doc_ids[doc],

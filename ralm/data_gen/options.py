@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 
 from ralm.config_types import NonNegativeInt, PositiveInt, check_fields
 from ralm.lm.options import WindowOptions
+from ralm.lm.scoring import ScoringSettings
 from ralm.retrieval.options import RetrievalOptions
 
 
@@ -97,6 +98,16 @@ class GenerationSettings:
         fields = asdict(self)
         del fields["num_passages"], fields["retrieval_threads"]
         return fields
+
+    @property
+    def scoring(self) -> ScoringSettings:
+        """How the LM scores each prefix's inputs (``ralm.data_gen.scoring.score_prefix`` sets the batch:
+        one prefix's inputs, whole)."""
+        return ScoringSettings(
+            max_length=self.max_length,
+            max_passage_tokens=self.max_passage_tokens,
+            rank_tokens=self.rank_tokens,
+        )
 
 
 def resolve_settings(

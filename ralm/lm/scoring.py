@@ -22,6 +22,23 @@ from ralm.lm.interface import LanguageModel
 
 
 @dataclass(frozen=True)
+class ScoringSettings:
+    """How a stage has its LM score requests: the input each is composed into (``compose``), the span y'
+    that ranks a passage (zero-shot reranking), and the batch limits. A stage builds it once from its
+    options and passes it whole, down to ``score_continuations``."""
+
+    max_length: int
+    """Tokens of one composed input (passage + prefix + target), already capped at the LM's context."""
+    max_passage_tokens: int = 256
+    rank_tokens: int = 16
+    """y': the last tokens before the targets whose log-prob after a passage ranks it."""
+    batch_size: int | None = None
+    """Rows per forward; None: ``default_batch_size`` (2 on CPU, 32 on GPU)."""
+    max_batch_tokens: int | None = None
+    """Padded tokens per forward; None: batch_size x max_length."""
+
+
+@dataclass(frozen=True)
 class ScoreRequest:
     """Token ids of one scoring input; ``target`` is what gets log-probabilities. ``lead`` goes first and is
     never cut: an input without a passage starts with the LM's lead (``LanguageModel.lead``, its BOS) in
@@ -102,27 +119,30 @@ def default_batch_size(device: torch.device) -> int:
 def score_continuations(
     lm: LanguageModel,
     requests: Sequence[ScoreRequest],
+    settings: ScoringSettings,
     *,
-    max_length: int,
-    max_passage_tokens: int = 256,
-    batch_size: int | None = None,
-    max_batch_tokens: int | None = None,
     max_batch_scored: int = 1024,
     on_batch: Callable[[int, int], None] | None = None,
 ) -> list[torch.Tensor]:
     """Float32 log p(target_t | passage, prefix, target_<t) for each request, in request order.
 
-    `batch_size` defaults to ``default_batch_size(lm.device)`` and `max_batch_tokens` to batch_size x
-    max_length. `max_batch_scored` bounds batch rows x scored positions (the (rows, positions, vocabulary)
-    logits tensor). `on_batch(num_requests, num_target_tokens)` is called after each batch (progress bars).
+    Each request is composed as `settings` say (its ``max_length`` and ``max_passage_tokens``) and batched
+    within its ``batch_size`` and ``max_batch_tokens``. `max_batch_scored` bounds batch rows x scored
+    positions (the (rows, positions, vocabulary) logits tensor). `on_batch(num_requests,
+    num_target_tokens)` is called after each batch (progress bars).
     """
-    batch_size = batch_size or default_batch_size(lm.device)
-    max_batch_tokens = max_batch_tokens or batch_size * max_length
+    batch_size = settings.batch_size or default_batch_size(lm.device)
+    max_batch_tokens = settings.max_batch_tokens or batch_size * settings.max_length
     inputs: list[list[int]] = []
     n_targets: list[int] = []
     for request in requests:
         ids = compose(
-            request.passage, request.prefix, request.target, max_length, max_passage_tokens, request.lead
+            request.passage,
+            request.prefix,
+            request.target,
+            settings.max_length,
+            settings.max_passage_tokens,
+            request.lead,
         )
         n_targets.append(len(request.target))
         inputs.append(ids[:-1])  # the last target token predicts nothing that is scored

@@ -292,6 +292,7 @@ def _resolve(
 
     `recorded`: the options passed on as they are (``max_tokens``, ``text_field``)."""
     from ralm.eval.ppl.run import PplSettings
+    from ralm.lm.scoring import ScoringSettings
 
     swept = {plan.field: plan.values} if plan else {}
     strides = swept.get("stride", (window.stride,))
@@ -309,13 +310,15 @@ def _resolve(
     return PplSettings(
         strides=tuple(strides),
         query_lengths=tuple(query_lengths),
-        max_length=(max_lengths or (max_length,))[0],
+        scoring=ScoringSettings(
+            max_length=(max_lengths or (max_length,))[0],
+            max_passage_tokens=window.max_passage_tokens,
+            rank_tokens=reranking.rank_tokens,
+            batch_size=batching.batch_size,
+            max_batch_tokens=batching.max_batch_tokens,
+        ),
         max_lengths=tuple(max_lengths),
-        max_passage_tokens=window.max_passage_tokens,
         k=retrieval.k,
-        rank_tokens=reranking.rank_tokens,
-        batch_size=batching.batch_size,
-        max_batch_tokens=batching.max_batch_tokens,
         retrieval_threads=retrieval.threads,
         conditions=tuple(conditions),
         compare=compare,

@@ -22,13 +22,14 @@ from ralm.errors import RalmInputError
 from ralm.eval.ppl.compare import CompareOutput
 from ralm.eval.ppl.conditions import Condition
 from ralm.eval.ppl.eval_text import EvalText, word_counts
-from ralm.eval.ppl.perplexity import Candidate, ScoringSettings
+from ralm.eval.ppl.perplexity import Candidate
 from ralm.eval.ppl.point import Output, Point, SingleOutput, run_conditions
 from ralm.eval.ppl.records import PointResults
 from ralm.eval.ppl.retrieval_cache import index_key, retrieve_cached
 from ralm.eval.ppl.sweep import Sweep
 from ralm.eval.ppl.windows import Window, strided_windows
 from ralm.lm.interface import LanguageModel
+from ralm.lm.scoring import ScoringSettings
 from ralm.lm.special_tokens import special_tokens_record
 from ralm.passage_rules import BM25, ZERO_SHOT
 from ralm.retrieval.types import Hit, Retriever
@@ -103,13 +104,10 @@ class PplSettings:
 
     strides: tuple[int, ...]
     query_lengths: tuple[int, ...]
-    max_length: int
-    """The LM input length (the first of ``max_lengths`` when those are swept)."""
-    max_passage_tokens: int = 256
+    scoring: ScoringSettings
+    """How the LM scores every point; its input length is the first of ``max_lengths`` when those are
+    swept (each point scores with its own)."""
     k: int = 16
-    rank_tokens: int = 16
-    batch_size: int | None = None
-    max_batch_tokens: int | None = None
     retrieval_threads: int = 1
     conditions: tuple[Condition, ...] = field(default_factory=lambda: (Condition(BM25, BM25),))
     """What is evaluated: one condition, or several read off one table (`compare`)."""
@@ -122,7 +120,7 @@ class PplSettings:
 
     @property
     def points(self) -> list[PointKey]:
-        lengths = self.max_lengths or (self.max_length,)
+        lengths = self.max_lengths or (self.scoring.max_length,)
         return [PointKey(s, q, m) for s in self.strides for q in self.query_lengths for m in lengths]
 
     @property
@@ -202,11 +200,11 @@ def _point_config(
         "reranker": None,
         "rerank_lm": options.rerank_lm,
         "k": options.k,
-        "rank_tokens": options.rank_tokens,
+        "rank_tokens": options.scoring.rank_tokens,
         "stride": point.stride,
         "query_tokens": point.query_tokens,
         "max_length": point.max_length,
-        "max_passage_tokens": options.max_passage_tokens,
+        "max_passage_tokens": options.scoring.max_passage_tokens,
         "index": index,
         "retrieval_cache": cache,
         "ralm_version": ralm.__version__,
@@ -285,7 +283,7 @@ def evaluate(
             windows=windows[p],
             queries=queries[p],
             candidates=candidates,
-            settings=_scoring_settings(options, p),
+            settings=replace(options.scoring, max_length=p.max_length),
             config=_point_config(model, text, options, p, index, cache),
             timings={**timings, "setup_s": time.perf_counter() - started},
         )
@@ -298,17 +296,6 @@ def evaluate(
     return summaries
 
 
-def _scoring_settings(options: PplSettings, point: PointKey) -> ScoringSettings:
-    """How the LM scores this point's windows: its input length, the passage cut and the batch limits."""
-    return ScoringSettings(
-        max_length=point.max_length,
-        max_passage_tokens=options.max_passage_tokens,
-        rank_tokens=options.rank_tokens,
-        batch_size=options.batch_size,
-        max_batch_tokens=options.max_batch_tokens,
-    )
-
-
 def _point_candidates(
     model: LanguageModel,
     options: PplSettings,
@@ -319,7 +306,8 @@ def _point_candidates(
 ) -> list[list[Candidate]]:
     """Each window's candidate passages; none for every window when nothing is retrieved."""
     if options.retrieves and retriever is not None:
-        return build_candidates(model, windows, queries, hits_by_query, options.k, options.max_passage_tokens)
+        cut = options.scoring.max_passage_tokens
+        return build_candidates(model, windows, queries, hits_by_query, options.k, cut)
     return [[] for _ in windows]
 
 
