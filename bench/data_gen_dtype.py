@@ -45,7 +45,7 @@ def main() -> None:
     lms = {dtype: load_lm(args.lm, device=args.device, dtype=dtype) for dtype in ("float32", "bfloat16")}
     lm = lms["float32"]
     prefixes = bench_prefixes(lm, args.prefixes, args.k, args.max_length, args.stride, passage_words=64)
-    settings = ScoringSettings(max_length=args.max_length, max_passage_tokens=args.max_passage_tokens)
+    settings = ScoringSettings(input_length=args.max_length, max_passage_tokens=args.max_passage_tokens)
     print(
         f"LM {lm.name}, {args.prefixes} prefixes x ({args.k} candidates + no retrieval), max_length "
         f"{args.max_length}, threads {torch.get_num_threads()}, "

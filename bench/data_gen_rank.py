@@ -48,7 +48,7 @@ def main() -> None:
     lm = load_lm(args.lm, device="cpu", dtype=args.dtype)
     prefixes = bench_prefixes(lm, args.prefixes, args.k, args.max_length, args.stride, passage_words=100)
     settings = ScoringSettings(
-        max_length=args.max_length, max_passage_tokens=args.max_passage_tokens, rank_tokens=args.rank_tokens
+        input_length=args.max_length, max_passage_tokens=args.max_passage_tokens, rank_tokens=args.rank_tokens
     )
     print(
         f"LM {lm.name} ({lm.dtype}), {args.prefixes} prefixes x ({args.k} candidates + no retrieval), "

@@ -47,7 +47,7 @@ def check_data_gen(args, lm_dir: Path) -> None:
     lms = {d: load_lm(lm_dir, device=args.device, dtype=d) for d in ("float32", "bfloat16")}
     device = lms["float32"].device
     prefixes = bench_prefixes(lms["float32"], args.prefixes, 16, args.max_length, 4)
-    opts = {"max_length": args.max_length, "max_passage_tokens": args.max_length // 4}
+    opts = {"input_length": args.max_length, "max_passage_tokens": args.max_length // 4}
     ranked = ScoringSettings(**opts, rank_tokens=16)  # data-gen's default y'
     labels, seconds = {d: [] for d in lms}, dict.fromkeys(lms, 0.0)
     for lm in lms.values():
@@ -170,7 +170,7 @@ def check_eval_ppl(args, tmp: Path) -> None:
         options = PplSettings(
             strides=(4,),
             query_lengths=(32,),
-            scoring=ScoringSettings(max_length=args.max_length),
+            scoring=ScoringSettings(input_length=args.max_length),
             k=1,
             max_tokens=n_tokens,
         )

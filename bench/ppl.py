@@ -153,7 +153,9 @@ def main() -> None:
             strides=(args.stride,),
             query_lengths=(32,),
             scoring=ScoringSettings(
-                max_length=args.max_length, batch_size=args.batch_size, max_batch_tokens=args.max_batch_tokens
+                input_length=args.max_length,
+                batch_size=args.batch_size,
+                max_batch_tokens=args.max_batch_tokens,
             ),
             k=1,
             max_tokens=n_tokens,

@@ -84,7 +84,7 @@ def zero_shot_scores(args, rows: list[dict], meta: dict) -> np.ndarray:
     requests = rank_requests(lm, rows, args.rank_tokens, meta["max_passage_tokens"])
     # max_length - s: passage + context + y' end where data-gen's input ends before its s targets.
     settings = ScoringSettings(
-        max_length=meta["max_length"] - meta["s"], max_passage_tokens=meta["max_passage_tokens"]
+        input_length=meta["max_length"] - meta["s"], max_passage_tokens=meta["max_passage_tokens"]
     )
     logprobs = score_continuations(lm, requests, settings)
     scores = np.array([float(lp.sum()) for lp in logprobs]).reshape(len(rows), -1)

@@ -160,7 +160,7 @@ def test_data_gen_records_each_setting_once_under_its_documented_name():
         query_tokens=16,
         k=3,
         min_prefix_tokens=32,
-        max_length=64,
+        input_length=64,
         max_passage_tokens=16,
         seed=1,
         num_prefixes=8,

@@ -85,8 +85,8 @@ def data_gen(
     ensure_writable_dir(out)
     retriever = open_candidates_index(retrieval)
     model = lm.load()
-    max_length = lm.input_length(model.max_length)
-    check_input_fits(max_length, window)
+    input_length = lm.input_length(model.context_length)
+    check_input_fits(input_length, window)
     excluded: dict = {"rules": list(exclude or [])}
     sampled = sample_documents(
         documents,
@@ -103,7 +103,7 @@ def data_gen(
         window,
         retrieval,
         allow_same_doc=allow_same_doc,
-        max_length=max_length,
+        input_length=input_length,
         num_passages=int(retriever.meta["num_passages"]),
         num_examples=sampled.num_examples,
         num_shards=sampled.num_shards,

@@ -87,7 +87,7 @@ def shard_rows(
     indices = list(range(shard.start, shard.stop))
     docs, positions = [int(sample.doc[i]) for i in indices], [int(sample.position[i]) for i in indices]
     tokens = [
-        prefix_tokens(corpus, doc, position, settings.stride, settings.query_tokens, settings.max_length)
+        prefix_tokens(corpus, doc, position, settings.stride, settings.query_tokens, settings.input_length)
         for doc, position in zip(docs, positions, strict=True)
     ]
     candidates = _shard_candidates(retriever, lm, tokens, [corpus.doc_ids[doc] for doc in docs], settings)

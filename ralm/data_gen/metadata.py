@@ -33,7 +33,7 @@ def run_config(
     query_tokens: int,
     k: int,
     min_prefix_tokens: int,
-    max_length: int,
+    input_length: int,
     max_passage_tokens: int,
     seed: int,
     num_prefixes: int,
@@ -53,7 +53,7 @@ def run_config(
         "l": query_tokens,
         "k": k,
         "min_prefix_tokens": min_prefix_tokens,
-        "max_length": max_length,
+        "max_length": input_length,  # recorded under the name of --max-length, which it caps
         "max_passage_tokens": max_passage_tokens,
         "seed": seed,
         "num_prefixes": num_prefixes,

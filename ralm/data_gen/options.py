@@ -78,8 +78,8 @@ class GenerationSettings:
     k: int
     min_prefix_tokens: int
     """The effective floor: max(ℓ, --min-prefix-tokens)."""
-    max_length: int
-    """After capping at the LM's context."""
+    input_length: int
+    """The LM input (``--max-length``) after capping at the LM's context."""
     max_passage_tokens: int
     seed: int
     num_prefixes: int
@@ -104,7 +104,7 @@ class GenerationSettings:
         """How the LM scores each prefix's inputs (``ralm.data_gen.scoring.score_prefix`` sets the batch:
         one prefix's inputs, whole)."""
         return ScoringSettings(
-            max_length=self.max_length,
+            input_length=self.input_length,
             max_passage_tokens=self.max_passage_tokens,
             rank_tokens=self.rank_tokens,
         )
@@ -116,19 +116,19 @@ def resolve_settings(
     retrieval: RetrievalOptions,
     *,
     allow_same_doc: bool,
-    max_length: int,
+    input_length: int,
     num_passages: int,
     num_examples: int,
     num_shards: int,
 ) -> GenerationSettings:
-    """The run's settings from its options, the capped LM input (`max_length`), the index's size and the
+    """The run's settings from its options, the capped LM input (`input_length`), the index's size and the
     sample (``exclude_same_doc`` is the negation of --allow-same-doc)."""
     return GenerationSettings(
         stride=window.stride,
         query_tokens=window.query_tokens,
         k=retrieval.k,
         min_prefix_tokens=prefix_floor(sampling, window),
-        max_length=max_length,
+        input_length=input_length,
         max_passage_tokens=window.max_passage_tokens,
         seed=sampling.seed,
         num_prefixes=sampling.num_prefixes,

@@ -63,7 +63,9 @@ def score_group(
     # No passage: the LM's lead in the passage's place (its BOS unless --special-tokens eval-lm), so the
     # row differs from a candidate's by the passage's text alone (ralm.lm.special_tokens).
     requests.append(ScoreRequest(passage=(), prefix=prefix, target=target, lead=tuple(lm.lead)))
-    whole = replace(settings, batch_size=len(requests), max_batch_tokens=len(requests) * settings.max_length)
+    whole = replace(
+        settings, batch_size=len(requests), max_batch_tokens=len(requests) * settings.input_length
+    )
     scores = score_continuations(lm, requests, whole)
     return [s.float().cpu().tolist() for s in scores]
 

@@ -31,7 +31,7 @@ class RerankLM:
     """A zero-shot reranking LM (``--rerank-lm``) and the input length it scores with."""
 
     lm: LanguageModel
-    max_length: int
+    input_length: int
 
 
 def choose_first(
@@ -48,7 +48,7 @@ def choose_first(
     A reranking LM scores as the evaluated LM does (`settings`), within its own input length."""
     if condition.kind == TRAINED:
         return trained_reranker(model, lm, tokens, windows, candidates)
-    reranking = replace(settings, max_length=model.max_length)
+    reranking = replace(settings, input_length=model.input_length)
     return zero_shot_other_lm(model.lm, lm, tokens, windows, candidates, reranking)
 
 
@@ -98,7 +98,7 @@ def zero_shot_other_lm(
 ) -> list[int | None]:
     """Chosen candidate per window by log p_φ(y' | [d_i; x]) under a reranking LM with its own tokenizer,
     y' the last ``settings.rank_tokens`` of the window's context (re-tokenised), in inputs of
-    ``settings.max_length`` tokens: the reranking LM's.
+    ``settings.input_length`` tokens: the reranking LM's.
 
     The result lines up with `windows` (which may be a resumed run's remaining subset), not with window
     indices.
@@ -108,7 +108,7 @@ def zero_shot_other_lm(
     chosen: list[int | None] = [None] * len(windows)
     if not todo:
         return chosen
-    contexts = rerank_lm.encode_batch(context_texts(lm, tokens, todo, settings.max_length))
+    contexts = rerank_lm.encode_batch(context_texts(lm, tokens, todo, settings.input_length))
     passage_ids: dict[str, tuple[int, ...]] = {}
     unique = {c.id: c.text for w in todo for c in candidates[w.index]}
     for pid, ids in zip(unique, rerank_lm.encode_passages(list(unique.values())), strict=True):

@@ -45,7 +45,7 @@ def window_request(
 def bare_request(tokens: Sequence[int], window: Window, lead: Sequence[int] = ()) -> ScoreRequest:
     """No passage: `lead` (the LM's start of an input without a passage, ``LanguageModel.lead``) then the
     window's context, from which ``compose`` drops the fewest first tokens to fit: the lead plus the
-    window's last ``max_length - len(lead)`` tokens (with no lead, eval_lm.py's plain window)."""
+    window's last ``input_length - len(lead)`` tokens (with no lead, eval_lm.py's plain window)."""
     return ScoreRequest(
         (), tokens[window.begin : window.target_start], tokens[window.target_start : window.end], tuple(lead)
     )
@@ -86,7 +86,7 @@ def _requests(
     """The planned requests of one window, and how many leading target tokens of a candidate's are y'.
 
     The no-passage rows start with `lead` (``LanguageModel.lead``) in the passage's place: no retrieval is
-    then the lead plus the window's last ``max_length - len(lead)`` tokens, as a passage is its own lead
+    then the lead plus the window's last ``input_length - len(lead)`` tokens, as a passage is its own lead
     plus text followed by what context it leaves."""
     target_from = window.target_start
     if plan.rank_tokens and plan.candidates:

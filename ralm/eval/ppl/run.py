@@ -26,7 +26,7 @@ from ralm.eval.ppl.perplexity import Candidate
 from ralm.eval.ppl.point import Output, Point, SingleOutput, run_conditions
 from ralm.eval.ppl.records import PointResults
 from ralm.eval.ppl.retrieval_cache import index_key, retrieve_cached
-from ralm.eval.ppl.sweep import Sweep
+from ralm.eval.ppl.sweep import SWEPT_ATTRIBUTE, Sweep
 from ralm.eval.ppl.windows import Window, strided_windows
 from ralm.lm.interface import LanguageModel
 from ralm.lm.scoring import ScoringSettings
@@ -80,11 +80,11 @@ class PointKey:
 
     stride: int
     query_tokens: int
-    max_length: int
+    input_length: int
 
     def value(self, field: str) -> int:
-        """The swept setting's value (``Sweep.field``)."""
-        return getattr(self, field)
+        """The swept setting's value (``Sweep.field``, a ``--sweep`` name)."""
+        return getattr(self, SWEPT_ATTRIBUTE[field])
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ class PplSettings:
     strides: tuple[int, ...]
     query_lengths: tuple[int, ...]
     scoring: ScoringSettings
-    """How the LM scores every point; its input length is the first of ``max_lengths`` when those are
+    """How the LM scores every point; its input length is the first of ``input_lengths`` when those are
     swept (each point scores with its own)."""
     k: int = 16
     retrieval_threads: int = 1
@@ -115,12 +115,12 @@ class PplSettings:
     """Write the comparison (OUTPUT/<condition>/, candidates.jsonl, compare.json), even of one condition."""
     max_tokens: int | None = None
     text_field: str = "text"
-    max_lengths: tuple[int, ...] = ()
-    """The swept input lengths (``--sweep max_length=...``); empty: ``max_length`` alone."""
+    input_lengths: tuple[int, ...] = ()
+    """The swept input lengths (``--sweep max_length=...``); empty: ``scoring.input_length`` alone."""
 
     @property
     def points(self) -> list[PointKey]:
-        lengths = self.max_lengths or (self.scoring.max_length,)
+        lengths = self.input_lengths or (self.scoring.input_length,)
         return [PointKey(s, q, m) for s in self.strides for q in self.query_lengths for m in lengths]
 
     @property
@@ -203,7 +203,7 @@ def _point_config(
         "rank_tokens": options.scoring.rank_tokens,
         "stride": point.stride,
         "query_tokens": point.query_tokens,
-        "max_length": point.max_length,
+        "max_length": point.input_length,
         "max_passage_tokens": options.scoring.max_passage_tokens,
         "index": index,
         "retrieval_cache": cache,
@@ -270,7 +270,7 @@ def evaluate(
     started = time.perf_counter() if started is None else started
     text = eval_text(model, raw_text, text_path, options, document_chars)
     points = options.points
-    windows = {p: strided_windows(len(text.tokens), p.max_length, p.stride) for p in points}
+    windows = {p: strided_windows(len(text.tokens), p.input_length, p.stride) for p in points}
     queries, hits_by_query, timings = _retrieve(model, text, options, windows, retriever, cache_path)
     index = None if retriever is None else {"dir": str(index_dir), "key": index_key(retriever.meta)}
     cache = None if cache_path is None else str(cache_path)
@@ -283,7 +283,7 @@ def evaluate(
             windows=windows[p],
             queries=queries[p],
             candidates=candidates,
-            settings=replace(options.scoring, max_length=p.max_length),
+            settings=replace(options.scoring, input_length=p.input_length),
             config=_point_config(model, text, options, p, index, cache),
             timings={**timings, "setup_s": time.perf_counter() - started},
         )

@@ -112,7 +112,7 @@ class PassageSource:
                 for h in row
             ]
             shape.append(len(row))
-        settings = ScoringSettings(max_length=self.input_length, max_passage_tokens=self.max_passage_tokens)
+        settings = ScoringSettings(input_length=self.input_length, max_passage_tokens=self.max_passage_tokens)
         logprobs = score_continuations(self.lm, requests, settings)
         flat = [float(t.sum()) for t in logprobs]
         out, start = [], 0
