@@ -27,7 +27,7 @@ import torch
 from ralm.data_gen.prefixes import PrefixTokens
 from ralm.data_gen.scoring import score_prefix
 from ralm.lm.loading import load_lm
-from ralm.lm.scoring import compose
+from ralm.lm.scoring import ScoringSettings, compose
 from ralm.testing import gpt2_small, reference_logprobs
 
 # Long stdlib docstrings: ordinary English prose available on every machine.
@@ -73,7 +73,9 @@ def prose() -> list[str]:
     return [t for t in texts if len(t.split()) > 400]
 
 
-def bench_prefixes(lm, n: int, k: int, max_length: int, stride: int, passage_words: int = 100, seed: int = 0):
+def bench_prefixes(
+    lm, n: int, k: int, input_length: int, stride: int, passage_words: int = 100, seed: int = 0
+):
     """`n` (PrefixTokens, k candidate passages) from stdlib prose: a long prefix, its target, its query."""
     texts = prose()
     docs = [lm.encode(t) for t in texts]
@@ -84,17 +86,17 @@ def bench_prefixes(lm, n: int, k: int, max_length: int, stride: int, passage_wor
     rng = random.Random(seed)
     prefixes = []
     for _ in range(n):
-        ids = rng.choice([d for d in docs if len(d) > max_length + stride])
-        pos = rng.randrange(max_length, len(ids) - stride)
-        prefix = PrefixTokens(ids[:pos][-max_length:], ids[pos : pos + stride], ids[pos - 32 : pos])
+        ids = rng.choice([d for d in docs if len(d) > input_length + stride])
+        pos = rng.randrange(input_length, len(ids) - stride)
+        prefix = PrefixTokens(ids[:pos][-input_length:], ids[pos : pos + stride], ids[pos - 32 : pos])
         prefixes.append((prefix, rng.sample(passages, k)))
     return prefixes
 
 
-def naive_logprobs(model, passage, prefix, target, max_length, max_passage_tokens) -> list[float]:
+def naive_logprobs(model, passage, prefix, target, input_length, max_passage_tokens) -> list[float]:
     """The baseline: one request at a time, the whole sequence through the model (float32 logits)."""
     return reference_logprobs(
-        model, passage, prefix, target, max_length, max_passage_tokens, torch.float32
+        model, passage, prefix, target, input_length, max_passage_tokens, torch.float32
     ).tolist()
 
 
@@ -143,7 +145,7 @@ def main() -> None:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     prefixes = bench_prefixes(lm, args.prefixes, args.k, args.max_length, args.stride)
-    opts = {"max_length": args.max_length, "max_passage_tokens": args.max_passage_tokens}
+    opts = {"input_length": args.max_length, "max_passage_tokens": args.max_passage_tokens}
     print(
         f"LM {lm.name} ({lm.dtype}, {lm.device}), {args.prefixes} prefixes x "
         f"({args.k} candidates + no retrieval), max_length {args.max_length}, "
@@ -152,13 +154,13 @@ def main() -> None:
 
     # The CPU is shared: measure the matmul rate before and after the runs and keep the better one.
     peak = matmul_flops_per_second()
-    ranked = {**opts, "rank_tokens": args.rank_tokens}
-    score_prefix(lm, *prefixes[0], **ranked)  # warm-up (first-call mode detection in the scorer)
+    ranked = ScoringSettings(**opts, rank_tokens=args.rank_tokens)
+    score_prefix(lm, *prefixes[0], ranked)  # warm-up (first-call mode detection in the scorer)
     # Alternate the two per prefix so a change in the shared machine's load hits both alike.
     fast, slow, fast_s, naive_s = [], [], 0.0, 0.0
     for p, cands in prefixes:
         start = time.perf_counter()
-        scores = score_prefix(lm, p, cands, **ranked)
+        scores = score_prefix(lm, p, cands, ranked)
         fast.append((scores.candidates, scores.no_retrieval))
         fast_s += time.perf_counter() - start
         start = time.perf_counter()

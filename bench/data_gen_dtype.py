@@ -25,6 +25,7 @@ from data_gen import bench_prefixes  # noqa: E402 - bench scripts sit beside eac
 
 from ralm.data_gen.scoring import score_prefix  # noqa: E402
 from ralm.lm.loading import load_lm  # noqa: E402
+from ralm.lm.scoring import ScoringSettings  # noqa: E402
 
 
 def main() -> None:
@@ -44,20 +45,20 @@ def main() -> None:
     lms = {dtype: load_lm(args.lm, device=args.device, dtype=dtype) for dtype in ("float32", "bfloat16")}
     lm = lms["float32"]
     prefixes = bench_prefixes(lm, args.prefixes, args.k, args.max_length, args.stride, passage_words=64)
-    opts = {"max_length": args.max_length, "max_passage_tokens": args.max_passage_tokens, "rank_tokens": 16}
+    settings = ScoringSettings(input_length=args.max_length, max_passage_tokens=args.max_passage_tokens)
     print(
         f"LM {lm.name}, {args.prefixes} prefixes x ({args.k} candidates + no retrieval), max_length "
         f"{args.max_length}, threads {torch.get_num_threads()}, "
         f"CPU capability {torch.backends.cpu.get_cpu_capability()}"
     )
     for model in lms.values():
-        score_prefix(model, *prefixes[0], **opts)  # warm-up
+        score_prefix(model, *prefixes[0], settings)  # warm-up
     labels = {d: [] for d in lms}
     seconds = dict.fromkeys(lms, 0.0)
     for p, cands in prefixes:
         for dtype, model in lms.items():
             start = time.perf_counter()
-            scores = score_prefix(model, p, cands, **opts)
+            scores = score_prefix(model, p, cands, settings)
             labels[dtype].append((scores.candidates, scores.no_retrieval))
             seconds[dtype] += time.perf_counter() - start
     token_diffs, sum_diffs, agree = [], [], 0

@@ -27,6 +27,7 @@ from data_gen import bench_prefixes  # noqa: E402 - bench scripts sit beside eac
 
 from ralm.data_gen.scoring import score_group, score_prefix  # noqa: E402
 from ralm.lm.loading import load_lm  # noqa: E402
+from ralm.lm.scoring import ScoringSettings  # noqa: E402
 
 
 def main() -> None:
@@ -46,22 +47,24 @@ def main() -> None:
         args.lm = default_lm()
     lm = load_lm(args.lm, device="cpu", dtype=args.dtype)
     prefixes = bench_prefixes(lm, args.prefixes, args.k, args.max_length, args.stride, passage_words=100)
-    opts = {"max_length": args.max_length, "max_passage_tokens": args.max_passage_tokens}
+    settings = ScoringSettings(
+        input_length=args.max_length, max_passage_tokens=args.max_passage_tokens, rank_tokens=args.rank_tokens
+    )
     print(
         f"LM {lm.name} ({lm.dtype}), {args.prefixes} prefixes x ({args.k} candidates + no retrieval), "
         f"max_length {args.max_length}, y' {args.rank_tokens} tokens, threads {torch.get_num_threads()}"
     )
     first, first_passages = prefixes[0]  # warm-up
-    score_prefix(lm, first, first_passages, **opts, rank_tokens=args.rank_tokens)
-    score_group(lm, first_passages, first.prefix, first.target, **opts)
+    score_prefix(lm, first, first_passages, settings)
+    score_group(lm, first_passages, first.prefix, first.target, settings)
     seconds = {"with": 0.0, "without": 0.0}
     worst = 0.0
     for prefix, passages in prefixes:
         start = time.perf_counter()
-        ranked = score_prefix(lm, prefix, passages, **opts, rank_tokens=args.rank_tokens)
+        ranked = score_prefix(lm, prefix, passages, settings)
         seconds["with"] += time.perf_counter() - start
         start = time.perf_counter()
-        plain = score_group(lm, passages, prefix.prefix, prefix.target, **opts)  # no y': format /1
+        plain = score_group(lm, passages, prefix.prefix, prefix.target, settings)  # no y': format /1
         seconds["without"] += time.perf_counter() - start
         for a, b in zip([*ranked.candidates, ranked.no_retrieval], plain, strict=True):
             worst = max(worst, *(abs(x - y) for x, y in zip(a, b, strict=True)))

@@ -22,11 +22,11 @@ from pathlib import Path
 import torch
 
 
-def windows(num_tokens: int, max_length: int, stride: int) -> list[tuple[int, int, int]]:
+def windows(num_tokens: int, input_length: int, stride: int) -> list[tuple[int, int, int]]:
     """(begin, prev_end, end) of each window, written from eval_lm.py's loop."""
     out, prev_end = [], 0
     for begin in range(0, num_tokens, stride):
-        end = min(begin + max_length, num_tokens)
+        end = min(begin + input_length, num_tokens)
         out.append((begin, prev_end, end))
         prev_end = end
         if end == num_tokens:

@@ -31,7 +31,7 @@ from train import synthetic_dataset  # noqa: E402
 
 from ralm.data_gen.scoring import score_prefix  # noqa: E402
 from ralm.lm.loading import load_lm  # noqa: E402
-from ralm.lm.scoring import compose  # noqa: E402
+from ralm.lm.scoring import ScoringSettings, compose  # noqa: E402
 from ralm.testing import gpt2_small  # noqa: E402
 
 ROWS: list[tuple[str, str, str, str]] = []  # (stage, setting, speed, agreement with fp32)
@@ -47,15 +47,15 @@ def check_data_gen(args, lm_dir: Path) -> None:
     lms = {d: load_lm(lm_dir, device=args.device, dtype=d) for d in ("float32", "bfloat16")}
     device = lms["float32"].device
     prefixes = bench_prefixes(lms["float32"], args.prefixes, 16, args.max_length, 4)
-    opts = {"max_length": args.max_length, "max_passage_tokens": args.max_length // 4}
-    ranked = {**opts, "rank_tokens": 16}  # data-gen's default y'
+    opts = {"input_length": args.max_length, "max_passage_tokens": args.max_length // 4}
+    ranked = ScoringSettings(**opts, rank_tokens=16)  # data-gen's default y'
     labels, seconds = {d: [] for d in lms}, dict.fromkeys(lms, 0.0)
     for lm in lms.values():
-        score_prefix(lm, *prefixes[0], **ranked)  # warm-up
+        score_prefix(lm, *prefixes[0], ranked)  # warm-up
     for p, cands in prefixes:
         for dtype, lm in lms.items():
             start = _synced(device)
-            scores = score_prefix(lm, p, cands, **ranked)
+            scores = score_prefix(lm, p, cands, ranked)
             labels[dtype].append((scores.candidates, scores.no_retrieval))
             seconds[dtype] += _synced(device) - start
     worst, agree = 0.0, 0
@@ -168,7 +168,11 @@ def check_eval_ppl(args, tmp: Path) -> None:
     for dtype in ("float32", "bfloat16"):
         lm = load_lm(args.lm_dir, device=args.device, dtype=dtype)
         options = PplSettings(
-            strides=(4,), query_lengths=(32,), max_length=args.max_length, k=1, max_tokens=n_tokens
+            strides=(4,),
+            query_lengths=(32,),
+            scoring=ScoringSettings(input_length=args.max_length),
+            k=1,
+            max_tokens=n_tokens,
         )
         start = _synced(lm.device)
         (point,) = evaluate(

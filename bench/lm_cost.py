@@ -18,25 +18,25 @@ import statistics
 import time
 
 from ralm.lm.loading import load_lm
-from ralm.lm.scoring import ScoreRequest, score_continuations
+from ralm.lm.scoring import ScoreRequest, ScoringSettings, score_continuations
 
 
-def requests_for(lm, text: str, inputs: int, max_length: int, stride: int) -> list[ScoreRequest]:
-    """`inputs` windows of `max_length` tokens of `text` (no passage), the last `stride` tokens scored."""
+def requests_for(lm, text: str, inputs: int, input_length: int, stride: int) -> list[ScoreRequest]:
+    """`inputs` windows of `input_length` tokens of `text` (no passage), the last `stride` tokens scored."""
     ids = lm.encode(text)
     out = []
     for i in range(inputs):
         start = i * stride
-        window = ids[start : start + max_length]
-        if len(window) < max_length:
+        window = ids[start : start + input_length]
+        if len(window) < input_length:
             break
         out.append(ScoreRequest((), tuple(window[:-stride]), tuple(window[-stride:])))
     return out
 
 
-def timed(lm, requests: list[ScoreRequest], max_length: int) -> float:
+def timed(lm, requests: list[ScoreRequest], input_length: int) -> float:
     started = time.perf_counter()
-    score_continuations(lm, requests, max_length=max_length, max_passage_tokens=0)
+    score_continuations(lm, requests, ScoringSettings(input_length=input_length, max_passage_tokens=0))
     return time.perf_counter() - started
 
 

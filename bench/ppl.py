@@ -122,7 +122,7 @@ def main() -> None:
     from ralm.eval.ppl.run import PplSettings, build_candidates, evaluate, window_queries
     from ralm.eval.ppl.windows import strided_windows
     from ralm.lm.loading import load_lm, resolve_device, resolve_dtype
-    from ralm.lm.scoring import default_batch_size
+    from ralm.lm.scoring import ScoringSettings, default_batch_size
     from ralm.retrieval.index import build_index, open_index
     from ralm.retrieval.passages import split_passages, write_passages
     from ralm.testing import gpt2_small
@@ -152,10 +152,12 @@ def main() -> None:
         options = PplSettings(
             strides=(args.stride,),
             query_lengths=(32,),
-            max_length=args.max_length,
+            scoring=ScoringSettings(
+                input_length=args.max_length,
+                batch_size=args.batch_size,
+                max_batch_tokens=args.max_batch_tokens,
+            ),
             k=1,
-            batch_size=args.batch_size,
-            max_batch_tokens=args.max_batch_tokens,
             max_tokens=n_tokens,
         )
 

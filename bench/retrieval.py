@@ -82,7 +82,7 @@ def run_engine(engine: str, work: Path, args: argparse.Namespace) -> dict:
             "pooling": "mean",
             "normalize": True,
             "batch_size": 64,
-            "max_length": args.dense_max_length,
+            "encoder_max_length": args.dense_max_length,
         }
     started = time.perf_counter()
     meta = build_index(passages, index_dir, backend=engine, overwrite=True, **options)

@@ -40,7 +40,7 @@ from rerank_room import (
 
 from ralm.data_gen.scoring import PassageTokens
 from ralm.lm.loading import load_lm
-from ralm.lm.scoring import ScoreRequest, score_continuations
+from ralm.lm.scoring import ScoreRequest, ScoringSettings, score_continuations
 from ralm.rerank.inputs import bm25_prior
 from ralm.retrieval.types import Hit
 
@@ -83,9 +83,10 @@ def zero_shot_scores(args, rows: list[dict], meta: dict) -> np.ndarray:
     lm = load_lm(args.lm, device="cpu", dtype=args.dtype, special_tokens=mode)
     requests = rank_requests(lm, rows, args.rank_tokens, meta["max_passage_tokens"])
     # max_length - s: passage + context + y' end where data-gen's input ends before its s targets.
-    logprobs = score_continuations(
-        lm, requests, max_length=meta["max_length"] - meta["s"], max_passage_tokens=meta["max_passage_tokens"]
+    settings = ScoringSettings(
+        input_length=meta["max_length"] - meta["s"], max_passage_tokens=meta["max_passage_tokens"]
     )
+    logprobs = score_continuations(lm, requests, settings)
     scores = np.array([float(lp.sum()) for lp in logprobs]).reshape(len(rows), -1)
     if args.cache:
         np.savez(args.cache, scores=scores, settings=settings)

@@ -54,14 +54,16 @@ def target_losses(model, ids, num_targets: int, dtype=None):
     )
 
 
-def reference_logprobs(model, passage, prefix, target, max_length: int, max_passage_tokens: int, dtype=None):
+def reference_logprobs(
+    model, passage, prefix, target, input_length: int, max_passage_tokens: int, dtype=None
+):
     """Per-target log-probs of [passage; prefix; target] the slow way, sliced by hand (independent of
     ``ralm.lm.scoring.compose``): the passage cut to `max_passage_tokens`, prefix tokens dropped from its
-    start until the whole fits in `max_length`."""
+    start until the whole fits in `input_length`."""
     import torch
 
     passage = list(passage)[:max_passage_tokens]
-    room = max_length - len(passage) - len(target)
+    room = input_length - len(passage) - len(target)
     kept = list(prefix)[max(0, len(prefix) - room) :] if room > 0 else []
     ids = torch.tensor(passage + kept + list(target))
     return -target_losses(model, ids, len(target), dtype)

@@ -53,7 +53,7 @@ def word_tokenizer(words: Sequence[str]) -> PreTrainedTokenizerFast:
 
 
 def chain_lm(
-    chain: Sequence[tuple[str, float]], extra_words: Sequence[str] = (), max_length: int = 4096
+    chain: Sequence[tuple[str, float]], extra_words: Sequence[str] = (), context_length: int = 4096
 ) -> FrozenLM:
     """A FrozenLM that, after the prompt's final ":", greedily writes the words of `chain` in order.
 
@@ -86,7 +86,7 @@ def chain_lm(
         device=torch.device("cpu"),
         dtype=torch.float32,
         name="bigram",
-        max_length=max_length,
+        context_length=context_length,
     )
 
 

@@ -58,9 +58,9 @@ class RequestCounter:
         self.rows = 0
         real = module.score_continuations
 
-        def counting(lm, requests, **kwargs):
+        def counting(lm, requests, *args, **kwargs):
             self.rows += len(requests)
-            return real(lm, requests, **kwargs)
+            return real(lm, requests, *args, **kwargs)
 
         monkeypatch.setattr(module, "score_continuations", counting)
 

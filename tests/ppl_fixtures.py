@@ -57,7 +57,7 @@ def reference_total_nll(
     tokenizer,
     tokens: list[int],
     *,
-    max_length: int,
+    input_length: int,
     stride: int,
     strategy: str = "none",
     retriever=None,
@@ -74,13 +74,13 @@ def reference_total_nll(
     ``given`` asks ``pick(begin, prev_end, hits)`` for the chosen hit's index (or None: no passage).
     ``passage_special_tokens``: encode passages as eval_lm.py does, ``tokenizer.encode(text)`` (BOS first
     for a tokenizer that adds one). ``lead``: what a window without a passage starts with (its BOS in
-    ``--special-tokens every-input``): the lead, then the window's last ``max_length - len(lead)`` tokens.
+    ``--special-tokens every-input``): the lead, then the window's last ``input_length - len(lead)`` tokens.
     """
     x = torch.tensor(tokens)
     total, scored, prev_end, idx = 0.0, 0, 0, 0
     with torch.no_grad():
         for begin in range(0, len(tokens), stride):
-            end = min(begin + max_length, len(tokens))
+            end = min(begin + input_length, len(tokens))
             trg = end - prev_end
             window = x[begin:end]
             docs = []
@@ -99,7 +99,7 @@ def reference_total_nll(
                     docs = [] if chosen is None else [docs[chosen]]
             if not docs:
                 n = min(trg, len(window) - 1)  # the window's first token has no context
-                kept = window[max(0, len(lead) + len(window) - max_length) :]
+                kept = window[max(0, len(lead) + len(window) - input_length) :]
                 inp = torch.cat([torch.tensor(lead, dtype=torch.long), kept])
                 total += float(target_losses(model, inp, n).sum())
                 scored += n

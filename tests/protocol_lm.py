@@ -18,7 +18,7 @@ UNKNOWN = "\ufffd"
 class CharBigramLM:
     """log p(next | text) = log p(next | last character), counted from `texts` with add-`alpha` smoothing."""
 
-    def __init__(self, texts: Sequence[str], max_length: int = 4096, alpha: float = 0.5):
+    def __init__(self, texts: Sequence[str], context_length: int = 4096, alpha: float = 0.5):
         chars = sorted(set("".join(texts)) - {UNKNOWN})
         self.chars = ["<eos>", UNKNOWN, *chars]
         self.ids = {c: i for i, c in enumerate(self.chars)}
@@ -30,7 +30,7 @@ class CharBigramLM:
         self.table = torch.log(counts / counts.sum(-1, keepdim=True))  # float64 log-probs, rows sum to 1
         self.name, self.tokenizer_name = "char-bigram", "characters"
         self.device, self.dtype = torch.device("cpu"), torch.float32
-        self.max_length, self.eos_ids = max_length, frozenset({0})
+        self.context_length, self.eos_ids = context_length, frozenset({0})
         self.special_prefix, self.lead, self.special_tokens = (), (), "every-input"
 
     # ---- the protocol

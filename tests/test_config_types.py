@@ -152,15 +152,15 @@ def test_renamed_options_answer_with_their_new_name(command, old, new, capsys):
 
 
 def test_data_gen_records_each_setting_once_under_its_documented_name():
-    from ralm.data_gen.generate import GenerationSettings
     from ralm.data_gen.metadata import run_config
+    from ralm.data_gen.options import GenerationSettings
 
     settings = GenerationSettings(
         stride=4,
         query_tokens=16,
         k=3,
         min_prefix_tokens=32,
-        max_length=64,
+        input_length=64,
         max_passage_tokens=16,
         seed=1,
         num_prefixes=8,

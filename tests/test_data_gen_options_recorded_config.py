@@ -8,9 +8,8 @@ import pytest
 import torch
 from data_gen_fixtures import REQUIRED, _parsed
 
-from ralm.data_gen.generate import resolve_settings
 from ralm.data_gen.metadata import describe_run
-from ralm.data_gen.options import SamplingOptions
+from ralm.data_gen.options import SamplingOptions, resolve_settings
 from ralm.lm.options import LMOptions, WindowOptions
 from ralm.retrieval.options import RetrievalOptions
 
@@ -118,7 +117,7 @@ def _recorded(
         dtype=torch.bfloat16,
         special_prefix=special_prefix,
         special_tokens=lm.special_tokens,
-        max_length=2048,
+        context_length=2048,
     )
     sampled = SimpleNamespace(
         corpus=SimpleNamespace(texts_sha256="cd" * 32, doc_ids=["a", "b", "c"]),
@@ -129,7 +128,7 @@ def _recorded(
         window,
         retrieval,
         allow_same_doc=allow_same_doc,
-        max_length=lm.input_length(model.max_length),
+        input_length=lm.input_length(model.context_length),
         num_passages=_INDEX_META["num_passages"],
         num_examples=min(300, sampling.limit or 300),
         num_shards=3,
@@ -212,9 +211,9 @@ def test_the_recorded_input_length_is_capped_at_the_lms_context(max_length, cont
         WindowOptions(),
         RetrievalOptions(),
         allow_same_doc=False,
-        max_length=LMOptions(max_length=max_length).input_length(context),
+        input_length=LMOptions(max_length=max_length).input_length(context),
         num_passages=10,
         num_examples=5,
         num_shards=1,
     )
-    assert settings.recorded()["max_length"] == recorded
+    assert settings.recorded()["input_length"] == recorded  # ralm_data_gen.json's max_length

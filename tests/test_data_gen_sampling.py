@@ -76,11 +76,11 @@ def test_first_boundary_rounds_up_to_the_stride():
 def test_prefix_tokens_slices():
     ids = np.arange(100, 200, dtype=np.int32)
     corpus = TokenizedCorpus(["a", "b"], ids, np.array([0, 40, 100]), "x")
-    toks = prefix_tokens(corpus, doc=1, position=20, stride=4, query_tokens=8, max_length=16)
+    toks = prefix_tokens(corpus, doc=1, position=20, stride=4, query_tokens=8, input_length=16)
     doc_b = list(range(140, 200))
     assert toks.target == doc_b[20:24]
     assert toks.query == doc_b[12:20]
-    assert toks.prefix == doc_b[8:20]  # the last max_length - stride = 12 prefix tokens
+    assert toks.prefix == doc_b[8:20]  # the last input_length - stride = 12 prefix tokens
 
 
 def test_tokenize_documents_concatenates_and_hashes_content():

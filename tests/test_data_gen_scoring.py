@@ -8,13 +8,14 @@ import torch
 
 from ralm.data_gen.prefixes import PrefixTokens
 from ralm.data_gen.scoring import PassageTokens, make_row, score_prefix
+from ralm.lm.scoring import ScoringSettings
 from ralm.retrieval.types import Hit
 
 
-def reference_logprobs(model, passage, prefix, target, max_length, max_passage_tokens):
+def reference_logprobs(model, passage, prefix, target, input_length, max_passage_tokens):
     """Per-token log-probs from one unpadded forward over [passage; prefix; target] with all logits."""
     passage = passage[:max_passage_tokens]
-    room = max_length - len(passage) - len(target)
+    room = input_length - len(passage) - len(target)
     ids = passage + prefix[max(0, len(prefix) - room) :] + target
     with torch.no_grad():
         logits = model(torch.tensor([ids])).logits[0].double()
@@ -23,10 +24,10 @@ def reference_logprobs(model, passage, prefix, target, max_length, max_passage_t
     return [float(logp[start - 1 + t, target[t]]) for t in range(len(target))]
 
 
-def reference_rank_logprob(model, passage, tokens, max_length, rank_tokens=16):
+def reference_rank_logprob(model, passage, tokens, input_length, rank_tokens=16):
     """log p(y' | [passage; prefix without y']) for y' the prefix's last `rank_tokens` tokens, read off one
     unpadded forward over the input the target is scored with (the passage already cut)."""
-    room = max_length - len(passage) - len(tokens.target)
+    room = input_length - len(passage) - len(tokens.target)
     prefix = tokens.prefix[max(0, len(tokens.prefix) - room) :]
     ids = passage + prefix + tokens.target
     with torch.no_grad():
@@ -49,27 +50,26 @@ def test_score_prefix_matches_reference(tiny_lm, real_documents):
         Hit(f"{d['id']}-0", 1.0, f"{d['title']}\n{d['text'][: 80 * (i + 1)]}", d["title"], d["id"])
         for i, d in enumerate(real_documents[1:6])
     ]
-    max_length, max_passage = 128, 48
-    tokens = PrefixTokens(prefix=ids[100:200][-(max_length - 4) :], target=ids[200:204], query=ids[168:200])
+    input_length, max_passage = 128, 48
+    tokens = PrefixTokens(prefix=ids[100:200][-(input_length - 4) :], target=ids[200:204], query=ids[168:200])
     passages = PassageTokens(tiny_lm, max_passage)(hits)
     assert all(len(p) <= max_passage for p in passages) and max(len(p) for p in passages) == max_passage
-    scores = score_prefix(
-        tiny_lm, tokens, passages, max_length=max_length, max_passage_tokens=max_passage, rank_tokens=16
-    )
+    settings = ScoringSettings(input_length=input_length, max_passage_tokens=max_passage, rank_tokens=16)
+    scores = score_prefix(tiny_lm, tokens, passages, settings)
     cand, none = scores.candidates, scores.no_retrieval
     for got, rank, passage in zip(cand, scores.candidates_rank, passages, strict=True):
         want = reference_logprobs(
-            tiny_lm.model, passage, tokens.prefix, tokens.target, max_length, max_passage
+            tiny_lm.model, passage, tokens.prefix, tokens.target, input_length, max_passage
         )
         assert got == pytest.approx(want, abs=1e-4)
         assert rank == pytest.approx(
-            reference_rank_logprob(tiny_lm.model, passage, tokens, max_length), abs=1e-4
+            reference_rank_logprob(tiny_lm.model, passage, tokens, input_length), abs=1e-4
         )
     assert none == pytest.approx(
-        reference_logprobs(tiny_lm.model, [], tokens.prefix, tokens.target, max_length, 0), abs=1e-4
+        reference_logprobs(tiny_lm.model, [], tokens.prefix, tokens.target, input_length, 0), abs=1e-4
     )
     assert scores.no_retrieval_rank == pytest.approx(
-        reference_rank_logprob(tiny_lm.model, [], tokens, max_length), abs=1e-4
+        reference_rank_logprob(tiny_lm.model, [], tokens, input_length), abs=1e-4
     )
 
     row = make_row(

@@ -226,7 +226,7 @@ def test_use_ctx_for_examplars_shows_each_exemplar_its_own_passages():
 
 
 def test_an_explicit_query_prompt_that_cannot_fit_is_an_error_before_generating():
-    lm = chain_lm(SENT1, extra_words=EXAMPLE.question.split(), max_length=40)
+    lm = chain_lm(SENT1, extra_words=EXAMPLE.question.split(), context_length=40)
     runner = FlareRunner(lm, FlareOptions(query="explicit"), PassageSource(RecordingRetriever()))
     with pytest.raises(RalmInputError, match="--query explicit: its question prompt"):
         runner.check([EXAMPLE])

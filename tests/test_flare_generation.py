@@ -59,7 +59,7 @@ def test_stop_rule_eos_and_context(tiny_lm, real_documents):
     stopped = Generator(tiny_lm).generate(prompt, 10, stop=lambda toks: len(toks) == 3)
     assert stopped.token_ids == full.token_ids[:3] and stopped.stop_reason == "stop"
     assert full.stop_reason in ("length", "eos")
-    near_full = tiny_lm.encode(" ".join(d["text"] for d in real_documents[:5]))[: tiny_lm.max_length - 4]
+    near_full = tiny_lm.encode(" ".join(d["text"] for d in real_documents[:5]))[: tiny_lm.context_length - 4]
     capped = Generator(tiny_lm).generate(near_full, 10)
     assert len(capped.token_ids) <= 4 and capped.stop_reason in ("context", "eos")
 

@@ -4,10 +4,12 @@ Pyserini, sentence-transformers, TensorBoard) are imported where they are used, 
 
 from __future__ import annotations
 
+import ast
 import json
 import pkgutil
 import subprocess
 import sys
+from pathlib import Path
 
 import ralm
 
@@ -52,3 +54,50 @@ def test_every_module_imports_without_optional_dependencies():
     assert sorted(refused) == sorted(ADAPTERS)
     for module, hint in ADAPTERS.items():
         assert hint in refused[module]
+
+
+def _module_imports(path: Path, known: set[str]) -> set[str]:
+    """The ralm modules a file imports at its top level, those under ``if TYPE_CHECKING:`` included (an
+    annotation's import is still a dependency); imports inside functions are deliberate and left out."""
+    found: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                found.add(node.module)
+                found.update(f"{node.module}.{alias.name}" for alias in node.names)
+            elif isinstance(node, ast.If | ast.Try):
+                visit(node.body)
+
+    visit(ast.parse(path.read_text()).body)
+    return found & known
+
+
+def _import_graph() -> dict[str, set[str]]:
+    root = Path(ralm.__file__).parent
+    paths = {}
+    for path in root.rglob("*.py"):
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        paths[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return {name: _module_imports(path, set(paths)) for name, path in paths.items()}
+
+
+def _reaches(graph: dict[str, set[str]], start: str, goal: str) -> bool:
+    seen, todo = set(), list(graph[start])
+    while todo:
+        name = todo.pop()
+        if name == goal:
+            return True
+        if name not in seen:
+            seen.add(name)
+            todo.extend(graph[name])
+    return False
+
+
+def test_data_gen_modules_import_without_a_circle():
+    """A type imported only for annotations still ties two modules: each lives where its concept does."""
+    graph = _import_graph()
+    circles = [name for name in graph if name.startswith("ralm.data_gen") and _reaches(graph, name, name)]
+    assert circles == []

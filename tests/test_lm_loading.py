@@ -20,7 +20,7 @@ def test_load_folder_is_frozen_with_runtime_device_and_dtype(tiny_lm_dir):
     assert lm.dtype == resolve_dtype("auto", lm.device)
     assert not lm.model.training
     assert all(not p.requires_grad for p in lm.model.parameters())
-    assert lm.max_length == 256  # n_positions of the tiny GPT-2 config
+    assert lm.context_length == 256  # n_positions of the tiny GPT-2 config
     assert lm.model.config._attn_implementation == "sdpa"
 
 
@@ -81,7 +81,7 @@ def test_gguf_is_converted_once_and_reloads_with_identical_logits(smollm2_gguf, 
     cached = list((tmp_path / "gguf").iterdir())
     assert len(cached) == 1 and (cached[0] / "config.json").is_file()
     assert json.loads((cached[0] / "config.json").read_text()).get("quantization_config") is None
-    assert lm.max_length >= 2048 and lm.tokenizer.bos_token_id not in lm.encode("In the beginning")
+    assert lm.context_length >= 2048 and lm.tokenizer.bos_token_id not in lm.encode("In the beginning")
     # SmolLM2's tokenizer adds no special tokens: its inputs are the same in both --special-tokens modes.
     assert lm.special_prefix == () and lm.tokenizer("In")["input_ids"] == lm.encode("In")
 

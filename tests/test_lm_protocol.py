@@ -34,7 +34,7 @@ def given_lm(lm: LanguageModel, max_length: int) -> LMOptions:
 
 @pytest.fixture(scope="module")
 def bigram(real_documents) -> CharBigramLM:
-    return CharBigramLM([d["text"] for d in real_documents], max_length=80)
+    return CharBigramLM([d["text"] for d in real_documents], context_length=80)
 
 
 def test_both_lms_have_the_protocol_and_the_bigram_nothing_else(bigram, tiny_lm_dir):

@@ -10,14 +10,16 @@ import torch
 
 from ralm.lm import hf_forward, scoring
 from ralm.lm.loading import load_lm
-from ralm.lm.scoring import ScoreRequest, compose, score_continuations
+from ralm.lm.scoring import ScoreRequest, ScoringSettings, compose, score_continuations
 from ralm.testing import reference_logprobs
+
+SETTINGS = ScoringSettings(input_length=128, max_passage_tokens=64)
 
 
 def test_compose_cuts_passage_and_drops_prefix_from_the_start():
     passage, prefix, target = [1, 2, 3, 4, 5], [10, 11, 12, 13, 14, 15], [20, 21]
     # passage cut to 3, room for prefix = 9 - 3 - 2 = 4: the last four prefix tokens stay.
-    assert compose(passage, prefix, target, max_length=9, max_passage_tokens=3) == [
+    assert compose(passage, prefix, target, input_length=9, max_passage_tokens=3) == [
         1,
         2,
         3,
@@ -29,25 +31,25 @@ def test_compose_cuts_passage_and_drops_prefix_from_the_start():
         21,
     ]
     # Everything fits: nothing dropped.
-    assert compose([1], [10, 11], [20], max_length=100) == [1, 10, 11, 20]
+    assert compose([1], [10, 11], [20], input_length=100) == [1, 10, 11, 20]
     # Exactly passage + target: the prefix disappears, the passage sits right before the target.
-    assert compose([1, 2], [10, 11], [20], max_length=3) == [1, 2, 20]
-    assert compose([], [10, 11, 12], [20], max_length=3) == [11, 12, 20]
+    assert compose([1, 2], [10, 11], [20], input_length=3) == [1, 2, 20]
+    assert compose([], [10, 11, 12], [20], input_length=3) == [11, 12, 20]
 
 
 def test_compose_puts_the_lead_first_and_never_cuts_it():
     """An input without a passage starts with the LM's lead (its BOS): never cut by the passage limit, and it
     takes the room of the prefix's first tokens."""
-    assert compose([], [10, 11, 12], [20], max_length=3, max_passage_tokens=0, lead=[2]) == [2, 12, 20]
-    assert compose([2, 5, 6], [10, 11], [20], max_length=4, max_passage_tokens=2, lead=[]) == [2, 5, 11, 20]
-    assert compose([], [], [20, 21], max_length=4, lead=[2]) == [2, 20, 21]  # the lead is context enough
+    assert compose([], [10, 11, 12], [20], input_length=3, max_passage_tokens=0, lead=[2]) == [2, 12, 20]
+    assert compose([2, 5, 6], [10, 11], [20], input_length=4, max_passage_tokens=2, lead=[]) == [2, 5, 11, 20]
+    assert compose([], [], [20, 21], input_length=4, lead=[2]) == [2, 20, 21]  # the lead is context enough
 
 
 def test_compose_rejects_what_cannot_fit_or_has_no_context():
     with pytest.raises(ValueError, match="do not fit"):
-        compose([1, 2, 3], [10], [20, 21], max_length=4)
+        compose([1, 2, 3], [10], [20, 21], input_length=4)
     with pytest.raises(ValueError, match="no context"):
-        compose([], [], [20], max_length=8)
+        compose([], [], [20], input_length=8)
 
 
 def random_requests(rng: random.Random, vocab: int, count: int) -> list[ScoreRequest]:
@@ -92,7 +94,9 @@ def test_batched_scores_match_naive_reference(tiny_lm, arch, tmp_path):
         lm.tokenizer.save_pretrained(tmp_path)
         lm = load_lm(tmp_path)
     requests = random_requests(random.Random(0), lm.vocab_size, 24)
-    got = score_continuations(lm, requests, max_length=128, max_passage_tokens=64, batch_size=5)
+    got = score_continuations(
+        lm, requests, ScoringSettings(input_length=128, max_passage_tokens=64, batch_size=5)
+    )
     for request, scores in zip(requests, got, strict=True):
         assert scores.dtype == torch.float32 and scores.shape == (len(request.target),)
         ref = reference_logprobs(lm.model, request.passage, request.prefix, request.target, 128, 64)
@@ -103,10 +107,10 @@ def test_batched_scores_match_naive_reference(tiny_lm, arch, tmp_path):
 def test_fallbacks_for_older_logits_to_keep_agree(tiny_lm, mode):
     """Models whose forward lacks per-row logits_to_keep take a slower path with the same numbers."""
     requests = random_requests(random.Random(1), tiny_lm.vocab_size, 10)
-    fast = score_continuations(tiny_lm, requests, max_length=128, max_passage_tokens=64)
+    fast = score_continuations(tiny_lm, requests, SETTINGS)
     hf_forward._KEEP_MODE[tiny_lm.model] = mode
     try:
-        slow = score_continuations(tiny_lm, requests, max_length=128, max_passage_tokens=64)
+        slow = score_continuations(tiny_lm, requests, SETTINGS)
     finally:
         del hf_forward._KEEP_MODE[tiny_lm.model]
     for a, b in zip(fast, slow, strict=True):
@@ -115,7 +119,7 @@ def test_fallbacks_for_older_logits_to_keep_agree(tiny_lm, mode):
 
 def test_empty_target_gives_empty_tensor_and_order_is_kept(tiny_lm):
     requests = [ScoreRequest([1, 2], [3, 4, 5], []), ScoreRequest([], [7] * 50, [8, 9])]
-    got = score_continuations(tiny_lm, requests, max_length=64)
+    got = score_continuations(tiny_lm, requests, ScoringSettings(input_length=64))
     assert got[0].shape == (0,) and got[1].shape == (2,)
     ref = reference_logprobs(tiny_lm.model, [], [7] * 50, [8, 9], 64, 256)
     torch.testing.assert_close(got[1].double(), ref, rtol=1e-5, atol=1e-5)
@@ -139,8 +143,8 @@ def test_cuda_bf16_scores_track_cpu_fp32(tiny_lm_dir):
     assert gpu.device.type == "cuda" and gpu.dtype == torch.bfloat16
     cpu = load_lm(tiny_lm_dir, device="cpu", dtype="float32")
     requests = random_requests(random.Random(2), cpu.vocab_size, 16)
-    fast = score_continuations(gpu, requests, max_length=128, max_passage_tokens=64)
-    ref = score_continuations(cpu, requests, max_length=128, max_passage_tokens=64)
+    fast = score_continuations(gpu, requests, SETTINGS)
+    ref = score_continuations(cpu, requests, SETTINGS)
     for a, b in zip(fast, ref, strict=True):
         assert a.dtype == torch.float32 and a.device.type == "cpu"
         torch.testing.assert_close(a, b, rtol=0.05, atol=0.1)

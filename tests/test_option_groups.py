@@ -9,7 +9,7 @@ import pytest
 from ralm.command_args import parse, parser_for
 from ralm.command_render import command_line
 from ralm.errors import RalmInputError
-from ralm.lm.options import PAPER_MAX_LENGTH, LMOptions, WindowOptions
+from ralm.lm.options import PAPER_INPUT_LENGTH, LMOptions, WindowOptions
 from ralm.retrieval.options import RetrievalOptions
 
 
@@ -62,7 +62,7 @@ def test_a_former_group_key_is_refused_naming_the_new_one(parser, tmp_path):
 
 
 def test_the_input_length_is_the_papers_within_the_lms_context():
-    assert LMOptions().input_length(2048) == PAPER_MAX_LENGTH == 1024
+    assert LMOptions().input_length(2048) == PAPER_INPUT_LENGTH == 1024
     assert LMOptions().input_length(512) == 512  # GPT-2-size contexts and smaller: the LM's own
     assert LMOptions(max_length=300).input_length(2048) == 300
     assert LMOptions(max_length=4096).input_length(2048) == 2048

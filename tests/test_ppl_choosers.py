@@ -47,7 +47,7 @@ def _reference(ppl_setup, pick):
         lm.model,
         lm.tokenizer,
         tokens,
-        max_length=MAX_LENGTH,
+        input_length=MAX_LENGTH,
         stride=4,
         strategy="given",
         retriever=open_index(ppl_setup["index"]),

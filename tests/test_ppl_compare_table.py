@@ -187,11 +187,11 @@ def test_killed_compare_resumes_without_rescoring(runs, ppl_setup, tmp_path, mon
     real = ralm.eval.ppl.perplexity.score_continuations
     calls = []
 
-    def dies_on_second_chunk(lm, requests, **kwargs):
+    def dies_on_second_chunk(lm, requests, *args, **kwargs):
         calls.append(len(requests))
         if len(calls) == 2:
             raise Killed
-        return real(lm, requests, **kwargs)
+        return real(lm, requests, *args, **kwargs)
 
     monkeypatch.setattr(ralm.eval.ppl.perplexity, "score_continuations", dies_on_second_chunk)
     with pytest.raises(Killed):

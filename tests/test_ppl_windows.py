@@ -19,24 +19,25 @@ from ralm.retrieval.types import Hit
 
 
 @pytest.mark.parametrize(
-    ("n", "max_length", "stride"),
+    ("n", "input_length", "stride"),
     [(1000, 128, 4), (1000, 128, 7), (1000, 128, 1), (50, 128, 4), (1000, 100, 100), (129, 128, 4)],
 )
-def test_every_token_but_the_first_is_scored_exactly_once(n, max_length, stride):
-    windows = strided_windows(n, max_length, stride)
+def test_every_token_but_the_first_is_scored_exactly_once(n, input_length, stride):
+    windows = strided_windows(n, input_length, stride)
     scored = [t for w in windows for t in range(w.target_start, w.end)]
-    # Chunked perplexity (stride == max_length) leaves each chunk's first token unscored, as eval_lm.py does.
-    unscored = set(range(0, n, max_length)) if stride == max_length else {0}
+    # Chunked perplexity (stride == input_length) leaves each chunk's first token unscored, as eval_lm.py
+    # does.
+    unscored = set(range(0, n, input_length)) if stride == input_length else {0}
     assert scored == [t for t in range(n) if t not in unscored]
     for w in windows:
-        assert 0 < w.end - w.begin <= max_length and w.begin == w.index * stride
-        if w.index > 0 and stride < max_length:
+        assert 0 < w.end - w.begin <= input_length and w.begin == w.index * stride
+        if w.index > 0 and stride < input_length:
             assert w.num_targets <= stride
     assert windows[-1].end == n and [w.retrieves for w in windows] == [False] + [True] * (len(windows) - 1)
 
 
 def test_window_numbers_of_eval_lm_for_a_small_case():
-    # N=10, max_length=6, stride=2: begins 0,2,4; ends 6,8,10; targets 1-5, 6-7, 8-9; stops at end == N.
+    # N=10, input_length=6, stride=2: begins 0,2,4; ends 6,8,10; targets 1-5, 6-7, 8-9; stops at end == N.
     windows = strided_windows(10, 6, 2)
     assert [(w.begin, w.end, w.target_start) for w in windows] == [(0, 6, 1), (2, 8, 6), (4, 10, 8)]
     assert windows[1].query_span(3) == (3, 6)

@@ -142,7 +142,7 @@ CHAIN = [("paris", 0.9)]
 
 
 def lm_with_context(context: int):
-    return chain_lm(CHAIN, extra_words=EXAMPLE.question.split(), max_length=context)
+    return chain_lm(CHAIN, extra_words=EXAMPLE.question.split(), context_length=context)
 
 
 def flare_runner(lm, input_length=None) -> FlareRunner:
@@ -157,14 +157,14 @@ def qa_runner(lm, input_length=None) -> QARunner:
 def test_a_runner_uses_the_input_length_it_is_given(make):
     # Larger than the LM's context: used as given (the command applied the cap already), not capped again.
     runner = make(lm_with_context(8), input_length=64)
-    assert runner.fitter.max_length == 64
+    assert runner.fitter.input_length == 64
     runner.check([EXAMPLE])
     # Smaller than the prompt: refused at that length, not the context's.
     with pytest.raises(RalmInputError, match=r"longer than the LM's context \(5\)"):
         make(lm_with_context(4096), input_length=5).check([EXAMPLE])
     # None (a Python caller's default): LMOptions' rule with its defaults, 1024 within the context.
-    assert make(lm_with_context(4096)).fitter.max_length == 1024
-    assert make(lm_with_context(40)).fitter.max_length == 40
+    assert make(lm_with_context(4096)).fitter.input_length == 1024
+    assert make(lm_with_context(40)).fitter.input_length == 40
 
 
 def test_zero_shot_scoring_uses_the_input_length_it_is_given(monkeypatch):
@@ -174,9 +174,9 @@ def test_zero_shot_scoring_uses_the_input_length_it_is_given(monkeypatch):
 
     lengths = []
 
-    def fake_score(lm, requests, *, max_length, max_passage_tokens):
-        lengths.append(max_length)
-        assert all(len(r.passage) + len(r.target) <= max_length for r in requests)
+    def fake_score(lm, requests, settings):
+        lengths.append(settings.input_length)
+        assert all(len(r.passage) + len(r.target) <= settings.input_length for r in requests)
         return [torch.zeros(len(r.target)) for r in requests]
 
     monkeypatch.setattr(ralm.lm.scoring, "score_continuations", fake_score)

@@ -145,7 +145,7 @@ def test_an_index_has_one_identity_in_data_gen_and_eval():
         query_tokens=4,
         k=2,
         min_prefix_tokens=4,
-        max_length=64,
+        input_length=64,
         max_passage_tokens=16,
         seed=0,
         num_prefixes=2,

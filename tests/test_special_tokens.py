@@ -79,7 +79,7 @@ def test_no_retrieval_and_bm25_equal_the_reference_with_the_bos_first(
             lm.model,
             lm.tokenizer,
             tokens,
-            max_length=MAX_LENGTH,
+            input_length=MAX_LENGTH,
             stride=4,
             strategy=strategy,
             retriever=retriever,
@@ -153,7 +153,7 @@ def test_eval_lm_mode_keeps_the_asymmetry_and_says_so(ppl_setup, bos_lm, tmp_pat
     )
     got = json.loads((tmp_path / "out" / "results.json").read_text())
     tokens = lm.tokenizer(ppl_setup["text"].read_text(), add_special_tokens=False)["input_ids"][:N]
-    want, _ = reference_total_nll(lm.model, lm.tokenizer, tokens, max_length=MAX_LENGTH, stride=4)
+    want, _ = reference_total_nll(lm.model, lm.tokenizer, tokens, input_length=MAX_LENGTH, stride=4)
     assert got["metrics"]["total_nll"] == pytest.approx(want, rel=1e-6)
     assert got["config"]["special_tokens"] == "eval-lm"
 
@@ -161,6 +161,7 @@ def test_eval_lm_mode_keeps_the_asymmetry_and_says_so(ppl_setup, bos_lm, tmp_pat
 def test_data_gen_no_retrieval_row_starts_with_the_bos(bos_lm):
     from ralm.data_gen.prefixes import PrefixTokens
     from ralm.data_gen.scoring import score_prefix
+    from ralm.lm.scoring import ScoringSettings
 
     _, lm = bos_lm
     ids = lm.encode("the quick brown fox jumps over the lazy dog " * 12)
@@ -170,9 +171,7 @@ def test_data_gen_no_retrieval_row_starts_with_the_bos(bos_lm):
         lm,
         PrefixTokens(prefix, target, prefix[-32:]),
         passages,
-        max_length=64,
-        max_passage_tokens=32,
-        rank_tokens=8,
+        ScoringSettings(input_length=64, max_passage_tokens=32, rank_tokens=8),
     )
     bos = list(lm.special_prefix)
     # BOS + the prefix's last tokens that fit beside the target (64 in all), as no retrieval in eval.

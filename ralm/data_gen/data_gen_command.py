@@ -14,11 +14,11 @@ from pathlib import Path
 
 from ralm.atomic_files import ensure_writable_dir, write_json_atomic
 from ralm.command_args import call_with_args, parser_for
-from ralm.data_gen.generate import ShardContext, resolve_settings, score_shards
+from ralm.data_gen.generate import ShardContext, score_shards
 from ralm.data_gen.inputs import check_input_fits, open_candidates_index, sample_documents
 from ralm.data_gen.merge import merge_shards, missing_shards
 from ralm.data_gen.metadata import describe_run, read_json, refuse_if_different
-from ralm.data_gen.options import SamplingOptions, ShardingOptions
+from ralm.data_gen.options import SamplingOptions, ShardingOptions, resolve_settings
 from ralm.data_gen.schema import METADATA_FILE
 from ralm.data_gen.shards import ShardStore, check_world, plan_shards, shards_for_worker, worker_from_env
 from ralm.data_gen.summary import format_summary
@@ -85,8 +85,8 @@ def data_gen(
     ensure_writable_dir(out)
     retriever = open_candidates_index(retrieval)
     model = lm.load()
-    max_length = lm.input_length(model.max_length)
-    check_input_fits(max_length, window)
+    input_length = lm.input_length(model.context_length)
+    check_input_fits(input_length, window)
     excluded: dict = {"rules": list(exclude or [])}
     sampled = sample_documents(
         documents,
@@ -103,7 +103,7 @@ def data_gen(
         window,
         retrieval,
         allow_same_doc=allow_same_doc,
-        max_length=max_length,
+        input_length=input_length,
         num_passages=int(retriever.meta["num_passages"]),
         num_examples=sampled.num_examples,
         num_shards=sampled.num_shards,

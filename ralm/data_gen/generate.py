@@ -1,5 +1,6 @@
 """Make one shard's rows (retrieve candidates for its prefixes, score them, build the rows) and write every
-shard a process runs (`score_shards`), from the run's settings resolved once (`GenerationSettings`).
+shard a process runs (`score_shards`), from the run's settings resolved once
+(`ralm.data_gen.options.GenerationSettings`).
 
 Also the corpus/index agreement check: when own-document passages are excluded by ``doc_id``, the
 training documents and the indexed passages must name documents the same way, or the exclusion silently
@@ -10,86 +11,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from ralm.data_gen.candidates import retrieve_candidates
-from ralm.data_gen.options import SamplingOptions, prefix_floor, rank_span
+from ralm.data_gen.options import GenerationSettings
 from ralm.data_gen.prefixes import PrefixSample, PrefixTokens, TokenizedCorpus, prefix_tokens
 from ralm.data_gen.scoring import PassageTokens, make_row, score_prefix
 from ralm.data_gen.shards import Shard, ShardStore
 from ralm.errors import RalmInputError
 from ralm.lm.interface import LanguageModel
-from ralm.lm.options import WindowOptions
 from ralm.progress import progress as progress_bar
-from ralm.retrieval.options import RetrievalOptions
 from ralm.retrieval.overlap import COPY_TOKENS, copies_span
 from ralm.retrieval.types import Hit, Retriever
 
 # Prefixes whose candidates are checked against their own document's text before the first shard.
 _AGREEMENT_SAMPLE = 64
-
-
-@dataclass(frozen=True)
-class GenerationSettings:
-    """One run's resolved settings, built once from the options, the LM and the sample: every later use
-    (the rows, the progress total, ``config`` in the metadata and in every shard) reads them from here."""
-
-    stride: int
-    query_tokens: int
-    k: int
-    min_prefix_tokens: int
-    """The effective floor: max(ℓ, --min-prefix-tokens)."""
-    max_length: int
-    """After capping at the LM's context."""
-    max_passage_tokens: int
-    seed: int
-    num_prefixes: int
-    rank_tokens: int
-    """y': the prefix's last tokens whose log-prob after each passage is recorded (the zero-shot rule);
-    the effective value (``rank_span``)."""
-    num_examples: int
-    num_shards: int
-    exclude_same_doc: bool
-    num_passages: int
-    retrieval_threads: int = 1
-
-    def recorded(self) -> dict:
-        """The fields that decide the rows, as `ralm.data_gen.metadata.run_config` takes them (the index's
-        size and the search threads change no row)."""
-        fields = asdict(self)
-        del fields["num_passages"], fields["retrieval_threads"]
-        return fields
-
-
-def resolve_settings(
-    sampling: SamplingOptions,
-    window: WindowOptions,
-    retrieval: RetrievalOptions,
-    *,
-    allow_same_doc: bool,
-    max_length: int,
-    num_passages: int,
-    num_examples: int,
-    num_shards: int,
-) -> GenerationSettings:
-    """The run's settings from its options, the capped LM input (`max_length`), the index's size and the
-    sample (``exclude_same_doc`` is the negation of --allow-same-doc)."""
-    return GenerationSettings(
-        stride=window.stride,
-        query_tokens=window.query_tokens,
-        k=retrieval.k,
-        min_prefix_tokens=prefix_floor(sampling, window),
-        max_length=max_length,
-        max_passage_tokens=window.max_passage_tokens,
-        seed=sampling.seed,
-        num_prefixes=sampling.num_prefixes,
-        rank_tokens=rank_span(sampling, window),
-        num_examples=num_examples,
-        num_shards=num_shards,
-        exclude_same_doc=not allow_same_doc,
-        num_passages=num_passages,
-        retrieval_threads=retrieval.threads,
-    )
 
 
 def _normalized(text: str) -> str:
@@ -151,7 +87,7 @@ def shard_rows(
     indices = list(range(shard.start, shard.stop))
     docs, positions = [int(sample.doc[i]) for i in indices], [int(sample.position[i]) for i in indices]
     tokens = [
-        prefix_tokens(corpus, doc, position, settings.stride, settings.query_tokens, settings.max_length)
+        prefix_tokens(corpus, doc, position, settings.stride, settings.query_tokens, settings.input_length)
         for doc, position in zip(docs, positions, strict=True)
     ]
     candidates = _shard_candidates(retriever, lm, tokens, [corpus.doc_ids[doc] for doc in docs], settings)
@@ -206,14 +142,7 @@ def _scored_row(
     passage_tokens: list[list[int]],
 ) -> dict:
     """One prefix's row: the LM's log-probs of its targets after each candidate and after no passage."""
-    scores = score_prefix(
-        lm,
-        tokens,
-        passage_tokens,
-        max_length=settings.max_length,
-        max_passage_tokens=settings.max_passage_tokens,
-        rank_tokens=settings.rank_tokens,
-    )
+    scores = score_prefix(lm, tokens, passage_tokens, settings.scoring)
     return make_row(
         prefix_index=prefix_index,
         doc_id=corpus.doc_ids[doc],

@@ -25,13 +25,13 @@ def open_candidates_index(retrieval: RetrievalOptions) -> Retriever:
     return retriever
 
 
-def check_input_fits(max_length: int, window: WindowOptions) -> None:
+def check_input_fits(input_length: int, window: WindowOptions) -> None:
     """Refuse an LM input (already capped at the LM's context) too short for a passage, a query and a
     target."""
-    if not window_fits(max_length, window.max_passage_tokens, window.query_tokens, window.stride):
+    if not window_fits(input_length, window.max_passage_tokens, window.query_tokens, window.stride):
         needed = window.max_passage_tokens + window.query_tokens + window.stride
         raise RalmInputError(
-            f"--max-length: the LM holds {max_length} tokens, less than max_passage_tokens "
+            f"--max-length: the LM holds {input_length} tokens, less than max_passage_tokens "
             f"{window.max_passage_tokens} + query_tokens {window.query_tokens} + stride {window.stride} = "
             f"{needed}; lower --max-passage-tokens"
         )

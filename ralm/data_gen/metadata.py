@@ -10,18 +10,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import ralm
+from ralm.data_gen.inputs import SampledPrefixes
+from ralm.data_gen.options import GenerationSettings
 from ralm.data_gen.schema import FORMAT
 from ralm.errors import RalmInputError
+from ralm.lm.interface import LanguageModel
 from ralm.lm.special_tokens import special_tokens_record
 from ralm.retrieval.index_meta import index_fingerprint
-
-if TYPE_CHECKING:
-    from ralm.data_gen.generate import GenerationSettings
-    from ralm.data_gen.inputs import SampledPrefixes
-    from ralm.lm.interface import LanguageModel
 
 
 def run_config(
@@ -35,7 +33,7 @@ def run_config(
     query_tokens: int,
     k: int,
     min_prefix_tokens: int,
-    max_length: int,
+    input_length: int,
     max_passage_tokens: int,
     seed: int,
     num_prefixes: int,
@@ -55,7 +53,7 @@ def run_config(
         "l": query_tokens,
         "k": k,
         "min_prefix_tokens": min_prefix_tokens,
-        "max_length": max_length,
+        "max_length": input_length,  # recorded under the name of --max-length, which it caps
         "max_passage_tokens": max_passage_tokens,
         "seed": seed,
         "num_prefixes": num_prefixes,

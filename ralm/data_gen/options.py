@@ -1,5 +1,6 @@
 """`ralm data-gen`'s own option groups: which prefixes are sampled (`SamplingOptions`) and how the sample is
-cut into shards (`ShardingOptions`).
+cut into shards (`ShardingOptions`); and the run's settings resolved once from every group
+(`GenerationSettings`), which the rows, the shards and the recorded config read.
 
 The groups it shares with the other LM stages are `ralm.lm.options.LMOptions` (``--lm``, ``--max-length``,
 ``--device``, ``--dtype``), `ralm.lm.options.WindowOptions` (``--stride`` s, ``--query-tokens`` ℓ,
@@ -9,10 +10,12 @@ The groups it shares with the other LM stages are `ralm.lm.options.LMOptions` (`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from ralm.config_types import NonNegativeInt, PositiveInt, check_fields
 from ralm.lm.options import WindowOptions
+from ralm.lm.scoring import ScoringSettings
+from ralm.retrieval.options import RetrievalOptions
 
 
 @dataclass
@@ -63,3 +66,76 @@ class ShardingOptions:
 
     def __post_init__(self) -> None:
         check_fields(self)
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    """One run's resolved settings, built once from the options, the LM and the sample: every later use
+    (the rows, the progress total, ``config`` in the metadata and in every shard) reads them from here."""
+
+    stride: int
+    query_tokens: int
+    k: int
+    min_prefix_tokens: int
+    """The effective floor: max(ℓ, --min-prefix-tokens)."""
+    input_length: int
+    """The LM input (``--max-length``) after capping at the LM's context."""
+    max_passage_tokens: int
+    seed: int
+    num_prefixes: int
+    rank_tokens: int
+    """y': the prefix's last tokens whose log-prob after each passage is recorded (the zero-shot rule);
+    the effective value (``rank_span``)."""
+    num_examples: int
+    num_shards: int
+    exclude_same_doc: bool
+    num_passages: int
+    retrieval_threads: int = 1
+
+    def recorded(self) -> dict:
+        """The fields that decide the rows, as `ralm.data_gen.metadata.run_config` takes them (the index's
+        size and the search threads change no row)."""
+        fields = asdict(self)
+        del fields["num_passages"], fields["retrieval_threads"]
+        return fields
+
+    @property
+    def scoring(self) -> ScoringSettings:
+        """How the LM scores each prefix's inputs (``ralm.data_gen.scoring.score_prefix`` sets the batch:
+        one prefix's inputs, whole)."""
+        return ScoringSettings(
+            input_length=self.input_length,
+            max_passage_tokens=self.max_passage_tokens,
+            rank_tokens=self.rank_tokens,
+        )
+
+
+def resolve_settings(
+    sampling: SamplingOptions,
+    window: WindowOptions,
+    retrieval: RetrievalOptions,
+    *,
+    allow_same_doc: bool,
+    input_length: int,
+    num_passages: int,
+    num_examples: int,
+    num_shards: int,
+) -> GenerationSettings:
+    """The run's settings from its options, the capped LM input (`input_length`), the index's size and the
+    sample (``exclude_same_doc`` is the negation of --allow-same-doc)."""
+    return GenerationSettings(
+        stride=window.stride,
+        query_tokens=window.query_tokens,
+        k=retrieval.k,
+        min_prefix_tokens=prefix_floor(sampling, window),
+        input_length=input_length,
+        max_passage_tokens=window.max_passage_tokens,
+        seed=sampling.seed,
+        num_prefixes=sampling.num_prefixes,
+        rank_tokens=rank_span(sampling, window),
+        num_examples=num_examples,
+        num_shards=num_shards,
+        exclude_same_doc=not allow_same_doc,
+        num_passages=num_passages,
+        retrieval_threads=retrieval.threads,
+    )

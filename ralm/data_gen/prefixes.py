@@ -119,17 +119,17 @@ def sample_prefixes(
 class PrefixTokens:
     """Token slices of one sampled prefix, as the scorer and the retriever need them."""
 
-    prefix: list[int]  # the last (max_length - s) tokens before the target: all the LM can condition on
+    prefix: list[int]  # the last (input_length - s) tokens before the target: all the LM can condition on
     target: list[int]  # the next s tokens
     query: list[int]  # the last ℓ prefix tokens
 
 
 def prefix_tokens(
-    corpus: TokenizedCorpus, doc: int, position: int, stride: int, query_tokens: int, max_length: int
+    corpus: TokenizedCorpus, doc: int, position: int, stride: int, query_tokens: int, input_length: int
 ) -> PrefixTokens:
     """Slice document `doc` at `position` (the first target token)."""
     tokens = corpus.tokens(doc)
-    keep = max_length - stride  # compose() drops prefix tokens from the start beyond this anyway
+    keep = input_length - stride  # compose() drops prefix tokens from the start beyond this anyway
     return PrefixTokens(
         prefix=tokens[max(0, position - keep) : position].tolist(),
         target=tokens[position : position + stride].tolist(),

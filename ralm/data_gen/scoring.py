@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ralm.data_gen.prefixes import PrefixTokens
-from ralm.lm.scoring import ScoreRequest, score_continuations
+from ralm.lm.scoring import ScoreRequest, ScoringSettings, score_continuations
 from ralm.retrieval.types import Hit
 
 
@@ -54,13 +54,7 @@ class PrefixScores:
 
 
 def score_group(
-    lm,
-    passages: list[list[int]],
-    prefix: Sequence[int],
-    target: Sequence[int],
-    *,
-    max_length: int,
-    max_passage_tokens: int,
+    lm, passages: list[list[int]], prefix: Sequence[int], target: Sequence[int], settings: ScoringSettings
 ) -> list[list[float]]:
     """log p(target | [passage; prefix]) per token for each passage, then for no passage (last), in one
     batch: batch_size and the token budget are set so the scorer never splits it (a row's numbers then
@@ -69,41 +63,31 @@ def score_group(
     # No passage: the LM's lead in the passage's place (its BOS unless --special-tokens eval-lm), so the
     # row differs from a candidate's by the passage's text alone (ralm.lm.special_tokens).
     requests.append(ScoreRequest(passage=(), prefix=prefix, target=target, lead=tuple(lm.lead)))
-    scores = score_continuations(
-        lm,
-        requests,
-        max_length=max_length,
-        max_passage_tokens=max_passage_tokens,
-        batch_size=len(requests),
-        max_batch_tokens=len(requests) * max_length,
+    whole = replace(
+        settings, batch_size=len(requests), max_batch_tokens=len(requests) * settings.input_length
     )
+    scores = score_continuations(lm, requests, whole)
     return [s.float().cpu().tolist() for s in scores]
 
 
 def score_prefix(
-    lm,
-    tokens: PrefixTokens,
-    passages: list[list[int]],
-    *,
-    max_length: int,
-    max_passage_tokens: int,
-    rank_tokens: int,
+    lm, tokens: PrefixTokens, passages: list[list[int]], settings: ScoringSettings
 ) -> PrefixScores:
     """log p(target | [passage; prefix]) per token for each passage and for none, and log p(y' | [passage;
-    prefix without y']) with y' the prefix's last `rank_tokens` tokens (the zero-shot rule's score, §6.1).
+    prefix without y']) with y' the prefix's last ``settings.rank_tokens`` tokens (the zero-shot rule's
+    score, §6.1).
 
     y' is scored in the same forward pass: each request's target is y' + target after the prefix without
     y', so the LM reads exactly the input it reads for the target alone (``compose`` drops prefix tokens
     from the start, the same ones either way) and the target's log-probs are those of a run without y'."""
+    rank_tokens = settings.rank_tokens
     if not 0 < rank_tokens < len(tokens.prefix):
         raise ValueError(
             f"rank_tokens {rank_tokens} must be in [1, {len(tokens.prefix)}) (the prefix's tokens)"
         )
     head, ranked = tokens.prefix[:-rank_tokens], tokens.prefix[-rank_tokens:]
     target = list(ranked) + list(tokens.target)
-    per_token = score_group(
-        lm, passages, head, target, max_length=max_length, max_passage_tokens=max_passage_tokens
-    )
+    per_token = score_group(lm, passages, head, target, settings)
     rank = [float(sum(t[:rank_tokens])) for t in per_token]
     targets = [t[rank_tokens:] for t in per_token]
     return PrefixScores(targets[:-1], targets[-1], rank[:-1], rank[-1])

@@ -11,7 +11,7 @@ Two entry points:
   retrieval): each row is exactly what :class:`Generator` would produce alone.
 
 The LM is a :class:`ralm.lm.interface.LanguageModel`: its ``start_decoding`` state (a KV cache) is fed the
-new tokens and gives the next-token logits; ``eos_ids``, ``device`` and ``max_length`` bound the decode.
+new tokens and gives the next-token logits; ``eos_ids``, ``device`` and ``context_length`` bound the decode.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ class Generator:
             raise ValueError("generation needs a non-empty prompt")
         self.counters.calls += 1
         prompt = list(prompt_ids)
-        if len(prompt) >= self.lm.max_length:
+        if len(prompt) >= self.lm.context_length:
             return Generation([], [], "context")
         logits = self._start(prompt)
         tokens: list[int] = []
@@ -117,7 +117,7 @@ class Generator:
                 return Generation(tokens, probs, "stop")
             if len(tokens) >= max_new_tokens:
                 return Generation(tokens, probs, "length")
-            if len(prompt) + len(tokens) >= self.lm.max_length:
+            if len(prompt) + len(tokens) >= self.lm.context_length:
                 return Generation(tokens, probs, "context")
             logits = self._forward([token])
 
@@ -136,7 +136,7 @@ def generate_batch(
     width = max(len(p) for p in prompts)
     if min(len(p) for p in prompts) == 0:
         raise ValueError("generation needs non-empty prompts")
-    budget = min(max_new_tokens, lm.max_length - width)
+    budget = min(max_new_tokens, lm.context_length - width)
     pad = next(iter(eos), 0)
     ids = torch.tensor([[pad] * (width - len(p)) + list(p) for p in prompts], device=device)
     mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)

@@ -58,7 +58,7 @@ class LanguageModel(Protocol):
     """Where ``logits`` and ``Decoding.feed`` take their tensors."""
     dtype: torch.dtype
     """The weights' dtype (recorded)."""
-    max_length: int
+    context_length: int
     """The model's own context in tokens; callers cap their input at it (``LMOptions.input_length``)."""
     special_prefix: tuple[int, ...]
     """The special tokens the tokenizer puts first by default (a BOS, or none): first in every passage and

@@ -92,7 +92,8 @@ class FrozenLM:
     """A causal LM in eval mode with gradients off, plus the tokenizer that goes with it: the Hugging Face
     implementation of ``ralm.lm.interface.LanguageModel`` (the only one outside the tests).
 
-    ``max_length`` is the model's own context (callers cap it, e.g. at 1024 as the paper did).
+    ``context_length`` is the model's own context (callers cap their input at it, e.g. at 1024 as the paper
+    did).
     ``encode`` never adds special tokens: In-Context RALM concatenates passage and prefix token lists
     itself, and a BOS in the middle of an input would change what is scored. ``special_prefix`` is what the
     tokenizer puts first by default (a BOS for Gemma, LLaMA, OPT; nothing for GPT-2): every passage starts
@@ -109,7 +110,7 @@ class FrozenLM:
     device: torch.device
     dtype: torch.dtype
     name: str
-    max_length: int
+    context_length: int
     extra: dict = field(default_factory=dict)
     special_prefix: tuple[int, ...] = ()
     special_tokens: SpecialTokens = "every-input"
@@ -328,7 +329,7 @@ def load_lm(
         device=torch_device,
         dtype=torch_dtype,
         name=name_or_path,
-        max_length=context,
+        context_length=context,
         extra={"folder": folder, "gguf_file": gguf_path},
         special_prefix=default_special_prefix(tokenizer),
         special_tokens=special_tokens,

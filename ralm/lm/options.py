@@ -20,7 +20,7 @@ from ralm.lm.special_tokens import SpecialTokens
 if TYPE_CHECKING:
     from ralm.lm.loading import FrozenLM
 
-PAPER_MAX_LENGTH = 1024
+PAPER_INPUT_LENGTH = 1024
 """The paper's LM input (GPT-2's context): the default input length wherever the LM allows it."""
 
 
@@ -49,9 +49,10 @@ class LMOptions:
     def __post_init__(self) -> None:
         check_fields(self)
 
-    def input_length(self, context: int) -> int:
-        """THE cap rule: the requested input length (default the paper's 1,024) within the LM's context."""
-        return min(self.max_length or PAPER_MAX_LENGTH, context)
+    def input_length(self, context_length: int) -> int:
+        """THE cap rule: the requested input length (``--max-length``, default the paper's 1,024) within the
+        LM's context."""
+        return min(self.max_length or PAPER_INPUT_LENGTH, context_length)
 
     def require(self) -> str:
         """The model to load; a command without one fails naming the option."""
@@ -72,12 +73,12 @@ class LMOptions:
         )
 
 
-def window_fits(max_length: int, max_passage_tokens: int, *parts: int) -> bool:
-    """THE window-fit rule: one LM input of `max_length` tokens (already capped: `LMOptions.input_length`)
+def window_fits(input_length: int, max_passage_tokens: int, *parts: int) -> bool:
+    """THE window-fit rule: one LM input of `input_length` tokens (already capped: `LMOptions.input_length`)
     holds a whole passage cut to `max_passage_tokens` (0: no passage) beside every other part of a window,
     none overlapping (`parts`: the targets s, the query ℓ where the prefix must hold it, the ranking tokens
     s'). data-gen, eval and a zero-shot reranking LM refuse inputs with it, each naming its options."""
-    return max_passage_tokens + sum(parts) <= max_length
+    return max_passage_tokens + sum(parts) <= input_length
 
 
 LMOptions.shorthand = "model"  # `--lm X` / YAML `lm: X` mean `--lm.model X` (ralm.command_args)

@@ -2,7 +2,7 @@
 
 ``compose`` is the one rule every stage uses to build an In-Context RALM input (Ram et al. 2023, §3):
 the passage is cut to ``max_passage_tokens``, prepended with no separator, and prefix tokens are dropped
-from the start until passage + prefix + target fit in ``max_length``.
+from the start until passage + prefix + target fit in ``input_length``.
 
 ``score_continuations`` is the fast path: requests are sorted by length and batched (right padding, so
 every real token keeps positions 0..n-1 and, under the causal mask, never sees a pad: no attention mask or
@@ -22,6 +22,23 @@ from ralm.lm.interface import LanguageModel
 
 
 @dataclass(frozen=True)
+class ScoringSettings:
+    """How a stage has its LM score requests: the input each is composed into (``compose``), the span y'
+    that ranks a passage (zero-shot reranking), and the batch limits. A stage builds it once from its
+    options and passes it whole, down to ``score_continuations``."""
+
+    input_length: int
+    """Tokens of one composed input (passage + prefix + target), already capped at the LM's context."""
+    max_passage_tokens: int = 256
+    rank_tokens: int = 16
+    """y': the last tokens before the targets whose log-prob after a passage ranks it."""
+    batch_size: int | None = None
+    """Rows per forward; None: ``default_batch_size`` (2 on CPU, 32 on GPU)."""
+    max_batch_tokens: int | None = None
+    """Padded tokens per forward; None: batch_size x input_length."""
+
+
+@dataclass(frozen=True)
 class ScoreRequest:
     """Token ids of one scoring input; ``target`` is what gets log-probabilities. ``lead`` goes first and is
     never cut: an input without a passage starts with the LM's lead (``LanguageModel.lead``, its BOS) in
@@ -37,24 +54,24 @@ def compose(
     passage: Sequence[int],
     prefix: Sequence[int],
     target: Sequence[int],
-    max_length: int,
+    input_length: int,
     max_passage_tokens: int = 256,
     lead: Sequence[int] = (),
 ) -> list[int]:
     """``lead + passage[:max_passage_tokens] + prefix[drop:] + target``, dropping the fewest prefix tokens
     to fit (`lead`: ``ScoreRequest.lead``, never cut).
 
-    Raises ValueError when the cut passage plus the target alone exceed `max_length` (callers validate
+    Raises ValueError when the cut passage plus the target alone exceed `input_length` (callers validate
     their options up front so users see a ``RalmInputError`` instead), or when the first target token
     would have no context at all to be predicted from.
     """
     passage = [*lead, *passage[:max_passage_tokens]]
     target = list(target)
-    room = max_length - len(passage) - len(target)
+    room = input_length - len(passage) - len(target)
     if room < 0:
         raise ValueError(
             f"a {len(passage)}-token passage and {len(target)} target tokens do not fit "
-            f"in max_length {max_length}"
+            f"in input_length {input_length}"
         )
     prefix = list(prefix)
     kept = prefix[len(prefix) - room :] if room < len(prefix) else prefix
@@ -102,27 +119,30 @@ def default_batch_size(device: torch.device) -> int:
 def score_continuations(
     lm: LanguageModel,
     requests: Sequence[ScoreRequest],
+    settings: ScoringSettings,
     *,
-    max_length: int,
-    max_passage_tokens: int = 256,
-    batch_size: int | None = None,
-    max_batch_tokens: int | None = None,
     max_batch_scored: int = 1024,
     on_batch: Callable[[int, int], None] | None = None,
 ) -> list[torch.Tensor]:
     """Float32 log p(target_t | passage, prefix, target_<t) for each request, in request order.
 
-    `batch_size` defaults to ``default_batch_size(lm.device)`` and `max_batch_tokens` to batch_size x
-    max_length. `max_batch_scored` bounds batch rows x scored positions (the (rows, positions, vocabulary)
-    logits tensor). `on_batch(num_requests, num_target_tokens)` is called after each batch (progress bars).
+    Each request is composed as `settings` say (its ``input_length`` and ``max_passage_tokens``) and batched
+    within its ``batch_size`` and ``max_batch_tokens``. `max_batch_scored` bounds batch rows x scored
+    positions (the (rows, positions, vocabulary) logits tensor). `on_batch(num_requests,
+    num_target_tokens)` is called after each batch (progress bars).
     """
-    batch_size = batch_size or default_batch_size(lm.device)
-    max_batch_tokens = max_batch_tokens or batch_size * max_length
+    batch_size = settings.batch_size or default_batch_size(lm.device)
+    max_batch_tokens = settings.max_batch_tokens or batch_size * settings.input_length
     inputs: list[list[int]] = []
     n_targets: list[int] = []
     for request in requests:
         ids = compose(
-            request.passage, request.prefix, request.target, max_length, max_passage_tokens, request.lead
+            request.passage,
+            request.prefix,
+            request.target,
+            settings.input_length,
+            settings.max_passage_tokens,
+            request.lead,
         )
         n_targets.append(len(request.target))
         inputs.append(ids[:-1])  # the last target token predicts nothing that is scored

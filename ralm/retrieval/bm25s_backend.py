@@ -9,9 +9,10 @@ the top-16 (tests/test_retrieval_agreement.py, bench/RESULTS.md).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import ClassVar, Self
 
 import bm25s
 import numpy as np
@@ -21,34 +22,56 @@ from ralm.progress import track
 from ralm.retrieval.analyzer import ANALYZER_SETTINGS, LuceneEnglishAnalyzer
 from ralm.retrieval.index_meta import BM25_PARAMETERS
 from ralm.retrieval.lucene_bm25 import lucene_bm25_matrix
-from ralm.retrieval.passage_store import PassageStore
+from ralm.retrieval.passage_store import PassageStore, open_store
 from ralm.retrieval.types import Hit, Passage
 
 ENGINE_DIR = "bm25s"
 
 
-def build_bm25s(passages: Sequence[Passage], out_dir: Path, k1: float = 0.9, b: float = 0.4) -> dict:
-    """Analyze and index `passages` into `out_dir/bm25s`; returns the settings for ralm_index.json."""
-    analyzer = LuceneEnglishAnalyzer()
-    vocab: dict[str, int] = {}
-    corpus_ids: list[list[int]] = []
-    for p in track(passages, desc="bm25s: analyzing", unit="passage"):
-        # Token ids instead of strings: a million passages of strings would cost gigabytes.
-        corpus_ids.append([vocab.setdefault(t, len(vocab)) for t in analyzer.terms(p.contents)])
-    model = bm25s.BM25(k1=k1, b=b, method="lucene")
-    # Lucene's scores (lossy one-byte passage lengths), not bm25s's exact-length ones: see lucene_bm25.py.
-    model.scores = lucene_bm25_matrix(corpus_ids, len(vocab), k1=k1, b=b)
-    model.vocab_dict = vocab
-    model.nonoccurrence_array = None
-    model.save(str(out_dir / ENGINE_DIR), show_progress=False)
-    return {
-        "analyzer": dict(ANALYZER_SETTINGS),
-        BM25_PARAMETERS: {"k1": k1, "b": b, "scoring": "lucene-bm25-byte-lengths"},
-    }
-
-
 class Bm25sRetriever:
-    """`Retriever` over a saved bm25s index; hits are read from the passages file."""
+    """The bm25s backend (``ralm.retrieval.types.IndexBackend``): a saved bm25s index, its hits read from
+    the passages file."""
+
+    build_options: ClassVar[frozenset[str]] = frozenset({"k1", "b"})
+    recorded_as: ClassVar[Mapping[str, str]] = {}
+    open_options: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def build(
+        cls,
+        passages: Sequence[Passage],
+        out_dir: Path,
+        *,
+        passages_path: Path,
+        passages_sha256: str,
+        k1: float = 0.9,
+        b: float = 0.4,
+    ) -> dict:
+        """Analyze and index `passages` into `out_dir/bm25s`; returns the settings for ralm_index.json."""
+        analyzer = LuceneEnglishAnalyzer()
+        vocab: dict[str, int] = {}
+        corpus_ids: list[list[int]] = []
+        for p in track(passages, desc="bm25s: analyzing", unit="passage"):
+            # Token ids instead of strings: a million passages of strings would cost gigabytes.
+            corpus_ids.append([vocab.setdefault(t, len(vocab)) for t in analyzer.terms(p.contents)])
+        model = bm25s.BM25(k1=k1, b=b, method="lucene")
+        # Lucene's scores (lossy one-byte passage lengths), not bm25s's exact-length ones: see lucene_bm25.py.
+        model.scores = lucene_bm25_matrix(corpus_ids, len(vocab), k1=k1, b=b)
+        model.vocab_dict = vocab
+        model.nonoccurrence_array = None
+        model.save(str(out_dir / ENGINE_DIR), show_progress=False)
+        return {
+            "analyzer": dict(ANALYZER_SETTINGS),
+            BM25_PARAMETERS: {"k1": k1, "b": b, "scoring": "lucene-bm25-byte-lengths"},
+        }
+
+    @classmethod
+    def resumable(cls, out_dir: Path) -> bool:
+        return False  # rebuilding is quicker than checking what a killed build left
+
+    @classmethod
+    def open(cls, index_dir: Path, meta: dict, passages_path: Path | None = None) -> Self:
+        return cls(index_dir, meta, open_store(index_dir, meta, passages_path))
 
     def __init__(self, index_dir: Path, meta: dict, store: PassageStore) -> None:
         self.index_dir = str(index_dir)

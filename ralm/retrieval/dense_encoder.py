@@ -35,7 +35,7 @@ class DenseEncoder:
         name_or_path: str,
         pooling: Pooling = "mean",
         normalize: bool = False,
-        max_length: int = 256,
+        encoder_max_length: int = 256,
         device: str = "auto",
     ) -> None:
         from transformers import AutoModel, AutoTokenizer
@@ -52,7 +52,9 @@ class DenseEncoder:
             raise RalmInputError(
                 f"encoder: cannot load {name_or_path!r} ({str(err).splitlines()[0]})"
             ) from None
-        self.pooling, self.normalize, self.max_length = pooling, normalize, max_length
+        self.pooling, self.normalize = pooling, normalize
+        self.encoder_max_length = encoder_max_length
+        """Tokens per text; longer ones are truncated (``ralm index --dense.encoder-max-length``)."""
         self.dim = int(self.model.config.hidden_size)
 
     @torch.inference_mode()
@@ -67,7 +69,7 @@ class DenseEncoder:
                 list(texts[start : start + batch_size]),
                 padding=True,
                 truncation=True,
-                max_length=self.max_length,
+                max_length=self.encoder_max_length,
                 return_tensors="pt",
             ).to(self.device)
             hidden = self.model(**batch).last_hidden_state

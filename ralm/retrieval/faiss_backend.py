@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import ClassVar, Self
 
 import numpy as np
 import torch
@@ -32,10 +33,11 @@ except ImportError:  # an optional dependency: say which extra brings it
     ) from None
 from ralm.progress import progress
 from ralm.retrieval.dense_encoder import DenseEncoder, Pooling
-from ralm.retrieval.passage_store import PassageStore
+from ralm.retrieval.passage_store import PassageStore, open_store
 from ralm.retrieval.types import Hit, Passage
 
 INDEX_NAME = "faiss.index"
+SHARD_DIR = "shards"
 
 
 def gpu_faiss_available() -> bool:
@@ -99,41 +101,80 @@ def encode_in_shards(
     return np.concatenate(shards)
 
 
-def build_faiss(
-    passages: Sequence[Passage],
-    out_dir: Path,
-    passages_sha256: str,
-    encoder: str | None = None,
-    pooling: Pooling = "mean",
-    normalize: bool = False,
-    max_length: int = 256,
-    batch_size: int = 32,
-    shard_size: int = 4096,
-    device: str = "auto",
-    gpu_index: bool = False,
-) -> dict:
-    """Encode passages (``contents``) and write an IndexFlatIP; returns settings for ralm_index.json."""
-    if not encoder:
-        raise RalmInputError("encoder: the faiss backend needs an encoder (a Hugging Face id or folder)")
-    if gpu_index:
-        require_gpu_faiss("gpu_index")
-    model = DenseEncoder(encoder, pooling=pooling, normalize=normalize, max_length=max_length, device=device)
-    settings = {"name": encoder, "pooling": pooling, "normalize": normalize, "max_length": max_length}
-    plan = {**settings, "passages_sha256": passages_sha256, "shard_size": shard_size}
-    vectors = encode_in_shards(
-        model, [p.contents for p in passages], out_dir / "shards", plan, shard_size, batch_size
-    )
-    index = flat_index(vectors.shape[1], on_gpu=gpu_index)
-    index.add(np.ascontiguousarray(vectors, dtype=np.float32))
-    if gpu_index:
-        index = faiss.index_gpu_to_cpu(index)  # saved as a CPU index: every FAISS build reads it
-    faiss.write_index(index, str(out_dir / INDEX_NAME))
-    shutil.rmtree(out_dir / "shards")  # the flat index holds the same vectors
-    return {"encoder": {**settings, "dim": int(vectors.shape[1])}, "index": "IndexFlatIP"}
-
-
 class FaissRetriever:
-    """`Retriever` over a FAISS flat inner-product index; queries are encoded like the passages."""
+    """The faiss backend (``ralm.retrieval.types.IndexBackend``): a FAISS flat inner-product index over
+    encoder embeddings; queries are encoded like the passages, hits read from the passages file."""
+
+    build_options: ClassVar[frozenset[str]] = frozenset(
+        {
+            "encoder",
+            "pooling",
+            "normalize",
+            "encoder_max_length",
+            "batch_size",
+            "shard_size",
+            "device",
+            "gpu_index",
+        }
+    )
+    recorded_as: ClassVar[Mapping[str, str]] = {"encoder_max_length": "max_length"}
+    open_options: ClassVar[frozenset[str]] = frozenset({"device"})
+
+    @classmethod
+    def build(
+        cls,
+        passages: Sequence[Passage],
+        out_dir: Path,
+        *,
+        passages_path: Path,
+        passages_sha256: str,
+        encoder: str | None = None,
+        pooling: Pooling = "mean",
+        normalize: bool = False,
+        encoder_max_length: int = 256,
+        batch_size: int = 32,
+        shard_size: int = 4096,
+        device: str = "auto",
+        gpu_index: bool = False,
+    ) -> dict:
+        """Encode passages (``contents``) and write an IndexFlatIP; returns settings for ralm_index.json."""
+        if not encoder:
+            raise RalmInputError("encoder: the faiss backend needs an encoder (a Hugging Face id or folder)")
+        if gpu_index:
+            require_gpu_faiss("gpu_index")
+        model = DenseEncoder(
+            encoder,
+            pooling=pooling,
+            normalize=normalize,
+            encoder_max_length=encoder_max_length,
+            device=device,
+        )
+        # "max_length": the key ralm_index.json has always had (an index's identity is made of its keys).
+        settings = {"name": encoder, "pooling": pooling, "normalize": normalize}
+        settings["max_length"] = encoder_max_length
+        plan = {**settings, "passages_sha256": passages_sha256, "shard_size": shard_size}
+        vectors = encode_in_shards(
+            model, [p.contents for p in passages], out_dir / SHARD_DIR, plan, shard_size, batch_size
+        )
+        index = flat_index(vectors.shape[1], on_gpu=gpu_index)
+        index.add(np.ascontiguousarray(vectors, dtype=np.float32))
+        if gpu_index:
+            index = faiss.index_gpu_to_cpu(index)  # saved as a CPU index: every FAISS build reads it
+        faiss.write_index(index, str(out_dir / INDEX_NAME))
+        shutil.rmtree(out_dir / SHARD_DIR)  # the flat index holds the same vectors
+        return {"encoder": {**settings, "dim": int(vectors.shape[1])}, "index": "IndexFlatIP"}
+
+    @classmethod
+    def resumable(cls, out_dir: Path) -> bool:
+        """Encoded shards survive a killed build: the next one encodes only the missing ones."""
+        return any((out_dir / SHARD_DIR).glob("emb-*.npy"))
+
+    @classmethod
+    def open(
+        cls, index_dir: Path, meta: dict, passages_path: Path | None = None, device: str = "auto"
+    ) -> Self:
+        """`device`: ``auto``, ``cpu`` or ``cuda`` for the query encoder and the FAISS GPU index."""
+        return cls(index_dir, meta, open_store(index_dir, meta, passages_path), device)
 
     def __init__(self, index_dir: Path, meta: dict, store: PassageStore, device: str = "auto") -> None:
         self.index_dir = str(index_dir)
@@ -144,7 +185,7 @@ class FaissRetriever:
             enc["name"],
             pooling=enc["pooling"],
             normalize=enc["normalize"],
-            max_length=enc["max_length"],
+            encoder_max_length=enc["max_length"],
             device=device,
         )
         index = faiss.read_index(str(Path(index_dir) / INDEX_NAME))

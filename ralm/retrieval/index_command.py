@@ -17,6 +17,7 @@ from typing import Literal
 from ralm.command_args import call_with_args, parser_for
 from ralm.config_types import PositiveInt
 from ralm.errors import RalmInputError
+from ralm.retrieval.backends import BUILT, DEFAULT, BuiltBackend, backend_class
 from ralm.retrieval.index import build_index
 from ralm.retrieval.passages_command import make_passages, read_exclude_file
 
@@ -64,7 +65,7 @@ def make_index(
     output: Path,
     passages: Path | None = None,
     documents: Path | None = None,
-    backend: Literal["bm25s", "pyserini", "faiss"] = "bm25s",
+    backend: BuiltBackend = DEFAULT,
     passage_words: PositiveInt = 100,
     passage_stride: PositiveInt | None = None,
     exclude: list[str] | None = None,
@@ -107,15 +108,10 @@ def make_index(
         )
     elif passages is None:
         raise RalmInputError("passages: give --passages FILE (or --documents to split raw documents first)")
-    if backend == "bm25s":
-        options = asdict(bm25)
-    elif backend == "pyserini":
-        options = {**asdict(bm25), "threads": threads}
-    else:
-        options = asdict(dense)
-        options["max_length"] = options.pop(
-            "encoder_max_length"
-        )  # the faiss backend's name (ralm_index.json)
+    # Each backend gets the options it takes (its class says which); the others' keep their defaults.
+    given = {**asdict(bm25), "threads": threads, **asdict(dense)}
+    takes = backend_class(backend, "--backend", BUILT).build_options
+    options = {name: value for name, value in given.items() if name in takes}
     meta = build_index(passages, output, backend=backend, overwrite=overwrite, **options)
     print(
         f"index: {meta['backend']} index of {meta['num_passages']} passages from {passages} in {output} "

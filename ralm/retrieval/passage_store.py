@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ralm.errors import RalmInputError
+from ralm.retrieval.index_meta import META_NAME, check_passages
 from ralm.retrieval.types import Hit, Passage
 
 OFFSETS_NAME = "passage_offsets.npy"
@@ -80,3 +81,15 @@ class PassageStore:
         if isinstance(self._map, mmap.mmap):
             self._map.close()
         self._file.close()
+
+
+def open_store(index_dir: Path, meta: dict, passages_path: str | os.PathLike | None) -> PassageStore:
+    """The passages an index reads its hits from: the file (default: the one recorded at build time) must
+    have the sha256 and the passage count that ``ralm_index.json`` records, or the index is stale or
+    foreign."""
+    store = PassageStore(index_dir, check_passages(meta, index_dir, passages_path))
+    if len(store) != meta["num_passages"]:
+        raise RalmInputError(
+            f"{index_dir}/{META_NAME}: num_passages {meta['num_passages']} but {len(store)} rows"
+        )
+    return store

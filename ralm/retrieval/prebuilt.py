@@ -23,15 +23,15 @@ import difflib
 import json
 import os
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import ClassVar, Self
 
 from ralm.errors import RalmInputError
-from ralm.retrieval.index_meta import BM25_PARAMETERS, FORMAT, write_meta
+from ralm.retrieval.backends import PYSERINI_PREBUILT
+from ralm.retrieval.index_meta import BM25_PARAMETERS, FORMAT, META_NAME, write_meta
 from ralm.retrieval.java_runtime import check_pyserini_installed, lucene_searcher_class
-from ralm.retrieval.types import Hit
-
-BACKEND = "pyserini-prebuilt"
+from ralm.retrieval.types import Hit, Passage
 
 
 def dpr_title(contents: str) -> str:
@@ -106,8 +106,8 @@ def check_target(index_dir: Path, name: str, overwrite: bool) -> None:
     """An existing folder is replaced only when it is this link already or `overwrite` says so."""
     if not index_dir.exists() or not any(index_dir.iterdir()):
         return
-    meta_path = index_dir / "ralm_index.json"
-    same = meta_path.is_file() and json.loads(meta_path.read_text()).get("backend") == BACKEND
+    meta_path = index_dir / META_NAME
+    same = meta_path.is_file() and "prebuilt" in json.loads(meta_path.read_text())  # only a link names one
     if not same and not overwrite:
         raise RalmInputError(f"{index_dir}: exists and is not a link to a prebuilt index; pass --overwrite")
     if not same:
@@ -131,7 +131,7 @@ def link_prebuilt(
     excluded = sorted({t.strip() for t in exclude_titles if t.strip()})
     meta = {
         "format": FORMAT,
-        "backend": BACKEND,
+        "backend": PYSERINI_PREBUILT,
         "prebuilt": str(Path(name).resolve()) if Path(name).is_dir() else name,
         "num_passages": int(searcher.num_docs),
         "contents": "stored contents as is (wikipedia-dpr: '\"Title\"\\ntext')",
@@ -144,7 +144,29 @@ def link_prebuilt(
 
 
 class PrebuiltRetriever:
-    """`Retriever` over a prebuilt Lucene index, skipping (and counting) hits of excluded titles."""
+    """The pyserini-prebuilt backend (``ralm.retrieval.types.IndexBackend``): a prebuilt Lucene index,
+    skipping (and counting) hits of excluded titles. `link_prebuilt` makes its folder; nothing builds it."""
+
+    build_options: ClassVar[frozenset[str]] = frozenset()
+    recorded_as: ClassVar[Mapping[str, str]] = {}
+    open_options: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def build(
+        cls, passages: Sequence[Passage], out_dir: Path, *, passages_path: Path, passages_sha256: str
+    ) -> dict:
+        raise RalmInputError(
+            f"backend: {PYSERINI_PREBUILT!r} is linked, not built from passages: `ralm index --prebuilt NAME`"
+        )
+
+    @classmethod
+    def resumable(cls, out_dir: Path) -> bool:
+        return False
+
+    @classmethod
+    def open(cls, index_dir: Path, meta: dict, passages_path: Path | None = None) -> Self:
+        """The hits come from the Lucene index's stored contents: no passages file is read."""
+        return cls(index_dir, meta)
 
     def __init__(self, index_dir: Path, meta: dict) -> None:
         self.index_dir, self.meta = str(index_dir), meta

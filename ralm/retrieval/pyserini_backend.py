@@ -10,58 +10,81 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import ClassVar, Self
 
 from ralm.errors import RalmInputError
 from ralm.retrieval.index_meta import BM25_PARAMETERS
 from ralm.retrieval.java_runtime import check_pyserini_installed, find_java_home, lucene_searcher_class
-from ralm.retrieval.passage_store import PassageStore
-from ralm.retrieval.types import Hit
+from ralm.retrieval.passage_store import PassageStore, open_store
+from ralm.retrieval.types import Hit, Passage
 
 ENGINE_DIR = "lucene"
 
 
-def build_pyserini(
-    passages_path: Path, out_dir: Path, threads: int = 1, k1: float = 0.9, b: float = 0.4
-) -> dict:
-    """Index `passages_path` with Anserini into `out_dir/lucene`; returns settings for ralm_index.json."""
-    check_pyserini_installed()
-    find_java_home()  # fail with how-to-get-Java before any work
-    collection = out_dir / "collection"
-    collection.mkdir()
-    os.symlink(Path(passages_path).resolve(), collection / "passages.jsonl")
-    args = [
-        "-collection",
-        "JsonCollection",
-        "-generator",
-        "DefaultLuceneDocumentGenerator",
-        "-input",
-        str(collection),
-        "-index",
-        str(out_dir / ENGINE_DIR),
-        "-threads",
-        str(max(1, threads)),
-    ]
-    print(f"pyserini: indexing {passages_path} with Anserini ({threads} thread(s))", file=sys.stderr)
-    proc = subprocess.run(
-        [sys.executable, "-m", "ralm.retrieval.java_runtime", *args], capture_output=True, text=True
-    )
-    (collection / "passages.jsonl").unlink()
-    collection.rmdir()
-    if proc.returncode != 0 or not (out_dir / ENGINE_DIR).is_dir():
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
-        if proc.returncode == 2 and tail and tail[-1].startswith("error: "):
-            raise RalmInputError(tail[-1][len("error: ") :])
-        raise RuntimeError("Anserini indexing failed:\n" + "\n".join(tail))
-    return {
-        "analyzer": {"name": "lucene-default-english", "stemmer": "porter"},
-        BM25_PARAMETERS: {"k1": k1, "b": b},
-    }
-
-
 class PyseriniRetriever:
-    """`Retriever` over a Lucene index via `LuceneSearcher.batch_search`."""
+    """The pyserini backend (``ralm.retrieval.types.IndexBackend``): a Lucene index built by Anserini,
+    searched with `LuceneSearcher.batch_search`, its hits read from the passages file."""
+
+    build_options: ClassVar[frozenset[str]] = frozenset({"k1", "b", "threads"})
+    recorded_as: ClassVar[Mapping[str, str]] = {}
+    open_options: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def build(
+        cls,
+        passages: Sequence[Passage],
+        out_dir: Path,
+        *,
+        passages_path: Path,
+        passages_sha256: str,
+        threads: int = 1,
+        k1: float = 0.9,
+        b: float = 0.4,
+    ) -> dict:
+        """Index `passages_path` with Anserini into `out_dir/lucene`; returns settings for ralm_index.json.
+        (Anserini reads the file itself; `passages` were read only to validate it.)"""
+        check_pyserini_installed()
+        find_java_home()  # fail with how-to-get-Java before any work
+        collection = out_dir / "collection"
+        collection.mkdir()
+        os.symlink(Path(passages_path).resolve(), collection / "passages.jsonl")
+        args = [
+            "-collection",
+            "JsonCollection",
+            "-generator",
+            "DefaultLuceneDocumentGenerator",
+            "-input",
+            str(collection),
+            "-index",
+            str(out_dir / ENGINE_DIR),
+            "-threads",
+            str(max(1, threads)),
+        ]
+        print(f"pyserini: indexing {passages_path} with Anserini ({threads} thread(s))", file=sys.stderr)
+        proc = subprocess.run(
+            [sys.executable, "-m", "ralm.retrieval.java_runtime", *args], capture_output=True, text=True
+        )
+        (collection / "passages.jsonl").unlink()
+        collection.rmdir()
+        if proc.returncode != 0 or not (out_dir / ENGINE_DIR).is_dir():
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+            if proc.returncode == 2 and tail and tail[-1].startswith("error: "):
+                raise RalmInputError(tail[-1][len("error: ") :])
+            raise RuntimeError("Anserini indexing failed:\n" + "\n".join(tail))
+        return {
+            "analyzer": {"name": "lucene-default-english", "stemmer": "porter"},
+            BM25_PARAMETERS: {"k1": k1, "b": b},
+        }
+
+    @classmethod
+    def resumable(cls, out_dir: Path) -> bool:
+        return False  # Anserini starts over in any case
+
+    @classmethod
+    def open(cls, index_dir: Path, meta: dict, passages_path: Path | None = None) -> Self:
+        return cls(index_dir, meta, open_store(index_dir, meta, passages_path))
 
     def __init__(self, index_dir: Path, meta: dict, store: PassageStore) -> None:
         self.index_dir = str(index_dir)

@@ -12,8 +12,7 @@ from pathlib import Path
 from ralm.command_args import call_with_args, parser_for
 from ralm.config_types import PositiveInt, check_arguments
 from ralm.progress import progress
-from ralm.retrieval.index import open_index
-from ralm.retrieval.index_meta import read_meta
+from ralm.retrieval.index import open_index, open_options
 from ralm.retrieval.run_files import RunWriter, read_queries
 
 
@@ -45,8 +44,8 @@ def retrieve(
     """
     check_arguments(retrieve, locals())
     pairs = read_queries(queries)
-    dense = read_meta(index).get("backend") == "faiss"
-    options = {"device": device} if dense and device != "auto" else {}  # BM25 runs on the CPU only
+    # Only a backend that runs a model takes a device (BM25 runs on the CPU).
+    options = {"device": device} if device != "auto" and "device" in open_options(index) else {}
     retriever = open_index(index, passages, **options)
     jsonl_output = jsonl_output or Path(output).with_suffix(".jsonl")
     writer = RunWriter(output, jsonl_output, tag=tag, expected_qids=[qid for qid, _ in pairs])

@@ -63,11 +63,11 @@ def load_rerank_lms(
         if not (c.kind == ZERO_SHOT and c.chooses_first):
             continue
         rerank_lm = load_lm(c.model, device=lm.device, dtype=lm.dtype, special_tokens=lm.special_tokens)
-        max_length = lm.input_length(rerank_lm.max_length)
-        if not window_fits(max_length, window.max_passage_tokens, reranking.rank_tokens):
+        input_length = lm.input_length(rerank_lm.context_length)
+        if not window_fits(input_length, window.max_passage_tokens, reranking.rank_tokens):
             raise RalmInputError(
-                f"--rerank-lm {c.model}: its {max_length} tokens cannot hold a"
+                f"--rerank-lm {c.model}: its {input_length} tokens cannot hold a"
                 f" {window.max_passage_tokens}-token passage and {reranking.rank_tokens} ranking tokens"
             )
-        models[c.name] = RerankLM(rerank_lm, max_length)
+        models[c.name] = RerankLM(rerank_lm, input_length)
     return models

@@ -11,18 +11,18 @@ The other conditions pick off the evaluated LM's rows (``ralm.eval.ppl.condition
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ralm.eval.ppl.conditions import Condition
 from ralm.eval.ppl.windows import Window
 from ralm.lm.interface import LanguageModel
-from ralm.lm.scoring import ScoreRequest, score_continuations
+from ralm.lm.scoring import ScoreRequest, ScoringSettings, score_continuations
 from ralm.passage_rules import TRAINED
 from ralm.ranking import best_first
 
 if TYPE_CHECKING:
-    from ralm.eval.ppl.perplexity import Candidate, ScoringSettings
+    from ralm.eval.ppl.perplexity import Candidate
     from ralm.rerank.inference import PredictiveReranker
 
 
@@ -31,7 +31,7 @@ class RerankLM:
     """A zero-shot reranking LM (``--rerank-lm``) and the input length it scores with."""
 
     lm: LanguageModel
-    max_length: int
+    input_length: int
 
 
 def choose_first(
@@ -43,21 +43,13 @@ def choose_first(
     candidates: Sequence[Sequence[Candidate]],
     settings: ScoringSettings,
 ) -> list[int | None]:
-    """The pick of `condition`'s model per window of `windows` (in their order), before any LM scoring."""
+    """The pick of `condition`'s model per window of `windows` (in their order), before any LM scoring.
+
+    A reranking LM scores as the evaluated LM does (`settings`), within its own input length."""
     if condition.kind == TRAINED:
         return trained_reranker(model, lm, tokens, windows, candidates)
-    return zero_shot_other_lm(
-        model.lm,
-        lm,
-        tokens,
-        windows,
-        candidates,
-        rank_tokens=settings.rank_tokens,
-        max_length=model.max_length,
-        max_passage_tokens=settings.max_passage_tokens,
-        batch_size=settings.batch_size,
-        max_batch_tokens=settings.max_batch_tokens,
-    )
+    reranking = replace(settings, input_length=model.input_length)
+    return zero_shot_other_lm(model.lm, lm, tokens, windows, candidates, reranking)
 
 
 def context_texts(
@@ -100,15 +92,13 @@ def zero_shot_other_lm(
     tokens: Sequence[int],
     windows: Sequence[Window],
     candidates: Sequence[Sequence[Candidate]],
+    settings: ScoringSettings,
     *,
-    rank_tokens: int,
-    max_length: int,
-    max_passage_tokens: int,
-    batch_size: int | None = None,
-    max_batch_tokens: int | None = None,
     on_batch: Callable[[int, int], None] | None = None,
 ) -> list[int | None]:
-    """Chosen candidate per window by log p_φ(y' | [d_i; x]) under a reranking LM with its own tokenizer.
+    """Chosen candidate per window by log p_φ(y' | [d_i; x]) under a reranking LM with its own tokenizer,
+    y' the last ``settings.rank_tokens`` of the window's context (re-tokenised), in inputs of
+    ``settings.input_length`` tokens: the reranking LM's.
 
     The result lines up with `windows` (which may be a resumed run's remaining subset), not with window
     indices.
@@ -118,27 +108,19 @@ def zero_shot_other_lm(
     chosen: list[int | None] = [None] * len(windows)
     if not todo:
         return chosen
-    contexts = rerank_lm.encode_batch(context_texts(lm, tokens, todo, max_length))
+    contexts = rerank_lm.encode_batch(context_texts(lm, tokens, todo, settings.input_length))
     passage_ids: dict[str, tuple[int, ...]] = {}
     unique = {c.id: c.text for w in todo for c in candidates[w.index]}
     for pid, ids in zip(unique, rerank_lm.encode_passages(list(unique.values())), strict=True):
-        passage_ids[pid] = tuple(ids[:max_passage_tokens])
+        passage_ids[pid] = tuple(ids[: settings.max_passage_tokens])
     requests, owners = [], []
     for w, ctx in zip(todo, contexts, strict=True):
-        y = ctx[-rank_tokens:]
+        y = ctx[-settings.rank_tokens :]
         prefix = ctx[: len(ctx) - len(y)]
         for i, c in enumerate(candidates[w.index]):
             requests.append(ScoreRequest(passage_ids[c.id], prefix, y))
             owners.append((w.index, i))
-    scores = score_continuations(
-        rerank_lm,
-        requests,
-        max_length=max_length,
-        max_passage_tokens=max_passage_tokens,
-        batch_size=batch_size,
-        max_batch_tokens=max_batch_tokens,
-        on_batch=on_batch,
-    )
+    scores = score_continuations(rerank_lm, requests, settings, on_batch=on_batch)
     by_window: dict[int, list[float]] = {}
     for (index, _), s in zip(owners, scores, strict=True):
         by_window.setdefault(index, []).append(float(s.double().sum()))

@@ -17,7 +17,7 @@ from ralm.eval.ppl.conditions import RowPlan
 from ralm.eval.ppl.records import CandidateScores, WindowScores
 from ralm.eval.ppl.windows import Window, ranking_span
 from ralm.lm.interface import LanguageModel
-from ralm.lm.scoring import ScoreRequest, score_continuations
+from ralm.lm.scoring import ScoreRequest, ScoringSettings, score_continuations
 from ralm.retrieval.overlap import copies_span, ngrams
 
 
@@ -33,16 +33,6 @@ class Candidate:
     """BM25 score of this passage for this window's query (a reranker's BM25 prior reads it)."""
 
 
-@dataclass(frozen=True)
-class ScoringSettings:
-    max_length: int
-    max_passage_tokens: int = 256
-    rank_tokens: int = 16
-    batch_size: int | None = None
-    """Rows per forward; None: ralm.lm.scoring.default_batch_size (2 on CPU, 32 on GPU)."""
-    max_batch_tokens: int | None = None
-
-
 def window_request(
     tokens: Sequence[int], window: Window, passage: Sequence[int], target_from: int | None = None
 ) -> ScoreRequest:
@@ -55,7 +45,7 @@ def window_request(
 def bare_request(tokens: Sequence[int], window: Window, lead: Sequence[int] = ()) -> ScoreRequest:
     """No passage: `lead` (the LM's start of an input without a passage, ``LanguageModel.lead``) then the
     window's context, from which ``compose`` drops the fewest first tokens to fit: the lead plus the
-    window's last ``max_length - len(lead)`` tokens (with no lead, eval_lm.py's plain window)."""
+    window's last ``input_length - len(lead)`` tokens (with no lead, eval_lm.py's plain window)."""
     return ScoreRequest(
         (), tokens[window.begin : window.target_start], tokens[window.target_start : window.end], tuple(lead)
     )
@@ -96,7 +86,7 @@ def _requests(
     """The planned requests of one window, and how many leading target tokens of a candidate's are y'.
 
     The no-passage rows start with `lead` (``LanguageModel.lead``) in the passage's place: no retrieval is
-    then the lead plus the window's last ``max_length - len(lead)`` tokens, as a passage is its own lead
+    then the lead plus the window's last ``input_length - len(lead)`` tokens, as a passage is its own lead
     plus text followed by what context it leaves."""
     target_from = window.target_start
     if plan.rank_tokens and plan.candidates:
@@ -132,15 +122,7 @@ def score_rows(
             reqs, n_rank = _requests(tokens, w, candidates[w.index], plans[w.index], settings, lm.lead)
             starts.append((len(requests), n_rank))
             requests.extend(reqs)
-        scores = score_continuations(
-            lm,
-            requests,
-            max_length=settings.max_length,
-            max_passage_tokens=settings.max_passage_tokens,
-            batch_size=settings.batch_size,
-            max_batch_tokens=settings.max_batch_tokens,
-            on_batch=on_batch,
-        )
+        scores = score_continuations(lm, requests, settings, on_batch=on_batch)
         rows = []
         for w, (start, n_rank) in zip(chunk, starts, strict=True):
             plan, row = plans[w.index], blank_row(w, candidates[w.index])

@@ -22,10 +22,11 @@ from ralm.eval.ppl.choosers import choose_first
 from ralm.eval.ppl.conditions import Condition, pick, plan_rows
 from ralm.eval.ppl.eval_text import EvalText
 from ralm.eval.ppl.outputs import RESULTS_FILE, WindowLog, config_key, point_results
-from ralm.eval.ppl.perplexity import Candidate, ScoringSettings, blank_row, score_rows
+from ralm.eval.ppl.perplexity import Candidate, blank_row, score_rows
 from ralm.eval.ppl.records import PointResults, WindowRecord, WindowScores
 from ralm.eval.ppl.windows import Window
 from ralm.lm.interface import LanguageModel
+from ralm.lm.scoring import ScoringSettings
 from ralm.progress import progress as progress_bar
 
 Chosen = dict[str, dict[int, int | None]]

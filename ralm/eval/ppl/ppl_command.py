@@ -94,17 +94,17 @@ def _check_options(
 
 
 def _check_lengths(
-    max_length: int, stride: int, max_passage_tokens: int, retrieval: bool, rank_tokens: int
+    input_length: int, stride: int, max_passage_tokens: int, retrieval: bool, rank_tokens: int
 ) -> None:
     """Every input must hold a whole passage, the targets and (same-LM zero-shot) the ranking tokens."""
-    if not window_fits(max_length, 0, stride):
-        raise RalmInputError(f"--stride {stride}: larger than --max-length {max_length}")
-    if retrieval and not window_fits(max_length, max_passage_tokens, stride, rank_tokens):
+    if not window_fits(input_length, 0, stride):
+        raise RalmInputError(f"--stride {stride}: larger than --max-length {input_length}")
+    if retrieval and not window_fits(input_length, max_passage_tokens, stride, rank_tokens):
         parts = f"a {max_passage_tokens}-token passage and {stride} target tokens"
         if rank_tokens:
             parts += f" and {rank_tokens} ranking tokens"
         raise RalmInputError(
-            f"--max-length {max_length}: too small to hold {parts}; lower --max-passage-tokens"
+            f"--max-length {input_length}: too small to hold {parts}; lower --max-passage-tokens"
         )
 
 
@@ -223,8 +223,8 @@ def _load_models(
     models = load_rerankers(conditions, lm.device)
     model = lm.load()
     settings = _resolve(
-        lm.input_length(model.max_length),
-        model.max_length,
+        lm.input_length(model.context_length),
+        model.context_length,
         plan,
         window,
         retrieval,
@@ -248,8 +248,8 @@ def _open_index(retrieval: RetrievalOptions, retrieval_cache: str | None) -> tup
 
 
 def _resolve(
-    max_length: int,
-    lm_max_length: int,
+    input_length: int,
+    context_length: int,
     plan: Sweep | None,
     window: WindowOptions,
     retrieval: RetrievalOptions,
@@ -260,34 +260,37 @@ def _resolve(
     **recorded: str | int | None,
 ) -> PplSettings:
     """The run's resolved settings, once the LM's context is known (every input must fit in it):
-    `max_length` is the input length (``LMOptions.input_length``), `lm_max_length` the LM's context.
+    `input_length` is the input length (``LMOptions.input_length``), `context_length` the LM's context.
 
     `recorded`: the options passed on as they are (``max_tokens``, ``text_field``)."""
     from ralm.eval.ppl.run import PplSettings
+    from ralm.lm.scoring import ScoringSettings
 
     swept = {plan.field: plan.values} if plan else {}
     strides = swept.get("stride", (window.stride,))
     query_lengths = swept.get("query_tokens", (window.query_tokens,))
-    max_lengths = swept.get("max_length", ())
-    if max_lengths and max(max_lengths) > lm_max_length:
+    input_lengths = swept.get("max_length", ())  # `--sweep max_length=...`: the swept input lengths
+    if input_lengths and max(input_lengths) > context_length:
         raise RalmInputError(
-            f"--sweep max_length={max(max_lengths)}: longer than the LM's {lm_max_length} tokens"
+            f"--sweep max_length={max(input_lengths)}: longer than the LM's {context_length} tokens"
         )
     rank_tokens = reranking.rank_tokens if any(c.ranks for c in conditions) else 0
     retrieves = conditions[0].searches or compare
     for stride in strides:
-        for length in max_lengths or (max_length,):
+        for length in input_lengths or (input_length,):
             _check_lengths(length, stride, window.max_passage_tokens, retrieves, rank_tokens)
     return PplSettings(
         strides=tuple(strides),
         query_lengths=tuple(query_lengths),
-        max_length=(max_lengths or (max_length,))[0],
-        max_lengths=tuple(max_lengths),
-        max_passage_tokens=window.max_passage_tokens,
+        scoring=ScoringSettings(
+            input_length=(input_lengths or (input_length,))[0],
+            max_passage_tokens=window.max_passage_tokens,
+            rank_tokens=reranking.rank_tokens,
+            batch_size=batching.batch_size,
+            max_batch_tokens=batching.max_batch_tokens,
+        ),
+        input_lengths=tuple(input_lengths),
         k=retrieval.k,
-        rank_tokens=reranking.rank_tokens,
-        batch_size=batching.batch_size,
-        max_batch_tokens=batching.max_batch_tokens,
         retrieval_threads=retrieval.threads,
         conditions=tuple(conditions),
         compare=compare,

@@ -22,13 +22,14 @@ from ralm.errors import RalmInputError
 from ralm.eval.ppl.compare import CompareOutput
 from ralm.eval.ppl.conditions import Condition
 from ralm.eval.ppl.eval_text import EvalText, word_counts
-from ralm.eval.ppl.perplexity import Candidate, ScoringSettings
+from ralm.eval.ppl.perplexity import Candidate
 from ralm.eval.ppl.point import Output, Point, SingleOutput, run_conditions
 from ralm.eval.ppl.records import PointResults
 from ralm.eval.ppl.retrieval_cache import index_key, retrieve_cached
-from ralm.eval.ppl.sweep import Sweep
+from ralm.eval.ppl.sweep import SWEPT_ATTRIBUTE, Sweep
 from ralm.eval.ppl.windows import Window, strided_windows
 from ralm.lm.interface import LanguageModel
+from ralm.lm.scoring import ScoringSettings
 from ralm.lm.special_tokens import special_tokens_record
 from ralm.passage_rules import BM25, ZERO_SHOT
 from ralm.retrieval.types import Hit, Retriever
@@ -79,11 +80,11 @@ class PointKey:
 
     stride: int
     query_tokens: int
-    max_length: int
+    input_length: int
 
     def value(self, field: str) -> int:
-        """The swept setting's value (``Sweep.field``)."""
-        return getattr(self, field)
+        """The swept setting's value (``Sweep.field``, a ``--sweep`` name)."""
+        return getattr(self, SWEPT_ATTRIBUTE[field])
 
 
 @dataclass(frozen=True)
@@ -103,13 +104,10 @@ class PplSettings:
 
     strides: tuple[int, ...]
     query_lengths: tuple[int, ...]
-    max_length: int
-    """The LM input length (the first of ``max_lengths`` when those are swept)."""
-    max_passage_tokens: int = 256
+    scoring: ScoringSettings
+    """How the LM scores every point; its input length is the first of ``input_lengths`` when those are
+    swept (each point scores with its own)."""
     k: int = 16
-    rank_tokens: int = 16
-    batch_size: int | None = None
-    max_batch_tokens: int | None = None
     retrieval_threads: int = 1
     conditions: tuple[Condition, ...] = field(default_factory=lambda: (Condition(BM25, BM25),))
     """What is evaluated: one condition, or several read off one table (`compare`)."""
@@ -117,12 +115,12 @@ class PplSettings:
     """Write the comparison (OUTPUT/<condition>/, candidates.jsonl, compare.json), even of one condition."""
     max_tokens: int | None = None
     text_field: str = "text"
-    max_lengths: tuple[int, ...] = ()
-    """The swept input lengths (``--sweep max_length=...``); empty: ``max_length`` alone."""
+    input_lengths: tuple[int, ...] = ()
+    """The swept input lengths (``--sweep max_length=...``); empty: ``scoring.input_length`` alone."""
 
     @property
     def points(self) -> list[PointKey]:
-        lengths = self.max_lengths or (self.max_length,)
+        lengths = self.input_lengths or (self.scoring.input_length,)
         return [PointKey(s, q, m) for s in self.strides for q in self.query_lengths for m in lengths]
 
     @property
@@ -202,11 +200,11 @@ def _point_config(
         "reranker": None,
         "rerank_lm": options.rerank_lm,
         "k": options.k,
-        "rank_tokens": options.rank_tokens,
+        "rank_tokens": options.scoring.rank_tokens,
         "stride": point.stride,
         "query_tokens": point.query_tokens,
-        "max_length": point.max_length,
-        "max_passage_tokens": options.max_passage_tokens,
+        "max_length": point.input_length,
+        "max_passage_tokens": options.scoring.max_passage_tokens,
         "index": index,
         "retrieval_cache": cache,
         "ralm_version": ralm.__version__,
@@ -272,7 +270,7 @@ def evaluate(
     started = time.perf_counter() if started is None else started
     text = eval_text(model, raw_text, text_path, options, document_chars)
     points = options.points
-    windows = {p: strided_windows(len(text.tokens), p.max_length, p.stride) for p in points}
+    windows = {p: strided_windows(len(text.tokens), p.input_length, p.stride) for p in points}
     queries, hits_by_query, timings = _retrieve(model, text, options, windows, retriever, cache_path)
     index = None if retriever is None else {"dir": str(index_dir), "key": index_key(retriever.meta)}
     cache = None if cache_path is None else str(cache_path)
@@ -285,7 +283,7 @@ def evaluate(
             windows=windows[p],
             queries=queries[p],
             candidates=candidates,
-            settings=_scoring_settings(options, p),
+            settings=replace(options.scoring, input_length=p.input_length),
             config=_point_config(model, text, options, p, index, cache),
             timings={**timings, "setup_s": time.perf_counter() - started},
         )
@@ -298,17 +296,6 @@ def evaluate(
     return summaries
 
 
-def _scoring_settings(options: PplSettings, point: PointKey) -> ScoringSettings:
-    """How the LM scores this point's windows: its input length, the passage cut and the batch limits."""
-    return ScoringSettings(
-        max_length=point.max_length,
-        max_passage_tokens=options.max_passage_tokens,
-        rank_tokens=options.rank_tokens,
-        batch_size=options.batch_size,
-        max_batch_tokens=options.max_batch_tokens,
-    )
-
-
 def _point_candidates(
     model: LanguageModel,
     options: PplSettings,
@@ -319,7 +306,8 @@ def _point_candidates(
 ) -> list[list[Candidate]]:
     """Each window's candidate passages; none for every window when nothing is retrieved."""
     if options.retrieves and retriever is not None:
-        return build_candidates(model, windows, queries, hits_by_query, options.k, options.max_passage_tokens)
+        cut = options.scoring.max_passage_tokens
+        return build_candidates(model, windows, queries, hits_by_query, options.k, cut)
     return [[] for _ in windows]
 
 

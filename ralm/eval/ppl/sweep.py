@@ -25,7 +25,10 @@ from ralm.errors import RalmInputError
 from ralm.eval.ppl.outputs import read_windows, targets_perplexity
 from ralm.plots import pyplot, save_figure
 
-SWEEPABLE = ("stride", "query_tokens", "max_length")
+SWEPT_ATTRIBUTE = {"stride": "stride", "query_tokens": "query_tokens", "max_length": "input_length"}
+"""Each setting ``--sweep`` may vary, by its option name, and the ``run.PointKey`` attribute that holds it
+(``max_length``, the ``--max-length`` option, is the point's LM input length)."""
+SWEEPABLE = tuple(SWEPT_ATTRIBUTE)
 _AXIS = {
     "stride": "retrieval stride s",
     "query_tokens": "query length ℓ (tokens)",
@@ -89,7 +92,7 @@ def report_sweep(plan: Sweep, points: Sequence, out: Path, *, compared: bool = F
     the largest point's ``max_length`` on (the same targets at every point). With `compared` (``--compare``)
     each point holds every condition.
     """
-    first = max(p.key.max_length for p in points)
+    first = max(p.key.input_length for p in points)
     records = []
     for p in points:
         named = p.results if compared else {"": p.results}

@@ -1,6 +1,6 @@
 """The strided windows of In-Context RALM perplexity, exactly as the authors' ``eval_lm.py`` lays them out.
 
-For ``begin in range(0, N, stride)``: ``end = min(begin + max_length, N)``, the window scores the tokens
+For ``begin in range(0, N, stride)``: ``end = min(begin + input_length, N)``, the window scores the tokens
 ``prev_end .. end - 1`` (``trg_len = end - prev_end``) and the loop stops once ``end == N``. Window 0
 retrieves nothing and scores all of its tokens but the first (which has no context); every later window
 retrieves with a query made of the ``ℓ`` tokens before ``prev_end`` (Ram et al. 2023, eq. 4).
@@ -31,8 +31,8 @@ class Window:
 
     @property
     def target_start(self) -> int:
-        # A target run as long as the window (window 0, or stride == max_length) leaves its first token
-        # without context: eval_lm.py scores max_length - 1 tokens then, as plain chunked perplexity does.
+        # A target run as long as the window (window 0, or stride == input_length) leaves its first token
+        # without context: eval_lm.py scores input_length - 1 tokens then, as plain chunked perplexity does.
         return max(self.prev_end, self.begin + 1)
 
     @property
@@ -55,16 +55,17 @@ class Window:
         return max(0, self.prev_end - query_tokens), self.prev_end
 
 
-def strided_windows(num_tokens: int, max_length: int, stride: int) -> list[Window]:
-    """The windows eval_lm.py evaluates for a text of `num_tokens` tokens."""
-    if stride < 1 or max_length < 2 or stride > max_length:
+def strided_windows(num_tokens: int, input_length: int, stride: int) -> list[Window]:
+    """The windows eval_lm.py evaluates for a text of `num_tokens` tokens, in inputs of `input_length`."""
+    if stride < 1 or input_length < 2 or stride > input_length:
         raise ValueError(
-            f"need 1 <= stride <= max_length and max_length >= 2 (stride {stride}, max_length {max_length})"
+            f"need 1 <= stride <= input_length and input_length >= 2 "
+            f"(stride {stride}, input_length {input_length})"
         )
     windows: list[Window] = []
     prev_end = 0
     for begin in range(0, num_tokens, stride):
-        end = min(begin + max_length, num_tokens)
+        end = min(begin + input_length, num_tokens)
         windows.append(Window(index=len(windows), begin=begin, end=end, prev_end=prev_end))
         prev_end = end
         if end == num_tokens:

@@ -120,7 +120,7 @@ def eval_flare(
         "flare": asdict(flare),
     }
     model = lm.load()
-    input_length = lm.input_length(model.max_length)  # the one cap rule, applied once
+    input_length = lm.input_length(model.context_length)  # the one cap rule, applied once
     # No retrieval needs no index (and no reranker), unless a sweep runs the retrieving methods too.
     needs_source = flare.method != NO_RETRIEVAL or plan is not None
     source = open_source(retrieval, model, reranker, input_length) if needs_source else None

@@ -82,13 +82,13 @@ def recorded_settings(
     folder written before the groups resumes; and ``prompt_start``, how every prompt starts (the
     tokenizer's special prefix, ``ralm.eval.qa.prompts.prompt_ids``), so a folder whose prompts started
     otherwise refuses to resume instead of mixing the two."""
-    from ralm.lm.options import PAPER_MAX_LENGTH
+    from ralm.lm.options import PAPER_INPUT_LENGTH
 
     groups = {
         "lm": lm.model,
         "index": retrieval.index,
         "k": retrieval.k,
-        "max_length": lm.max_length if lm.max_length is not None else PAPER_MAX_LENGTH,
+        "max_length": lm.max_length if lm.max_length is not None else PAPER_INPUT_LENGTH,
     }
     recorded = {name: groups[name] if name in groups else arguments[name] for name in names}
     return {**recorded, "prompt_start": PROMPT_START}

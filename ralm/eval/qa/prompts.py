@@ -83,7 +83,7 @@ def input_length_for(lm: LanguageModel, input_length: int | None) -> int:
         return input_length
     from ralm.lm.options import LMOptions
 
-    return LMOptions().input_length(lm.max_length)
+    return LMOptions().input_length(lm.context_length)
 
 
 def prompt_ids(lm: LanguageModel, prompt: str) -> list[int]:
@@ -102,11 +102,11 @@ def keep_last(lm: LanguageModel, ids: Sequence[int], max_tokens: int) -> list[in
 
 
 class PassageFitter:
-    """Cuts passages so that ``render(passages)`` plus `reserve` new tokens fits in `max_length` tokens."""
+    """Cuts passages so that ``render(passages)`` plus `reserve` new tokens fits in `input_length` tokens."""
 
-    def __init__(self, lm: LanguageModel, max_length: int):
+    def __init__(self, lm: LanguageModel, input_length: int):
         self.lm = lm
-        self.max_length = max_length
+        self.input_length = input_length
         self.cuts = 0
         self._warned = False
 
@@ -118,10 +118,10 @@ class PassageFitter:
     ) -> None:
         """Raise when even the prompt without passages leaves no room (before any generation starts)."""
         n = len(self._ids(render([])))
-        if n + min(reserve, 1) > self.max_length:
+        if n + min(reserve, 1) > self.input_length:
             raise RalmInputError(
                 f"{where}: the prompt without passages is {n} tokens, longer than the LM's context "
-                f"({self.max_length})"
+                f"({self.input_length})"
             )
 
     def fit(
@@ -131,7 +131,7 @@ class PassageFitter:
         reserve: int,
     ) -> tuple[list[int], list[PromptPassage]]:
         """Token ids of the rendered prompt and the (possibly cut) passages, leaving `reserve` tokens free."""
-        budget = self.max_length - reserve
+        budget = self.input_length - reserve
         ids = self._ids(render(passages))
         if len(ids) <= budget or not passages:
             return ids, list(passages)
@@ -152,7 +152,7 @@ class PassageFitter:
         if not self._warned:
             log.warning(
                 "prompts longer than the LM's context (%d tokens): passages are cut, never the question",
-                self.max_length,
+                self.input_length,
             )
             self._warned = True
         if share == 0 and len(ids) > budget:

@@ -77,7 +77,7 @@ def eval_qa(
     }
     writer = PredictionWriter(output, settings, overwrite=overwrite)
     model = lm.load()
-    input_length = lm.input_length(model.max_length)  # the one cap rule, applied once
+    input_length = lm.input_length(model.context_length)  # the one cap rule, applied once
     source = open_source(retrieval, model, reranker, input_length) if docs > 0 else None
     runner = QARunner(model, docs, source, max_new_tokens=max_new_tokens, input_length=input_length)
     runner.check(examples)

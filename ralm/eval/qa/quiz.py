@@ -74,6 +74,7 @@ def wordnet_noun_index(out_dir: str | Path) -> tuple[Path, Path]:
     Reused when already built in `out_dir` (the index checks the passages file's hash).
     """
     from ralm.corpora.texts import wordnet_glosses
+    from ralm.retrieval.backends import BM25S
     from ralm.retrieval.index import build_index
     from ralm.retrieval.passages import split_passages, write_passages
 
@@ -82,5 +83,5 @@ def wordnet_noun_index(out_dir: str | Path) -> tuple[Path, Path]:
     passages, index = out_dir / "wordnet_nouns.jsonl", out_dir / "wordnet_nouns_index"
     if not passages.exists():
         write_passages(split_passages(d for d in wordnet_glosses() if d["id"].startswith("noun-")), passages)
-    build_index(passages, index, backend="bm25s")
+    build_index(passages, index, backend=BM25S)
     return passages, index

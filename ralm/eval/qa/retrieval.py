@@ -98,7 +98,7 @@ class PassageSource:
         ]
 
     def _zero_shot_scores(self, queries: Sequence[str], hits: list[list[Hit]]) -> list[list[float]]:
-        from ralm.lm.scoring import ScoreRequest, score_continuations
+        from ralm.lm.scoring import ScoreRequest, ScoringSettings, score_continuations
 
         requests, shape = [], []
         for query, row in zip(queries, hits, strict=True):
@@ -112,9 +112,8 @@ class PassageSource:
                 for h in row
             ]
             shape.append(len(row))
-        logprobs = score_continuations(
-            self.lm, requests, max_length=self.input_length, max_passage_tokens=self.max_passage_tokens
-        )
+        settings = ScoringSettings(input_length=self.input_length, max_passage_tokens=self.max_passage_tokens)
+        logprobs = score_continuations(self.lm, requests, settings)
         flat = [float(t.sum()) for t in logprobs]
         out, start = [], 0
         for n in shape:
