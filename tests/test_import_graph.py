@@ -15,18 +15,9 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "ralm"
 
-KNOWN_CYCLES: frozenset[frozenset[str]] = frozenset(
-    {
-        # Being removed in the data_gen redesign, in its own branch: delete this entry once merged.
-        frozenset({"ralm.data_gen.generate", "ralm.data_gen.shards", "ralm.data_gen.metadata"}),
-    }
-)
-"""Strongly connected groups tolerated for now, exactly as listed (one more module in them fails)."""
 
 
 def module_files(package: Path = PACKAGE) -> dict[str, Path]:
@@ -135,7 +126,7 @@ def describe(cycle: list[str], edges: dict[str, dict[str, int]], modules: dict[s
 def test_ralm_has_no_import_cycle():
     modules = module_files()
     edges = import_edges(modules)
-    groups = [g for g in strongly_connected(edges) if frozenset(g) not in KNOWN_CYCLES]
+    groups = strongly_connected(edges)
     report = "\n".join(f"{', '.join(g)}:\n{describe(a_cycle(g, edges), edges, modules)}" for g in groups)
     assert not groups, f"import cycles in ralm/ (move the type to the module of its concept):\n{report}"
 
@@ -162,8 +153,3 @@ def test_the_graph_sees_every_kind_of_import(tmp_path):
     assert group == ["pkg.a", "pkg.b", "pkg.sub.c"]
     assert a_cycle(group, edges) == ["pkg.a", "pkg.b", "pkg.sub.c", "pkg.a"]
 
-
-@pytest.mark.parametrize("cycle", sorted(KNOWN_CYCLES, key=sorted))
-def test_a_known_cycle_is_still_all_in_ralm(cycle):
-    """An exception names modules that exist: a renamed one must not leave a stale entry behind."""
-    assert cycle <= set(module_files())
