@@ -7,71 +7,20 @@ It is written under a temporary name and renamed, so a crash never leaves a half
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
-import tempfile
-
-import torch
 
 from ralm import __version__
 from ralm.atomic_files import atomic_path
 from ralm.errors import RalmInputError
 from ralm.passage_rules import BM25_ABOVE, TRAINED, ZERO_SHOT
 from ralm.progress import save_pretrained_quietly
+from ralm.rerank.checkpoints import read_checkpoint
 from ralm.rerank.cross_encoder_files import write_cross_encoder_files
 from ralm.rerank.inference import RERANKER_FILE, RERANKER_FORMAT
 from ralm.rerank.inputs import INPUT_FORMAT, PRIOR_RULE
 from ralm.rerank.model import load_cross_encoder, load_tokenizer
 from ralm.rerank.model_card import write_model_card
-
-
-def read_checkpoint(path: str) -> dict:
-    """A Lightning checkpoint file (or DeepSpeed checkpoint folder, converted) as a dict on the CPU."""
-    if os.path.isdir(path):  # DeepSpeed writes a folder of shards
-        return read_zero_checkpoint(path)
-    try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
-    except FileNotFoundError:
-        raise RalmInputError(f"{path}: no such checkpoint") from None
-    except Exception as err:  # a truncated or foreign file: pickle, zip and torch each raise their own
-        raise RalmInputError(f"{path}: not a readable PyTorch checkpoint ({type(err).__name__})") from None
-    if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
-        raise RalmInputError(f"{path}: not a Lightning checkpoint (no 'state_dict')")
-    return checkpoint
-
-
-def read_zero_checkpoint(path: str) -> dict:
-    """A DeepSpeed ZeRO checkpoint folder (``latest`` + a tag folder of shards) consolidated to fp32 by
-    DeepSpeed's own ``zero_to_fp32`` (through Lightning's converter, which keeps the hyper-parameters)."""
-    if not os.path.isfile(os.path.join(path, "latest")):
-        raise RalmInputError(f"{path}: a folder but not a DeepSpeed checkpoint (no 'latest' file)")
-    from lightning.pytorch.utilities.deepspeed import convert_zero_checkpoint_to_fp32_state_dict
-
-    with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()):
-        # (redirected: its "Saving fp32 state dict to <tmp>" names a file that is about to go)
-        try:
-            checkpoint = convert_zero_checkpoint_to_fp32_state_dict(path, os.path.join(tmp, "fp32.pt"))
-        except ModuleNotFoundError:
-            raise RalmInputError(
-                f"{path}: a DeepSpeed checkpoint needs deepspeed to export (pip install 'ralm[deepspeed]')"
-            ) from None
-    return {**checkpoint, "hyper_parameters": checkpoint.get("hyper_parameters", {})}
-
-
-def check_compatible(path: str, hyper_parameters: dict, expected: dict) -> None:
-    """A checkpoint made with another encoder or input rule cannot be resumed into this run."""
-    if not hyper_parameters:
-        raise RalmInputError(f"{path}: not a `ralm train` checkpoint (no hyper-parameters)")
-    # Checkpoints from before the prior (or the anchor) existed lack the key and were trained without it.
-    missing = {"bm25_prior": False, "abstain_anchor": "zero"}
-    for key in ("encoder_name", "abstain", "max_length", "max_prefix_tokens", "bm25_prior", "abstain_anchor"):
-        if key in expected and hyper_parameters.get(key, missing.get(key)) != expected[key]:
-            raise RalmInputError(
-                f"{path}: checkpoint has {key}={hyper_parameters.get(key)!r}, "
-                f"this run asks for {expected[key]!r}"
-            )
 
 
 def export_reranker(
