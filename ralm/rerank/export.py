@@ -7,18 +7,17 @@ It is written under a temporary name and renamed, so a crash never leaves a half
 
 from __future__ import annotations
 
-import json
 import os
 
 from ralm import __version__
 from ralm.atomic_files import atomic_path
 from ralm.errors import RalmInputError
-from ralm.passage_rules import BM25_ABOVE, TRAINED, ZERO_SHOT
+from ralm.passage_rules import TRAINED
 from ralm.progress import save_pretrained_quietly
 from ralm.rerank.checkpoints import read_checkpoint
 from ralm.rerank.cross_encoder_files import write_cross_encoder_files
-from ralm.rerank.inference import RERANKER_FILE, RERANKER_FORMAT
-from ralm.rerank.inputs import INPUT_FORMAT, PRIOR_RULE
+from ralm.rerank.export_record import BM25Prior, RerankerExport
+from ralm.rerank.inputs import PRIOR_RULE
 from ralm.rerank.model import load_cross_encoder, load_tokenizer
 from ralm.rerank.model_card import write_model_card
 
@@ -45,29 +44,25 @@ def export_reranker(
     """
     if checkpoint_path is None and decision == TRAINED:
         raise ValueError("a trained export needs its checkpoint")
-    if decision == ZERO_SHOT and not rank_tokens:
-        raise ValueError("a zero-shot export needs the y' length it was decided with (rank_tokens)")
     checkpoint = read_checkpoint(checkpoint_path) if checkpoint_path is not None else {}
     hp = {**hyper_parameters, **checkpoint.get("hyper_parameters", {})}
+    record = RerankerExport(  # a field the format does not allow (no rank_tokens for zero-shot) fails here
+        base_model=hp["encoder_name"],
+        max_length=hp["max_length"],
+        max_prefix_tokens=hp["max_prefix_tokens"],
+        abstain=bool(hp["abstain"]),
+        bm25_prior=_prior_of(checkpoint_path, checkpoint, hp) if checkpoint_path is not None else None,
+        decision=decision,
+        threshold=threshold,
+        rank_tokens=rank_tokens,
+        decision_evidence=decision_evidence or {},
+        loss=hp["loss"],
+        trained_on=trained_on,
+        checkpoint=os.path.basename(checkpoint_path) if checkpoint_path is not None else None,
+        metrics=metrics or {},
+        ralm_version=__version__,
+    )
     model = _model_of(checkpoint_path, checkpoint, hp) if checkpoint_path is not None else None
-    info = {
-        "format": RERANKER_FORMAT,
-        "base_model": hp["encoder_name"],
-        "max_length": hp["max_length"],
-        "max_prefix_tokens": hp["max_prefix_tokens"],
-        "input_format": INPUT_FORMAT,
-        "abstain": bool(hp["abstain"]),
-        "bm25_prior": _prior_of(checkpoint_path, checkpoint, hp) if model is not None else None,
-        "decision": decision,
-        **({"threshold": threshold} if decision == BM25_ABOVE else {}),
-        **({"rank_tokens": rank_tokens} if decision == ZERO_SHOT else {}),
-        "decision_evidence": decision_evidence or {},
-        "loss": hp["loss"],
-        "trained_on": trained_on,
-        "checkpoint": os.path.basename(checkpoint_path) if checkpoint_path is not None else None,
-        "metrics": metrics or {},
-        "ralm_version": __version__,
-    }
     with atomic_path(out_dir) as tmp:  # an older export is replaced only by a complete one
         tmp.mkdir()
         if model is not None:
@@ -75,9 +70,8 @@ def export_reranker(
             tokenizer = load_tokenizer(hp["encoder_name"])
             tokenizer.model_max_length = hp["max_length"]
             tokenizer.save_pretrained(tmp)
-        with open(tmp / RERANKER_FILE, "w") as f:
-            json.dump(info, f, indent=2)
-        write_model_card(tmp, info)  # README.md with hub metadata, from the same fields
+        record.write(tmp)
+        write_model_card(tmp, record.to_dict())  # README.md with hub metadata, from the same fields
         # modules.json and its input module: a sentence-transformers CrossEncoder that cuts as ralm does
         # (and refuses to load, saying why, when the decision is not to use the model's scores)
         write_cross_encoder_files(
@@ -101,26 +95,26 @@ def _model_of(checkpoint_path: str, checkpoint: dict, hp: dict):
     return model
 
 
-def _prior_of(checkpoint_path: str, checkpoint: dict, hp: dict) -> dict | None:
+def _prior_of(checkpoint_path: str, checkpoint: dict, hp: dict) -> BM25Prior | None:
     """The ``bm25_prior`` record: the prior's weight (and the abstention terms) from the checkpoint."""
     if not hp.get("bm25_prior", False):
         return None
-    weight = checkpoint["state_dict"].get("prior_weight")
+    state = checkpoint["state_dict"]
+    weight = state.get("prior_weight")
     if weight is None:
         raise RalmInputError(f"{checkpoint_path}: trained with bm25_prior but holds no prior_weight")
-    prior = {"rule": PRIOR_RULE, "weight": float(weight.detach())}
-    if hp.get("abstain", False):
-        state = checkpoint["state_dict"]
-        if "abstain_bias" not in state or "abstain_weight" not in state:
-            raise RalmInputError(
-                f"{checkpoint_path}: trained with bm25_prior and abstain "
-                "but holds no abstain_bias/abstain_weight"
-            )
-        prior.update(
-            abstain_bias=float(state["abstain_bias"].detach()),
-            abstain_weight=float(state["abstain_weight"].detach()),
-            bm25_top_mean=float(hp["bm25_top_mean"]),
-            bm25_top_std=float(hp["bm25_top_std"]),
-            anchor=hp.get("abstain_anchor", "zero"),
+    if not hp.get("abstain", False):
+        return BM25Prior(rule=PRIOR_RULE, weight=float(weight.detach()))
+    if "abstain_bias" not in state or "abstain_weight" not in state:
+        raise RalmInputError(
+            f"{checkpoint_path}: trained with bm25_prior and abstain but holds no abstain_bias/abstain_weight"
         )
-    return prior
+    return BM25Prior(
+        rule=PRIOR_RULE,
+        weight=float(weight.detach()),
+        abstain_bias=float(state["abstain_bias"].detach()),
+        abstain_weight=float(state["abstain_weight"].detach()),
+        bm25_top_mean=float(hp["bm25_top_mean"]),
+        bm25_top_std=float(hp["bm25_top_std"]),
+        anchor=hp.get("abstain_anchor", "zero"),
+    )
