@@ -73,7 +73,7 @@ def tiny_reranker(folder: Path, texts: list[str]) -> Path:
     from tokenizers import processors
     from transformers import BertConfig, BertForSequenceClassification, PreTrainedTokenizerFast
 
-    from ralm.rerank.inference import RERANKER_FILE, RERANKER_FORMAT
+    from ralm.rerank.export_record import RERANKER_FILE, RERANKER_FORMAT
     from ralm.rerank.inputs import INPUT_FORMAT
     from ralm.testing import train_byte_bpe
 

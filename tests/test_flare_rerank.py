@@ -56,7 +56,7 @@ def export_tiny_reranker(folder, tiny_encoder_dir, abstain=False, bm25_prior=Non
     """A Hugging Face folder with a 1-label head and the ralm_reranker.json the inference side reads."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from ralm.rerank.inference import RERANKER_FILE, RERANKER_FORMAT
+    from ralm.rerank.export_record import RERANKER_FILE, RERANKER_FORMAT
     from ralm.rerank.inputs import INPUT_FORMAT
 
     torch.manual_seed(0)
@@ -146,7 +146,7 @@ def test_a_search_whose_passages_a_no_retrieval_export_declines_is_not_a_retriev
     from ralm.eval.qa.data import QAExample
     from ralm.eval.qa.flare import FlareRunner
     from ralm.eval.qa.flare_options import FlareOptions
-    from ralm.rerank.inference import RERANKER_FILE
+    from ralm.rerank.export_record import RERANKER_FILE
 
     folder = export_tiny_reranker(tmp_path / "r", tiny_encoder_dir, abstain=True)
     info = json.loads((folder / RERANKER_FILE).read_text())

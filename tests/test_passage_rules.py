@@ -92,7 +92,7 @@ def test_the_pick_functions_agree_with_numpy():
 
 
 def test_the_exportable_rules_are_the_decisions_choices_and_the_exports_records():
-    from ralm.rerank.inference import DECISIONS
+    from ralm.rerank.export_record import DECISIONS
     from ralm.rerank.model_card import DECISION_NOTES
     from ralm.rerank.promise import CHOICES
 

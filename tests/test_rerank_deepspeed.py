@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from ralm.errors import RalmInputError
-from ralm.rerank.export import export_reranker, read_checkpoint
+from ralm.rerank.checkpoints import read_checkpoint
+from ralm.rerank.export import export_reranker
 
 REPO = Path(__file__).resolve().parents[1]
 

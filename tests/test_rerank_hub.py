@@ -9,11 +9,12 @@ import pytest
 import torch
 
 from ralm.errors import RalmInputError
+from ralm.rerank.cross_encoder_files import MODULE_FILES
 from ralm.rerank.export import export_reranker
 from ralm.rerank.hub import push_reranker
 from ralm.rerank.inputs import encode_pairs
 from ralm.rerank.lit_module import RerankerModule
-from ralm.rerank.model_card import CARD, check_model_card, read_card_metadata
+from ralm.rerank.model_card import CARD, check_model_card, read_card_metadata, remote_code_note
 
 
 @pytest.fixture()
@@ -184,3 +185,36 @@ def test_push_to_hub_with_a_local_encoder_without_origin_stops_before_training(t
             push_to_hub="owner/reranker",
         )
     assert not (tmp_path / "out").exists()
+
+
+def test_the_card_says_why_the_folders_code_must_be_trusted_and_which_files_run(export):
+    """The input module is the only code in the folder, and the card names it beside the reason."""
+    card = (export / CARD).read_text()
+    assert remote_code_note(16) in card
+    assert "`trust_remote_code=True` is needed because ralm's cut is code" in card
+    assert "this folder's `cross_encoder_input.py` and `pair_rule.py`" in card
+    assert sorted(p.name for p in export.rglob("*.py")) == sorted(MODULE_FILES)
+
+
+def test_no_tokenizer_truncation_setting_builds_ralms_pair(export, real_documents):
+    """Why the cut is code: one tokenizer call truncates a pair by one rule (a strategy and a side), which
+    cannot keep the prefix's last 16 tokens and then cut only the passage. A long prefix with a short
+    passage and a short prefix with a long passage: no setting builds both pairs as ralm does."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(export)
+    texts = [d["text"] for d in real_documents[:3]]
+    prefixes, passages = [texts[0][:3000], "In the beginning"], [texts[1][:60], texts[2][:3000]]
+    encoded = encode_pairs(tokenizer, prefixes, passages, max_length=48, max_prefix_tokens=16)
+    expected = [[i for i in row if i != tokenizer.pad_token_id] for row in encoded["input_ids"].tolist()]
+    tried = []
+    for side in ("left", "right"):
+        tokenizer.truncation_side = side
+        for strategy in ("longest_first", "only_first", "only_second"):
+            try:
+                got = tokenizer(prefixes, passages, truncation=strategy, max_length=48)["input_ids"]
+            except Exception:  # a strategy that cannot fit a pair at all: not ralm's pair either
+                continue
+            tried.append((side, strategy))
+            assert got != expected, (side, strategy)
+    assert len(tried) >= 2, tried

@@ -7,6 +7,7 @@ import json
 import pytest
 import torch
 
+from ralm.rerank.export_record import RerankerExport
 from ralm.rerank.inference import PredictiveReranker
 from ralm.rerank.model import load_cross_encoder, load_tokenizer
 from ralm.rerank.settings import EncoderOptions, LoaderOptions, OptimOptions, RunOptions
@@ -45,11 +46,10 @@ def test_untrained_is_at_chance_and_trained_agrees(trained, real_documents, tiny
     root, summary = trained
     held_out = keyword_rows(real_documents, 200, k=K, seed=99)
     torch.manual_seed(0)
-    info = {"max_length": 64, "max_prefix_tokens": 32, "abstain": False}
     fresh = PredictiveReranker(
         load_cross_encoder(str(tiny_encoder_dir)).eval(),
         load_tokenizer(str(tiny_encoder_dir)),
-        info,
+        RerankerExport(max_length=64, max_prefix_tokens=32),
         torch.device("cpu"),
     )
     before = _agreement(fresh, held_out)

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from ralm.rerank.batch import GroupCollator
+from ralm.rerank.checkpoints import read_checkpoint
 from ralm.rerank.dataset import GroupDataset, load_rerank_data
 from ralm.rerank.export import export_reranker
 from ralm.rerank.fit import STEP0_FILE
@@ -74,7 +75,7 @@ def test_the_export_holds_its_checkpoints_prior_and_recovers_the_gain_it_records
     info = json.loads((folder / "ralm_reranker.json").read_text())
     checkpoint = folder.parent / (STEP0_FILE if info["checkpoint"] == STEP0_FILE else "checkpoints")
     checkpoint = checkpoint if checkpoint.is_file() else checkpoint / info["checkpoint"]
-    state = torch.load(checkpoint, map_location="cpu", weights_only=False)["state_dict"]
+    state = read_checkpoint(str(checkpoint))["state_dict"]
     assert info["bm25_prior"]["rule"] == "bm25-zscore"
     assert info["bm25_prior"]["weight"] == pytest.approx(float(state["prior_weight"]), abs=1e-7)
     split = load_rerank_data(str(data), abstain=False, val_fraction=0.25, seed=0, bm25_prior=True)
@@ -276,7 +277,7 @@ def test_the_validation_history_survives_a_checkpoint_round_trip():
         4: torch.tensor([[-1.0, -2.0, float("nan")], [-3.0, -2.5, float("nan")]], dtype=torch.float64)
     }
     restored = ValidationHistory()
-    restored.load_state_dict(torch.load(_saved(history.state_dict()), weights_only=False))
+    restored.load_state_dict(torch.load(_saved(history.state_dict()), weights_only=True))
     assert restored.step_at_score("val/gain_recovered", 0.5) == 4
     assert restored.at_score("val/gain_recovered", 0.5) == {"val/gain_recovered": 0.5}
     torch.testing.assert_close(restored.per_prefix[4], history.per_prefix[4], equal_nan=True)

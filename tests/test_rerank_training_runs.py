@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from ralm.errors import RalmInputError
+from ralm.rerank.checkpoints import read_checkpoint
 from ralm.rerank.fit import fit_reranker
 from ralm.rerank.inference import PredictiveReranker
 from ralm.rerank.settings import RunOptions
@@ -43,7 +44,7 @@ def quiet_encoder_dir(tmp_path_factory, tiny_encoder_dir) -> Path:
 
 
 def _weights(path) -> dict[str, torch.Tensor]:
-    return torch.load(path, map_location="cpu", weights_only=False)["state_dict"]
+    return read_checkpoint(str(path))["state_dict"]
 
 
 class _Crash(RuntimeError):
@@ -68,7 +69,7 @@ def test_resume_after_crash_gives_the_same_weights(tmp_path, data_dir, tiny_enco
     with pytest.raises(_Crash):
         fit_reranker(str(data_dir), str(tmp_path / "b"), **settings, seed=3, extra_callbacks=[_CrashAt(7)])
     ckpts = tmp_path / "b" / "checkpoints"
-    assert torch.load(ckpts / "last.ckpt", weights_only=False)["global_step"] == 6
+    assert read_checkpoint(str(ckpts / "last.ckpt"))["global_step"] == 6
     resumed = fit_reranker(str(data_dir), str(tmp_path / "b"), **settings, seed=3, ckpt_path="last")
     assert resumed["steps"] == straight["steps"] == 10
     a, b = _weights(tmp_path / "a" / "checkpoints" / "last.ckpt"), _weights(ckpts / "last.ckpt")

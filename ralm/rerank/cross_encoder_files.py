@@ -4,9 +4,12 @@
 package with ``pair_rule.py``), whose settings in ``sentence_bert_config.json`` are ralm's lengths;
 ``config_sentence_transformers.json`` sets the identity activation so ``predict`` returns the model's
 logit, the score ralm ranks by (without the BM25 prior, which needs BM25 scores: see the model card).
-Writing them needs no sentence-transformers; loading needs ``trust_remote_code=True`` (the module is code).
-When the export decision is not ``trained`` the module's settings carry the decision's note, and loading
-refuses with it: the folder is then not a reranker to rank by (``ralm.rerank.model_card.DECISION_NOTES``).
+Writing them needs no sentence-transformers; loading needs ``trust_remote_code=True`` (the module is code:
+sentence-transformers' stock ``Transformer`` hands every pair to one tokenizer call, whose one truncation
+rule cannot keep the prefix's last tokens and then cut only the passage; the model card says so).
+When the export decision is not ``trained`` the module's settings carry the decision's note (its rule's
+``ExportForm.note``, as the model card's), and loading refuses with it: the folder is then not a reranker
+to rank by.
 """
 
 from __future__ import annotations
@@ -15,11 +18,11 @@ import json
 import shutil
 from pathlib import Path
 
-from ralm.passage_rules import TRAINED
-from ralm.rerank.model_card import DECISION_NOTES
+from ralm.passage_rules import RULES, TRAINED
 
 _PACKAGE = Path(__file__).parent
 MODULE_FILES = ("cross_encoder_input.py", "pair_rule.py")
+"""The code an export holds, which sentence-transformers runs with ``trust_remote_code=True``."""
 MODULE_TYPE = "cross_encoder_input.RalmCrossEncoderInput"
 
 
@@ -40,7 +43,7 @@ def write_cross_encoder_files(
         "processing_kwargs": {"text": {"truncation": "only_second", "max_length": max_length}},
         "max_prefix_tokens": max_prefix_tokens,
         "decision": decision,
-        "refusal": DECISION_NOTES.get(decision),  # the input module refuses to load with this note
+        "refusal": RULES[decision].export.note,  # the input module refuses to load with this note
     }
     model_config = {
         "model_type": "CrossEncoder",

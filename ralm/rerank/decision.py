@@ -25,8 +25,8 @@ import torch
 
 from ralm.passage_rules import BM25, BM25_ABOVE, NO_RETRIEVAL, TRAINED, ZERO_SHOT, Scored, ScoredRow, picks
 from ralm.rerank.batch import GroupCollator
+from ralm.rerank.checkpoints import read_checkpoint
 from ralm.rerank.dataset import GroupDataset, RerankData
-from ralm.rerank.export import read_checkpoint
 from ralm.rerank.lit_module import RerankerModule
 from ralm.rerank.metrics import gain_recovered, per_prefix_logprobs
 from ralm.rerank.model import load_tokenizer

@@ -7,71 +7,19 @@ It is written under a temporary name and renamed, so a crash never leaves a half
 
 from __future__ import annotations
 
-import contextlib
-import io
-import json
 import os
-import tempfile
-
-import torch
 
 from ralm import __version__
 from ralm.atomic_files import atomic_path
 from ralm.errors import RalmInputError
-from ralm.passage_rules import BM25_ABOVE, TRAINED, ZERO_SHOT
+from ralm.passage_rules import TRAINED
 from ralm.progress import save_pretrained_quietly
+from ralm.rerank.checkpoints import read_checkpoint
 from ralm.rerank.cross_encoder_files import write_cross_encoder_files
-from ralm.rerank.inference import RERANKER_FILE, RERANKER_FORMAT
-from ralm.rerank.inputs import INPUT_FORMAT, PRIOR_RULE
+from ralm.rerank.export_record import BM25Prior, RerankerExport
+from ralm.rerank.inputs import PRIOR_RULE
 from ralm.rerank.model import load_cross_encoder, load_tokenizer
 from ralm.rerank.model_card import write_model_card
-
-
-def read_checkpoint(path: str) -> dict:
-    """A Lightning checkpoint file (or DeepSpeed checkpoint folder, converted) as a dict on the CPU."""
-    if os.path.isdir(path):  # DeepSpeed writes a folder of shards
-        return read_zero_checkpoint(path)
-    try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
-    except FileNotFoundError:
-        raise RalmInputError(f"{path}: no such checkpoint") from None
-    except Exception as err:  # a truncated or foreign file: pickle, zip and torch each raise their own
-        raise RalmInputError(f"{path}: not a readable PyTorch checkpoint ({type(err).__name__})") from None
-    if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
-        raise RalmInputError(f"{path}: not a Lightning checkpoint (no 'state_dict')")
-    return checkpoint
-
-
-def read_zero_checkpoint(path: str) -> dict:
-    """A DeepSpeed ZeRO checkpoint folder (``latest`` + a tag folder of shards) consolidated to fp32 by
-    DeepSpeed's own ``zero_to_fp32`` (through Lightning's converter, which keeps the hyper-parameters)."""
-    if not os.path.isfile(os.path.join(path, "latest")):
-        raise RalmInputError(f"{path}: a folder but not a DeepSpeed checkpoint (no 'latest' file)")
-    from lightning.pytorch.utilities.deepspeed import convert_zero_checkpoint_to_fp32_state_dict
-
-    with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()):
-        # (redirected: its "Saving fp32 state dict to <tmp>" names a file that is about to go)
-        try:
-            checkpoint = convert_zero_checkpoint_to_fp32_state_dict(path, os.path.join(tmp, "fp32.pt"))
-        except ModuleNotFoundError:
-            raise RalmInputError(
-                f"{path}: a DeepSpeed checkpoint needs deepspeed to export (pip install 'ralm[deepspeed]')"
-            ) from None
-    return {**checkpoint, "hyper_parameters": checkpoint.get("hyper_parameters", {})}
-
-
-def check_compatible(path: str, hyper_parameters: dict, expected: dict) -> None:
-    """A checkpoint made with another encoder or input rule cannot be resumed into this run."""
-    if not hyper_parameters:
-        raise RalmInputError(f"{path}: not a `ralm train` checkpoint (no hyper-parameters)")
-    # Checkpoints from before the prior (or the anchor) existed lack the key and were trained without it.
-    missing = {"bm25_prior": False, "abstain_anchor": "zero"}
-    for key in ("encoder_name", "abstain", "max_length", "max_prefix_tokens", "bm25_prior", "abstain_anchor"):
-        if key in expected and hyper_parameters.get(key, missing.get(key)) != expected[key]:
-            raise RalmInputError(
-                f"{path}: checkpoint has {key}={hyper_parameters.get(key)!r}, "
-                f"this run asks for {expected[key]!r}"
-            )
 
 
 def export_reranker(
@@ -96,29 +44,25 @@ def export_reranker(
     """
     if checkpoint_path is None and decision == TRAINED:
         raise ValueError("a trained export needs its checkpoint")
-    if decision == ZERO_SHOT and not rank_tokens:
-        raise ValueError("a zero-shot export needs the y' length it was decided with (rank_tokens)")
     checkpoint = read_checkpoint(checkpoint_path) if checkpoint_path is not None else {}
     hp = {**hyper_parameters, **checkpoint.get("hyper_parameters", {})}
+    record = RerankerExport(  # a field the format does not allow (no rank_tokens for zero-shot) fails here
+        base_model=hp["encoder_name"],
+        max_length=hp["max_length"],
+        max_prefix_tokens=hp["max_prefix_tokens"],
+        abstain=bool(hp["abstain"]),
+        bm25_prior=_prior_of(checkpoint_path, checkpoint, hp) if checkpoint_path is not None else None,
+        decision=decision,
+        threshold=threshold,
+        rank_tokens=rank_tokens,
+        decision_evidence=decision_evidence or {},
+        loss=hp["loss"],
+        trained_on=trained_on,
+        checkpoint=os.path.basename(checkpoint_path) if checkpoint_path is not None else None,
+        metrics=metrics or {},
+        ralm_version=__version__,
+    )
     model = _model_of(checkpoint_path, checkpoint, hp) if checkpoint_path is not None else None
-    info = {
-        "format": RERANKER_FORMAT,
-        "base_model": hp["encoder_name"],
-        "max_length": hp["max_length"],
-        "max_prefix_tokens": hp["max_prefix_tokens"],
-        "input_format": INPUT_FORMAT,
-        "abstain": bool(hp["abstain"]),
-        "bm25_prior": _prior_of(checkpoint_path, checkpoint, hp) if model is not None else None,
-        "decision": decision,
-        **({"threshold": threshold} if decision == BM25_ABOVE else {}),
-        **({"rank_tokens": rank_tokens} if decision == ZERO_SHOT else {}),
-        "decision_evidence": decision_evidence or {},
-        "loss": hp["loss"],
-        "trained_on": trained_on,
-        "checkpoint": os.path.basename(checkpoint_path) if checkpoint_path is not None else None,
-        "metrics": metrics or {},
-        "ralm_version": __version__,
-    }
     with atomic_path(out_dir) as tmp:  # an older export is replaced only by a complete one
         tmp.mkdir()
         if model is not None:
@@ -126,9 +70,8 @@ def export_reranker(
             tokenizer = load_tokenizer(hp["encoder_name"])
             tokenizer.model_max_length = hp["max_length"]
             tokenizer.save_pretrained(tmp)
-        with open(tmp / RERANKER_FILE, "w") as f:
-            json.dump(info, f, indent=2)
-        write_model_card(tmp, info)  # README.md with hub metadata, from the same fields
+        record.write(tmp)
+        write_model_card(tmp, record.to_dict())  # README.md with hub metadata, from the same fields
         # modules.json and its input module: a sentence-transformers CrossEncoder that cuts as ralm does
         # (and refuses to load, saying why, when the decision is not to use the model's scores)
         write_cross_encoder_files(
@@ -152,26 +95,26 @@ def _model_of(checkpoint_path: str, checkpoint: dict, hp: dict):
     return model
 
 
-def _prior_of(checkpoint_path: str, checkpoint: dict, hp: dict) -> dict | None:
+def _prior_of(checkpoint_path: str, checkpoint: dict, hp: dict) -> BM25Prior | None:
     """The ``bm25_prior`` record: the prior's weight (and the abstention terms) from the checkpoint."""
     if not hp.get("bm25_prior", False):
         return None
-    weight = checkpoint["state_dict"].get("prior_weight")
+    state = checkpoint["state_dict"]
+    weight = state.get("prior_weight")
     if weight is None:
         raise RalmInputError(f"{checkpoint_path}: trained with bm25_prior but holds no prior_weight")
-    prior = {"rule": PRIOR_RULE, "weight": float(weight.detach())}
-    if hp.get("abstain", False):
-        state = checkpoint["state_dict"]
-        if "abstain_bias" not in state or "abstain_weight" not in state:
-            raise RalmInputError(
-                f"{checkpoint_path}: trained with bm25_prior and abstain "
-                "but holds no abstain_bias/abstain_weight"
-            )
-        prior.update(
-            abstain_bias=float(state["abstain_bias"].detach()),
-            abstain_weight=float(state["abstain_weight"].detach()),
-            bm25_top_mean=float(hp["bm25_top_mean"]),
-            bm25_top_std=float(hp["bm25_top_std"]),
-            anchor=hp.get("abstain_anchor", "zero"),
+    if not hp.get("abstain", False):
+        return BM25Prior(rule=PRIOR_RULE, weight=float(weight.detach()))
+    if "abstain_bias" not in state or "abstain_weight" not in state:
+        raise RalmInputError(
+            f"{checkpoint_path}: trained with bm25_prior and abstain but holds no abstain_bias/abstain_weight"
         )
-    return prior
+    return BM25Prior(
+        rule=PRIOR_RULE,
+        weight=float(weight.detach()),
+        abstain_bias=float(state["abstain_bias"].detach()),
+        abstain_weight=float(state["abstain_weight"].detach()),
+        bm25_top_mean=float(hp["bm25_top_mean"]),
+        bm25_top_std=float(hp["bm25_top_std"]),
+        anchor=hp.get("abstain_anchor", "zero"),
+    )

@@ -24,9 +24,9 @@ from ralm.devices import training_precision
 from ralm.errors import RalmInputError
 from ralm.progress import is_terminal
 from ralm.rerank.batching import with_global_batch
+from ralm.rerank.checkpoints import allowed_checkpoint_types, check_compatible, read_checkpoint
 from ralm.rerank.datamodule import RerankDataModule
 from ralm.rerank.dataset import RerankData, load_rerank_data
-from ralm.rerank.export import check_compatible, read_checkpoint
 from ralm.rerank.fitted_start import FittedStart, fit_start
 from ralm.rerank.lit_module import RerankerModule
 from ralm.rerank.log_lines import TrainLogLines
@@ -209,7 +209,8 @@ def fit_reranker(
     callbacks = [best, last, history, *fallback, *extra_callbacks, export]
     fitter = build_trainer(run, settings, hardware, output, loggers, callbacks)
     started = time.time()
-    fitter.fit(module, datamodule=datamodule, ckpt_path=resume)
+    with allowed_checkpoint_types():  # Lightning's own load of a resumed checkpoint: data, no code
+        fitter.fit(module, datamodule=datamodule, ckpt_path=resume)
     if not fitter.is_global_zero:
         return {}
     return export.summary or _summary_written_since(output, started)
@@ -231,7 +232,9 @@ def _split_rows(
 
 
 def _checked_resume(ckpt_path: str | None, output: str, hparams: dict) -> str | None:
-    """The checkpoint to resume from, refused now if its model is not this run's (before any model loads)."""
+    """The checkpoint to resume from, refused now if its model is not this run's (before any model loads),
+    or if it holds objects other than tensors and plain containers (``read_checkpoint``): Lightning then
+    loads a file that unpickles to data only."""
     resume = resolve_ckpt_path(ckpt_path, output)
     if resume is not None and os.path.isfile(resume):  # a DeepSpeed checkpoint is a folder of shards
         check_compatible(resume, read_checkpoint(resume).get("hyper_parameters", {}), hparams)

@@ -1,31 +1,28 @@
 """``--push-to-hub REPO``: an exported reranker onto the Hugging Face hub, checked before any upload.
 
-The folder must be a ralm export (``ralm_reranker.json`` of format ``ralm-reranker/1``), its model card
+The folder must be a ralm export (a ``ralm_reranker.json`` that ``RerankerExport`` reads), its model card
 must carry the hub metadata (``ralm.rerank.model_card.check_model_card``) and the repo id must be a valid
 ``owner/name``; each failure is a one-line RalmInputError with the fix, and nothing is uploaded.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ralm.errors import RalmInputError
-from ralm.rerank.inference import RERANKER_FILE, RERANKER_FORMAT
+from ralm.rerank.export_record import RERANKER_FILE, RerankerExport
 from ralm.rerank.model_card import check_model_card
 
 
-def check_export(folder: Path) -> dict:
-    """``ralm_reranker.json`` of an export folder, or a RalmInputError saying what the folder is not."""
+def check_export(folder: Path) -> RerankerExport:
+    """``ralm_reranker.json`` of an export folder, or a RalmInputError saying what the folder is not (or
+    which field of its record is wrong): nothing is uploaded that ralm itself would refuse to load."""
     path = Path(folder) / RERANKER_FILE
     if not path.is_file():
         raise RalmInputError(
             f"{folder}: not a ralm reranker export (no {RERANKER_FILE}; `ralm train` writes one)"
         )
-    info = json.loads(path.read_text())
-    if info.get("format") != RERANKER_FORMAT:
-        raise RalmInputError(f"{path}: format {info.get('format')!r}, expected {RERANKER_FORMAT!r}")
-    return info
+    return RerankerExport.from_json(path)
 
 
 def check_repo_id(repo_id: str) -> None:

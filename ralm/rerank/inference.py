@@ -7,7 +7,6 @@ batched, and no LM pass.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 
@@ -16,110 +15,42 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from ralm.devices import resolve_device, resolve_dtype
 from ralm.errors import RalmInputError
-from ralm.passage_rules import BM25, BM25_ABOVE, EXPORTABLE, NO_RETRIEVAL, TRAINED, ZERO_SHOT
+from ralm.passage_rules import BM25, BM25_ABOVE, NO_RETRIEVAL, TRAINED, ZERO_SHOT
 from ralm.progress import library_bars_quiet_in_logs
 from ralm.ranking import best_first
-from ralm.rerank.inputs import INPUT_FORMAT, PRIOR_RULE, bm25_prior, encode_groups
+from ralm.rerank.export_record import RerankerExport
+from ralm.rerank.inputs import bm25_prior, encode_groups
 from ralm.rerank.model_card import DECISION_NOTES
 
-RERANKER_FORMAT = "ralm-reranker/1"
-DECISIONS = tuple(reversed(EXPORTABLE))
-"""What the export decision chose (ralm.rerank.promise): ``bm25``: BM25's order, whatever the model
-scores; ``bm25-above``: BM25's order when the best BM25 score is at least ``threshold``, else no passage;
-``no-retrieval``: never prepend a passage; ``zero-shot``: the LM's own score of the prefix's last
-``rank_tokens`` tokens after each candidate, which needs the LM (``ralm eval ppl`` plays it; ``order``
-refuses)."""
-ANCHORS = ("zero", "top")
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json")
-ABSTAIN_FIELDS = ("abstain_bias", "abstain_weight", "bm25_top_mean", "bm25_top_std")
-"""The empty passage's score under the prior: f(x, "") + abstain_bias + abstain_weight * t, with
-t = (best BM25 score of the group - bm25_top_mean) / bm25_top_std (training statistics)."""
-RERANKER_FILE = "ralm_reranker.json"
-
-
-def read_info(folder: str) -> dict:
-    """``ralm_reranker.json`` of an exported folder, checked field by field (RalmInputError names the
-    field)."""
-    path = os.path.join(folder, RERANKER_FILE)
-    if not os.path.isdir(folder):
-        raise RalmInputError(f"{folder}: no such reranker folder")
-    if not os.path.exists(path):
-        raise RalmInputError(
-            f"{folder}: not an exported reranker (no {RERANKER_FILE}; export one with `ralm train`)"
-        )
-    try:
-        with open(path) as f:
-            info = json.load(f)
-    except json.JSONDecodeError as err:
-        raise RalmInputError(f"{path}:{err.lineno}: not valid JSON") from None
-    if info.get("format") != RERANKER_FORMAT:
-        raise RalmInputError(
-            f"{path}: field 'format' is {info.get('format')!r}, expected {RERANKER_FORMAT!r}"
-        )
-    if info.get("input_format") != INPUT_FORMAT:
-        raise RalmInputError(
-            f"{path}: field 'input_format' is {info.get('input_format')!r}, this ralm reads {INPUT_FORMAT!r}"
-        )
-    for key in ("max_length", "max_prefix_tokens"):
-        if not isinstance(info.get(key), int):
-            raise RalmInputError(f"{path}: field {key!r} must be an integer")
-    prior = info.get("bm25_prior")
-    if prior is not None and (
-        not isinstance(prior, dict)
-        or prior.get("rule") != PRIOR_RULE
-        or not isinstance(prior.get("weight"), int | float)
-    ):
-        raise RalmInputError(
-            f"{path}: field 'bm25_prior' must be null or {{'rule': {PRIOR_RULE!r}, 'weight': number}}"
-        )
-    if prior is not None and info.get("abstain"):
-        for key in ABSTAIN_FIELDS:
-            if not isinstance(prior.get(key), int | float):
-                raise RalmInputError(f"{path}: field 'bm25_prior.{key}' must be a number (abstain is true)")
-    if prior is not None and prior.get("anchor", "zero") not in ANCHORS:
-        raise RalmInputError(
-            f"{path}: field 'bm25_prior.anchor' is {prior.get('anchor')!r}, expected one of {ANCHORS}"
-        )
-    if info.get("decision") == BM25_ABOVE and not isinstance(info.get("threshold"), int | float):
-        raise RalmInputError(f"{path}: field 'threshold' must be a number (the decision is bm25-above)")
-    if info.get("decision") == ZERO_SHOT and not (
-        isinstance(info.get("rank_tokens"), int) and info["rank_tokens"] > 0
-    ):
-        raise RalmInputError(
-            f"{path}: field 'rank_tokens' must be a positive integer (the decision is zero-shot)"
-        )
-    if info.get("decision", TRAINED) not in DECISIONS:
-        raise RalmInputError(
-            f"{path}: field 'decision' is {info.get('decision')!r}, expected one of {DECISIONS}"
-        )
-    return info
 
 
 class PredictiveReranker:
     """A trained cross-encoder: ``score(prefixes, candidates)`` gives one score per candidate passage."""
 
-    def __init__(self, model, tokenizer, info: dict, device: torch.device, batch_size: int = 64):
+    def __init__(self, model, tokenizer, export: RerankerExport, device: torch.device, batch_size: int = 64):
         """`model` and `tokenizer` None: an export that holds no weights (a no-retrieval decision without a
         step-0 model); ``rank`` and ``order`` still apply the decision, ``score`` refuses."""
-        self.model, self.tokenizer, self.info = model, tokenizer, info
+        self.model, self.tokenizer, self.export = model, tokenizer, export
+        """`export`: the folder's ``ralm_reranker.json``, which the attributes below mirror."""
         self.device, self.batch_size = device, batch_size
-        self.max_length: int = info["max_length"]
-        self.max_prefix_tokens: int = info["max_prefix_tokens"]
-        self.abstain: bool = bool(info.get("abstain", False))
+        self.max_length: int = export.max_length
+        self.max_prefix_tokens: int = export.max_prefix_tokens
+        self.abstain: bool = export.abstain
         """Trained with the empty passage as a candidate: ``rank`` and ``order`` offer it too."""
-        prior = info.get("bm25_prior")
-        self.prior_weight: float | None = float(prior["weight"]) if prior else None
+        prior = export.bm25_prior
+        self.prior_weight: float | None = float(prior.weight) if prior else None
         """Trained with ``--bm25-prior``: ``score`` needs the candidates' BM25 scores and adds w * z."""
-        self.abstention = {k: float(prior[k]) for k in ABSTAIN_FIELDS} if prior and self.abstain else None
+        self.abstention = prior.abstention if prior and self.abstain else None
         """With the prior and abstention: how the empty passage is scored instead of w * z
-        (ABSTAIN_FIELDS)."""
-        self.anchor: str = prior.get("anchor", "zero") if prior else "zero"
+        (``ABSTAIN_FIELDS``)."""
+        self.anchor: str = (prior.anchor or "zero") if prior else "zero"
         """``top``: the empty passage's score adds BM25's top-1 prior (``ralm.rerank.lit_module``)."""
-        self.threshold: float | None = info.get("threshold")
+        self.threshold: float | None = export.threshold
         """The ``bm25-above`` decision's T: BM25's top-1 when its score is at least T, else no passage."""
-        self.rank_tokens: int | None = info.get("rank_tokens")
+        self.rank_tokens: int | None = export.rank_tokens
         """The ``zero-shot`` decision's y' length (the prefix's last tokens the LM scores)."""
-        self.decision: str = info.get("decision", TRAINED)
+        self.decision: str = export.decision
         """``bm25``: ``rank``/``order`` give BM25's order (candidate 0 first); ``no-retrieval``: they always
         decline (the held-out decision prefixes preferred that rule to the trained picks)."""
 
@@ -129,12 +60,12 @@ class PredictiveReranker:
     ) -> PredictiveReranker:
         """Load an exported folder; cuda + bf16 when available, else cpu + fp32 (or as given)."""
         folder = os.fspath(folder)
-        info = read_info(folder)
+        export = RerankerExport.read(folder)
         torch_device = resolve_device(device)
-        if info.get("decision", TRAINED) != TRAINED and not any(
+        if export.decision != TRAINED and not any(
             os.path.exists(os.path.join(folder, name)) for name in WEIGHT_FILES
         ):
-            return cls(None, None, info, torch_device, batch_size)
+            return cls(None, None, export, torch_device, batch_size)
         torch_dtype = resolve_dtype(dtype, torch_device)
         try:
             tokenizer = AutoTokenizer.from_pretrained(folder)
@@ -147,7 +78,7 @@ class PredictiveReranker:
         if model.config.num_labels != 1:
             raise RalmInputError(f"{folder}: model has {model.config.num_labels} labels, a reranker has 1")
         model.to(torch_device).eval()
-        return cls(model, tokenizer, info, torch_device, batch_size)
+        return cls(model, tokenizer, export, torch_device, batch_size)
 
     @torch.inference_mode()
     def score(

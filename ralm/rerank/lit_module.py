@@ -14,13 +14,12 @@ import torch
 from transformers import get_linear_schedule_with_warmup
 
 from ralm.rerank.batch import RankBatch, scatter_scores
+from ralm.rerank.export_record import ANCHORS
 from ralm.rerank.losses import rerank_loss
 from ralm.rerank.metrics import SelectionSums, per_prefix_logprobs, selection_sums
 from ralm.rerank.model import load_cross_encoder, output_head, zero_output_head
 
 SCALAR_PARAMETERS = ("prior_weight", "abstain_bias", "abstain_weight")
-ABSTAIN_ANCHORS = ("zero", "top")
-"""What the empty passage's score adds to f(x, "") + b + c * t: nothing, or BM25's top-1 prior w * z_top."""
 
 
 def gather_rows(rows: list[torch.Tensor]) -> torch.Tensor:
@@ -88,8 +87,8 @@ class RerankerModule(pl.LightningModule):
                 # b + c * t is the margin of abstaining over BM25's top-1 and "no passage when t < T" is
                 # b = k (T - mean) / std, c = -k, exactly (ralm.rerank.scalar_init); "zero": the earlier
                 # models, whose empty passage had no prior term (read from their checkpoints).
-                if abstain_anchor not in ABSTAIN_ANCHORS:
-                    raise ValueError(f"abstain_anchor {abstain_anchor!r}: expected one of {ABSTAIN_ANCHORS}")
+                if abstain_anchor not in ANCHORS:
+                    raise ValueError(f"abstain_anchor {abstain_anchor!r}: expected one of {ANCHORS}")
                 bias, slope = abstain_init or (0.0, 0.0)
                 self.abstain_bias = torch.nn.Parameter(torch.full((1,), float(bias)))
                 self.abstain_weight = torch.nn.Parameter(torch.full((1,), float(slope)))

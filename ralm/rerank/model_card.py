@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ralm.errors import RalmInputError
 from ralm.passage_rules import RULES, TRAINED
+from ralm.rerank.cross_encoder_files import MODULE_FILES
 
 CARD = "README.md"
 REQUIRED_METADATA = ("library_name", "pipeline_tag", "base_model", "tags")
@@ -186,6 +187,18 @@ def _ralm_usage(warn: list[str]) -> list[str]:
     ]
 
 
+def remote_code_note(max_prefix_tokens) -> str:
+    """Why sentence-transformers must be trusted with this folder's code, and which files that runs: a
+    reader decides whether to pass ``trust_remote_code=True`` from this."""
+    files = " and ".join(f"`{name}`" for name in MODULE_FILES)
+    return (
+        "`trust_remote_code=True` is needed because ralm's cut is code: sentence-transformers hands each "
+        "(prefix, passage) pair to one tokenizer call, whose one truncation rule cannot keep the prefix's "
+        f"last {max_prefix_tokens} tokens and then cut only the passage. The code it runs is this folder's "
+        f"{files} (read them first), and nothing else from the folder."
+    )
+
+
 def _sentence_transformers_usage(info: dict, warn: list[str]) -> list[str]:
     """Scoring with sentence-transformers' CrossEncoder, which runs the folder's own input module."""
     return [
@@ -194,7 +207,8 @@ def _sentence_transformers_usage(info: dict, warn: list[str]) -> list[str]:
         "```python",
         *warn,
         "from sentence_transformers import CrossEncoder",
-        "model = CrossEncoder(PATH, trust_remote_code=True)  # runs cross_encoder_input.py from this folder",
+        "model = CrossEncoder(PATH, trust_remote_code=True)  # runs this folder's "
+        + " and ".join(MODULE_FILES),
         "logits = model.predict([(prefix, passage) for passage in passages])  # whole prefixes, ralm's cut",
         "```",
         "",
@@ -204,6 +218,8 @@ def _sentence_transformers_usage(info: dict, warn: list[str]) -> list[str]:
         "as ralm does, so `predict` returns ralm's model score; "
         "add the BM25 prior above yourself when it is not "
         'None (abstention: score the empty passage `""` too).',
+        "",
+        remote_code_note(info.get("max_prefix_tokens")),
     ]
 
 

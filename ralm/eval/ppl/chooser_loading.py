@@ -21,16 +21,16 @@ def play_exports(conditions: list[Condition], rank_tokens: int) -> list[Conditio
     """`conditions` with each trained export whose decision is ``zero-shot`` played by the evaluated LM
     (``Condition.played_as``): its y' log-probs rank the candidates, as the export decided on data-gen's
     rows. Its y' must be this run's ``--rank-tokens`` (a folder that is not an export fails here)."""
-    from ralm.rerank.inference import read_info
+    from ralm.rerank.export_record import RerankerExport
 
     played = []
     for c in conditions:
-        info = read_info(str(c.model)) if c.kind == TRAINED else {}
-        if info.get("decision") == ZERO_SHOT:
-            if info["rank_tokens"] != rank_tokens:
+        export = RerankerExport.read(str(c.model)) if c.kind == TRAINED else None
+        if export is not None and export.decision == ZERO_SHOT:
+            if export.rank_tokens != rank_tokens:
                 raise RalmInputError(
-                    f"{c.model}: its export decision is zero-shot with y' of {info['rank_tokens']} tokens; "
-                    f"this run ranks {rank_tokens} (pass --rank-tokens {info['rank_tokens']})"
+                    f"{c.model}: its export decision is zero-shot with y' of {export.rank_tokens} tokens; "
+                    f"this run ranks {rank_tokens} (pass --rank-tokens {export.rank_tokens})"
                 )
             c = replace(c, played_as=ZERO_SHOT)
         played.append(c)
