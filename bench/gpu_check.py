@@ -90,9 +90,9 @@ def check_training(args, tmp: Path) -> None:
     from lightning.pytorch.loggers import CSVLogger
     from transformers import BertConfig, BertModel, BertTokenizerFast
 
-    from ralm.rerank.datamodule import RerankDataModule
-    from ralm.rerank.dataset import load_rerank_data
-    from ralm.rerank.lit_module import RerankerModule
+    from ralm.train.datamodule import RerankDataModule
+    from ralm.train.dataset import load_rerank_data
+    from ralm.train.lit_module import RerankerModule
 
     encoder = tmp / "encoder"
     size = (

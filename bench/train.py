@@ -30,11 +30,11 @@ import torch
 from lightning.pytorch.loggers import CSVLogger
 from transformers import get_linear_schedule_with_warmup
 
-from ralm.rerank.datamodule import RerankDataModule
-from ralm.rerank.dataset import load_rerank_data
-from ralm.rerank.lit_module import RerankerModule
-from ralm.rerank.losses import rerank_loss
 from ralm.rerank.model import load_tokenizer
+from ralm.train.datamodule import RerankDataModule
+from ralm.train.dataset import load_rerank_data
+from ralm.train.lit_module import RerankerModule
+from ralm.train.losses import rerank_loss
 
 
 def synthetic_dataset(folder: str, n_prefixes: int, k: int, seed: int = 0) -> str:

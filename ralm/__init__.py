@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import importlib
 
-from ralm.commands import api_names
+from ralm.cli.commands import api_names
 
 __version__ = "0.2.0"
 
 _API = api_names()
-"""``ralm.<name>`` -> (module, attribute), read off the one command table (``ralm.commands``)."""
+"""``ralm.<name>`` -> (module, attribute), read off the one command table (``ralm.cli.commands``)."""
 __all__ = ["__version__", *_API]
 
 

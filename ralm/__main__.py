@@ -1,3 +1,3 @@
-from ralm.cli import main
+from ralm.cli.main import main
 
 main()

@@ -4,7 +4,7 @@ A killed or failed run then never leaves a half-written passages file, results f
 readers see either the old state or the finished new one. The temporary name is a hidden sibling of the
 target (``.NAME.tmp-PID-RANDOM``), in the same folder, so the final ``os.replace`` stays on one file
 system and is atomic. Nothing is fsynced (no caller needs crash durability, only no torn files; the
-resumable logs of ``ralm.records`` sync their own appends). Every rename in ralm happens here: a file or
+resumable logs of ``ralm.jsonl`` sync their own appends). Every rename in ralm happens here: a file or
 folder built elsewhere is moved into place with ``publish_file`` / ``publish_dir``, or with ``publish_first``
 where concurrent writers build the same thing and the first one to finish wins.
 

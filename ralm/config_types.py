@@ -7,7 +7,7 @@ through `check_fields`, with the type's own validator, so the rule is written on
 (one option only with another) are written in ``__post_init__`` after `check_fields`. A command's
 top-level parameters carry the same types (jsonargparse checks them on the command line); the function
 calls `check_arguments` with its ``locals()`` on entry for Python callers. Every path words a bad value
-alike (`violation`): ``--stride: must be > 0, got 0`` (``ralm.command_args`` turns jsonargparse's report
+alike (`violation`): ``--stride: must be > 0, got 0`` (``ralm.cli.command_args`` turns jsonargparse's report
 into that one line).
 
     @dataclass

@@ -5,7 +5,7 @@ Every stage reads this table and no other module spells a rule's name:
 
 - ``ralm eval ppl``'s conditions (``ralm.eval.ppl.registry`` adds how a comparison table plans, records
   and judges each one);
-- the export decision (``ralm.rerank.promise``: the rules it may export, simplest first, ``EXPORTABLE``);
+- the export decision (``ralm.train.decision``: the rules it may export, simplest first, ``EXPORTABLE``);
 - the export, its ``ralm_reranker.json`` and its model card (what an export of each rule holds and says);
 - ``ralm eval qa|flare`` (no retrieval, BM25's order, the zero-shot rule, an exported folder);
 - the pipeline's report (each rule's label) and the command line.
@@ -16,7 +16,7 @@ Adding a rule is one ``PassageRule`` in ``_DECLARED`` plus its pick function; ad
 A pick function reads one retrieval's ``Row``: its index (``window``: the seeded random draw depends on
 it), the targets' NLL with no passage, and per candidate, in BM25 order, its BM25 score, the targets' NLL
 and the ranking tokens' log-probability with it (None where nothing was scored). A comparison table's row
-(``ralm.eval.ppl.records.WindowScores``) is one; ``ralm.rerank.decision`` builds them from data-gen rows.
+(``ralm.eval.ppl.records.WindowScores``) is one; ``ralm.train.decision`` builds them from data-gen rows.
 Ties go to the earlier (higher BM25) candidate, as ``torch.argmin`` does in eval_lm.py; between passages
 and no passage, no passage wins.
 """

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from ralm.cli import main as ralm_main
-from ralm.command_args import parse
+from ralm.cli.command_args import parse
+from ralm.cli.main import main as ralm_main
 from ralm.data_gen.data_gen_command import build_parser
 from ralm.retrieval.index import build_index
 from ralm.retrieval.passages import split_passages, write_passages
@@ -84,7 +84,7 @@ def _child(args: list[str], log: str, env: dict) -> None:
     import torch
 
     os.environ.update(env)
-    from ralm.cli import main
+    from ralm.cli.main import main
 
     torch.set_num_threads(1)
     code = 0
@@ -152,7 +152,7 @@ def run_in_process(argv: list[str]) -> None:
 
 
 def _data_gen(docs, index, lm, out, **options):
-    from ralm.command_args import parse
+    from ralm.cli.command_args import parse
     from ralm.data_gen.data_gen_command import build_parser
 
     _, init = parse(build_parser(), cli_args(docs, index, lm, out, **{**OPTIONS, **options}))

@@ -119,7 +119,7 @@ def tiny_fit_options(
     batches of 4 with a quarter of the prefixes validating, lr 1e-3 after one warmup step, validation and a
     checkpoint every `val_every` steps (default: once, at `max_steps`), no wandb; the fields given in a
     group's dict replace these (any other field keeps its class default)."""
-    from ralm.rerank.settings import EncoderOptions, LoaderOptions, OptimOptions, RunOptions
+    from ralm.train.settings import EncoderOptions, LoaderOptions, OptimOptions, RunOptions
 
     every = val_every or max_steps
     return {
@@ -136,7 +136,7 @@ def tiny_fit_options(
 def fit_tiny_reranker(data: Path, output: Path, encoder_dir: Path, *, max_steps: int, **options) -> dict:
     """``fit_reranker`` with `tiny_fit_options` (its keyword groups in `options`); the other keyword
     arguments (``bm25_prior``, ``abstain``, ``seed``, ...) go to ``fit_reranker`` as they are. Its summary."""
-    from ralm.rerank.fit import fit_reranker
+    from ralm.train.fit import fit_reranker
 
     groups = ("val_every", "encoder", "loader", "optim", "run", "trainer")
     chosen = {k: options.pop(k) for k in groups if k in options}

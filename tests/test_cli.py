@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from ralm.cli import COMMANDS
+from ralm.cli.main import COMMANDS
 
 
 def _ralm(*args: str) -> subprocess.CompletedProcess:
@@ -34,7 +34,7 @@ def test_a_two_word_command_answers_help_through_the_console_script():
 @pytest.mark.parametrize("name", list(COMMANDS))
 def test_every_command_has_help_and_config(name, capsys):
     # In process: one fresh interpreter per command would cost the fast tier ~45 s of imports.
-    from ralm.cli import load_command
+    from ralm.cli.main import load_command
 
     with pytest.raises(SystemExit) as stop:
         load_command(name).main(["--help"])
@@ -46,7 +46,7 @@ def test_every_command_has_help_and_config(name, capsys):
 def test_options_accept_hyphens_leaf_names_and_bare_switches():
     from dataclasses import dataclass
 
-    from ralm.command_args import normalize_argv, parser_for
+    from ralm.cli.command_args import normalize_argv, parser_for
 
     @dataclass
     class Window:
@@ -72,7 +72,7 @@ RETRIEVAL_STRIDE_KEYS = {"window.stride", "sampling.stride", "scale.stride"}
 
 @pytest.mark.parametrize("name", list(COMMANDS))
 def test_one_meaning_per_option_name(name):
-    from ralm.cli import load_command
+    from ralm.cli.main import load_command
 
     keys = load_command(name).build_parser().ralm_option_names.keys
     leaves = {key.rsplit(".", 1)[-1]: key for key in keys}
@@ -94,7 +94,7 @@ def test_one_meaning_per_option_name(name):
     ],
 )
 def test_a_former_option_name_is_refused_with_its_new_name(name, former, new, capsys):
-    from ralm.cli import load_command
+    from ralm.cli.main import load_command
 
     with pytest.raises(SystemExit) as stop:
         load_command(name).main([former, "x"])
@@ -116,7 +116,7 @@ def test_a_config_file_with_a_former_key_is_refused_naming_file_key_and_new_name
 
 
 def test_a_nested_former_key_in_a_config_file_is_refused_with_its_new_name(tmp_path, capsys):
-    from ralm.rerank import train_command
+    from ralm.train import train_command
 
     config = tmp_path / "old.yaml"
     config.write_text("data: d\noutput: o\noptim:\n  accumulate: 2\n")
@@ -130,13 +130,13 @@ def test_a_nested_former_key_in_a_config_file_is_refused_with_its_new_name(tmp_p
 
 
 def test_the_cli_the_api_and_the_pipeline_read_one_command_table():
-    """Each command is written once, in ralm.commands: the CLI dispatches to its module, the Python API
+    """Each command is written once, in ralm.cli.commands: the CLI dispatches to its module, the Python API
     exports its function, the pipeline calls it; no other module spells a command module's path."""
     from pathlib import Path
 
     import ralm
-    from ralm import commands
-    from ralm.cli import load_command, resolve
+    from ralm.cli import commands
+    from ralm.cli.main import load_command, resolve
     from ralm.pipeline.stages import STAGE_FUNCTIONS, stage_function
 
     assert COMMANDS == {c.name: (c.module, c.description) for c in commands.COMMANDS}
@@ -150,7 +150,13 @@ def test_the_cli_the_api_and_the_pipeline_read_one_command_table():
         assert stage_function(words) is commands.command(words).load_function()
     assert {name: ralm._API[name] for name in commands.API_ONLY} == commands.API_ONLY
     package = Path(ralm.__file__).parent
-    for reader in ("cli.py", "__init__.py", "pipeline/stages.py", "pipeline/plan.py", "pipeline/runner.py"):
+    for reader in (
+        "cli/main.py",
+        "__init__.py",
+        "pipeline/stages.py",
+        "pipeline/plan.py",
+        "pipeline/runner.py",
+    ):
         source = (package / reader).read_text()
         assert not [c.module for c in commands.COMMANDS if c.module in source], reader
 
@@ -163,7 +169,7 @@ def test_help_shows_every_option_once_in_its_one_spelling(name):
     """--help shows the spelling users type and the README uses (``--eval-text``, ``--index`` for
     ``--retrieval.index``, ``--lm`` for ``--lm.model``), the one commands.sh writes; never a group's own
     "Path to a configuration file" loader."""
-    from ralm.cli import load_command
+    from ralm.cli.main import load_command
 
     parser = load_command(name).build_parser()
     names, text = parser.ralm_option_names, parser.format_help()
@@ -186,7 +192,7 @@ def test_lm_is_described_as_the_lm_it_takes():
 
 
 def test_the_former_spellings_still_parse():
-    from ralm.command_args import parse
+    from ralm.cli.command_args import parse
     from ralm.eval.ppl.ppl_command import build_parser
 
     argv = ["--text", "t", "--output", "o", "--text_field", "body", "--retrieval.index", "idx"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ralm.command_args import call_with_args, normalize_argv
+from ralm.cli.command_args import call_with_args, normalize_argv
 from ralm.data_gen.options import SamplingOptions, ShardingOptions
 from ralm.errors import RalmInputError
 from ralm.eval.ppl.ppl_command import BatchOptions, RerankingOptions
@@ -16,7 +16,7 @@ from ralm.retrieval.options import RetrievalOptions
 
 
 def _parser(command: str):
-    from ralm.cli import load_command
+    from ralm.cli.main import load_command
 
     return load_command(command).build_parser()
 
@@ -139,7 +139,7 @@ def test_help_shows_the_constrained_types(command, shown):
 @pytest.mark.parametrize("command", ["eval flare", "eval qa"])
 @pytest.mark.parametrize(("old", "new"), [("--rerank", "--reranker"), ("--candidates", "--k")])
 def test_renamed_options_answer_with_their_new_name(command, old, new, capsys):
-    from ralm.cli import main
+    from ralm.cli.main import main
 
     with pytest.raises(SystemExit) as exit_info:
         main([*command.split(), *REQUIRED[command], old, "4"])

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from ralm.cli import COMMANDS, load_command
-from ralm.command_args import normalize_argv
+from ralm.cli.command_args import normalize_argv
+from ralm.cli.main import COMMANDS, load_command
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 # A folder is named after its command's words joined by "_" (configs/eval_ppl/ for `ralm eval ppl`).
@@ -16,7 +16,7 @@ def _command_for(folder: str) -> str:
     for name in COMMANDS:
         if name.replace(" ", "_").replace("-", "_") == folder.replace("-", "_"):
             return name
-    raise AssertionError(f"configs/{folder}/ matches no command in ralm.cli.COMMANDS")
+    raise AssertionError(f"configs/{folder}/ matches no command in ralm.cli.main.COMMANDS")
 
 
 YAMLS = sorted(CONFIGS.glob("*/*.yaml"))

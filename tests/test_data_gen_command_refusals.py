@@ -20,7 +20,7 @@ from data_gen_fixtures import (
 )
 from datasets import load_from_disk
 
-from ralm.cli import main as ralm_main
+from ralm.cli.main import main as ralm_main
 from ralm.errors import RalmInputError
 
 

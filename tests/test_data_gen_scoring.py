@@ -100,7 +100,7 @@ def test_passage_tokens_cache_equals_fresh_encoding(tiny_lm, real_documents):
 
 
 def test_gain_by_bm25_strength_bands_the_prefixes_by_their_best_score():
-    from ralm.data_gen.summary import STRENGTH_QUANTILES, gain_by_bm25_strength
+    from ralm.data_gen.label_statistics import STRENGTH_QUANTILES, gain_by_bm25_strength
 
     rng = np.random.default_rng(0)
     tops = rng.uniform(5, 30, size=200)

@@ -12,10 +12,10 @@ import textwrap
 import numpy as np
 import pytest
 
+from ralm.data_gen.label_statistics import summarize
 from ralm.data_gen.metadata import config_diff, refuse_if_different
 from ralm.data_gen.schema import FEATURES
 from ralm.data_gen.shards import ShardStore, check_world, plan_shards, shards_for_worker, worker_from_env
-from ralm.data_gen.summary import summarize
 from ralm.errors import RalmInputError
 from ralm.retrieval.index_meta import index_fingerprint as index_hash
 

@@ -44,7 +44,7 @@ def test_unknown_heldout_book_is_refused_before_fetching(tmp_path):
 
 
 def test_bare_quick_switch_parses():
-    from ralm.command_args import parse
+    from ralm.cli.command_args import parse
 
     _, init = parse(build_parser(), ["--quick", "--k", "3"])
     assert init.quick is True and init.scale.k == 3

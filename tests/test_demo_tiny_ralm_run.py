@@ -27,7 +27,7 @@ def _run_args(corpus, eval_text, lm, encoder, output, scale: dict, *extra: str) 
 def test_ralm_run_is_the_pipeline_for_own_data(texts, tiny_lm_dir, tiny_encoder_dir, tmp_path, capsys):
     """`ralm run` runs the demo's stages on the user's files; its report equals the demo's on the same
     data."""
-    from ralm.cli import main as ralm_main
+    from ralm.cli.main import main as ralm_main
 
     run_dir = tmp_path / "run"
     ralm_main(
@@ -57,8 +57,8 @@ def test_ralm_run_keeps_the_eval_documents_out_of_training_and_the_threshold_fit
     bm25-above threshold's fit, or a passage of the index; the report counts what left each input."""
     import datasets
 
-    import ralm.rerank.selection as selection
-    from ralm.cli import main as ralm_main
+    import ralm.train.selection as selection
+    from ralm.cli.main import main as ralm_main
 
     held_out, others = real_documents[-3:], real_documents[:9]
     refiled = {"id": "refiled", "title": "another title", "text": " ".join(held_out[2]["text"].split())}

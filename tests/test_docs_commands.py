@@ -2,7 +2,7 @@
 
 Every ``ralm ...`` line of a fenced code block (also ``.venv/bin/ralm``, ``python -m ralm``, ``torchrun ...
 -m ralm``; ``\\`` continuations joined, ``#`` comments dropped) is parsed by its command's real parser, as
-`ralm.command_args.call_with_args` parses before it calls the stage: option names, values' types, required
+`ralm.cli.command_args.call_with_args` parses before it calls the stage: option names, values' types, required
 options, a config file's keys. No stage runs. A placeholder (``MODEL``, ``PATH``, ``<dir>``) is an ordinary
 string, which every path option takes; ``...`` in a line stands for the options of the block's previous line
 of the same command (``ralm eval flare ... --sweep ...``), or, with none, for options not shown: then only
@@ -100,8 +100,8 @@ def ralm_commands(path: Path) -> list[tuple[DocLine, list[str]]]:
 
 def parse_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str | None:
     """None when ralm's parser for `argv`'s command accepts it (help included), else its error."""
-    from ralm.cli import load_command, resolve
-    from ralm.command_args import parse
+    from ralm.cli.command_args import parse
+    from ralm.cli.main import load_command, resolve
     from ralm.errors import RalmInputError
 
     try:

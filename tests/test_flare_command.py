@@ -8,7 +8,7 @@ from dataclasses import asdict
 import pytest
 from flare_fixtures import tiny_qa_corpus
 
-from ralm.cli import main as ralm_main
+from ralm.cli.main import main as ralm_main
 from ralm.errors import RalmInputError
 from ralm.eval.qa.flare_command import eval_flare
 from ralm.eval.qa.flare_options import FlareOptions

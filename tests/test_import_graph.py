@@ -19,7 +19,6 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "ralm"
 
 
-
 def module_files(package: Path = PACKAGE) -> dict[str, Path]:
     """Every module of the package by its dotted name (a package by its own name, for its ``__init__``)."""
     modules = {}
@@ -152,4 +151,3 @@ def test_the_graph_sees_every_kind_of_import(tmp_path):
     (group,) = strongly_connected(edges)
     assert group == ["pkg.a", "pkg.b", "pkg.sub.c"]
     assert a_cycle(group, edges) == ["pkg.a", "pkg.b", "pkg.sub.c", "pkg.a"]
-

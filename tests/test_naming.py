@@ -8,7 +8,7 @@ import importlib
 import inspect
 from pathlib import Path
 
-from ralm.cli import COMMANDS
+from ralm.cli.main import COMMANDS
 
 ROOT = Path(__file__).resolve().parents[1] / "ralm"
 

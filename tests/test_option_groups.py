@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from ralm.command_args import parse, parser_for
-from ralm.command_render import command_line
+from ralm.cli.command_args import parse, parser_for
+from ralm.cli.command_render import command_line
 from ralm.errors import RalmInputError
 from ralm.lm.options import PAPER_INPUT_LENGTH, LMOptions, WindowOptions
 from ralm.retrieval.options import RetrievalOptions

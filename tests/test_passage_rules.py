@@ -94,7 +94,7 @@ def test_the_pick_functions_agree_with_numpy():
 def test_the_exportable_rules_are_the_decisions_choices_and_the_exports_records():
     from ralm.rerank.export_record import DECISIONS
     from ralm.rerank.model_card import DECISION_NOTES
-    from ralm.rerank.promise import CHOICES
+    from ralm.train.decision import CHOICES
 
     assert EXPORTABLE == CHOICES == (NO_RETRIEVAL, BM25, BM25_ABOVE, ZERO_SHOT, TRAINED)  # simplest first
     assert set(DECISIONS) == set(EXPORTABLE)

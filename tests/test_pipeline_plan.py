@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from ralm.cli import load_command
-from ralm.command_args import parse
-from ralm.command_render import command_line
-from ralm.commands import PIPELINE_STAGES
+from ralm.cli.command_args import parse
+from ralm.cli.command_render import command_line
+from ralm.cli.commands import PIPELINE_STAGES
+from ralm.cli.main import load_command
 from ralm.eval.ppl.conditions import Condition
 from ralm.fingerprints import fingerprint
 from ralm.lm.options import LMOptions
@@ -202,7 +202,7 @@ def test_the_key_reads_no_command_line(tmp_path, texts, monkeypatch):
     def no_command_line(*_):
         raise AssertionError("a stage key rendered a command line")
 
-    monkeypatch.setattr("ralm.command_render.command_line", no_command_line)
+    monkeypatch.setattr("ralm.cli.command_render.command_line", no_command_line)
     monkeypatch.setattr("ralm.pipeline.stages._option_names", no_command_line)
     again = plan_pipeline(tmp_path / "run", texts, "my-lm", "my-encoder", QUICK, "fp32", threshold=1.25)
     assert [stage.fingerprint for stage in again.stages] == expected
@@ -226,7 +226,8 @@ def test_a_finished_stage_is_found_under_the_name_another_seed_count_gave_it(tmp
 
 
 def test_the_pipeline_never_imports_the_cli():
-    """Planning every stage and rendering its command (commands.sh) reads the command table, not ralm.cli."""
+    """Planning every stage and rendering its command (commands.sh) reads the command table, not the CLI
+    (ralm.cli.main)."""
     code = (
         "import sys, tempfile\n"
         "from pathlib import Path\n"
@@ -239,7 +240,7 @@ def test_the_pipeline_never_imports_the_cli():
         "texts = PipelineTexts(folder / 'a.txt', folder / 'a.txt', {'e': folder / 'a.txt'}, {})\n"
         "plan = plan_pipeline(folder / 'run', texts, 'lm', 'encoder', QUICK, 'fp32', threshold=1.0)\n"
         "print([len(stage.command) for stage in plan.stages])\n"
-        "assert 'ralm.cli' not in sys.modules, 'ralm.cli imported'\n"
+        "assert 'ralm.cli.main' not in sys.modules, 'ralm.cli.main imported'\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -9,7 +9,7 @@ import json
 import pytest
 from ppl_fixtures import build_bm25_index, ppl_setup  # noqa: F401
 
-from ralm.cli import main as ralm_main
+from ralm.cli.main import main as ralm_main
 from ralm.errors import RalmInputError
 from ralm.eval.ppl.ppl_command import RerankingOptions, eval_ppl
 from ralm.eval.ppl.sweep import Sweep

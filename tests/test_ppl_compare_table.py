@@ -221,7 +221,7 @@ def test_killed_compare_resumes_without_rescoring(runs, ppl_setup, tmp_path, mon
 
 
 def test_cli_compare(runs, ppl_setup, tmp_path, capsys):
-    from ralm.cli import main as ralm_main
+    from ralm.cli.main import main as ralm_main
 
     out = tmp_path / "cli"
     argv = [

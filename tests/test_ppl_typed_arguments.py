@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from ppl_fixtures import ppl_setup  # noqa: F401
 
-from ralm.command_args import parse
-from ralm.command_render import command_line
+from ralm.cli.command_args import parse
+from ralm.cli.command_render import command_line
 from ralm.errors import RalmInputError
 from ralm.eval.ppl.conditions import Condition
 from ralm.eval.ppl.ppl_command import build_parser, eval_ppl, main

@@ -8,7 +8,7 @@ import re
 import pytest
 from flare_fixtures import tiny_qa_corpus
 
-from ralm.cli import main as ralm_main
+from ralm.cli.main import main as ralm_main
 from ralm.errors import RalmInputError
 from ralm.eval.qa.metrics import has_answer
 from ralm.eval.qa.qa_command import eval_qa

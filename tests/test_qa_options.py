@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from flare_fixtures import RecordingRetriever, chain_lm
 
-from ralm.cli import load_command
-from ralm.command_args import parse
+from ralm.cli.command_args import parse
+from ralm.cli.main import load_command
 from ralm.errors import RalmInputError
 from ralm.eval.qa.data import QAExample
 from ralm.eval.qa.flare import FlareRunner

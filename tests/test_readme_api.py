@@ -106,7 +106,7 @@ def test_the_readme_examples_run_and_agree_with_the_cli(
         with pytest.raises(ValueError, match=re.escape(DECISION_NOTES[namespace["reranker"].decision][:40])):
             CrossEncoder("runs/reranker/reranker", trust_remote_code=True)
     # The API is the CLI: `ralm eval ppl` on the same inputs gives the same table.
-    from ralm.cli import main
+    from ralm.cli.main import main
 
     main(
         [

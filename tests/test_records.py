@@ -1,4 +1,4 @@
-"""ralm.records.JsonlLog (the one resumable log) and ralm.fingerprints.fingerprint, against hand-written
+"""ralm.jsonl.JsonlLog (the one resumable log) and ralm.fingerprints.fingerprint, against hand-written
 files."""
 
 import hashlib
@@ -8,7 +8,7 @@ import pytest
 
 from ralm.errors import RalmInputError
 from ralm.fingerprints import fingerprint
-from ralm.records import JsonlLog, read_jsonl
+from ralm.jsonl import JsonlLog, read_jsonl
 
 
 def _by_id(record):

@@ -10,9 +10,9 @@ import torch
 from transformers import BertConfig, GPT2Config
 
 from ralm.errors import RalmInputError
-from ralm.rerank.lit_module import RerankerModule
 from ralm.rerank.model import load_cross_encoder, load_tokenizer
-from ralm.rerank.settings import EncoderOptions
+from ralm.train.lit_module import RerankerModule
+from ralm.train.settings import EncoderOptions
 
 
 @pytest.fixture(scope="module")

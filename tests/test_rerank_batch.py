@@ -7,10 +7,10 @@ import dataclasses
 import pytest
 import torch
 
-from ralm.rerank.batch import GroupCollator, RankBatch
-from ralm.rerank.dataset import GroupDataset
-from ralm.rerank.lit_module import RerankerModule
 from ralm.rerank.model import load_tokenizer
+from ralm.train.batch import GroupCollator, RankBatch
+from ralm.train.dataset import GroupDataset
+from ralm.train.lit_module import RerankerModule
 from tests.rerank_fixtures import keyword_rows, save_rows
 
 K = 4

@@ -36,7 +36,7 @@ def _train(data: Path, out: Path, encoder: Path, max_steps: int, *extra: str) ->
     """`ralm train` from the command line (whose options arrive as jsonargparse's constrained numbers), with
     the prior, abstention and attention dropout (and early stopping in `extra`): every option type a
     checkpoint records."""
-    from ralm.rerank.train_command import main
+    from ralm.train.train_command import main
 
     main(
         [
@@ -70,7 +70,7 @@ def _crashing_at(step: int):
     """``build_trainer`` with a callback that kills the run after `step` optimizer steps."""
     import lightning.pytorch as pl
 
-    from ralm.rerank import fit
+    from ralm.train import fit
 
     build = fit.build_trainer
 
@@ -87,7 +87,7 @@ def test_what_training_writes_needs_exactly_the_allowed_types_and_resumes(
 ):
     """Each checkpoint names no global beyond torch's own and ``CHECKPOINT_GLOBALS``, reads, and a killed
     run resumes from it (Lightning's own load, weights_only by default since torch 2.6, allows the same)."""
-    from ralm.rerank import fit
+    from ralm.train import fit
 
     data = keyword_dataset(real_documents, tmp_path / "data", 40, k=3, seed=5)
     _train(data, tmp_path / "done", tiny_encoder_dir, 2, "--patience", "5")
@@ -114,7 +114,7 @@ def test_what_training_writes_needs_exactly_the_allowed_types_and_resumes(
 
 def test_the_allowed_types_are_the_option_groups_constrained_numbers():
     """A new option type in a group a checkpoint records must be allowed too (or kept out of checkpoints)."""
-    from ralm.rerank.settings import EncoderOptions, OptimOptions, RunOptions
+    from ralm.train.settings import EncoderOptions, OptimOptions, RunOptions
 
     found = set()
     for group in (EncoderOptions, OptimOptions, RunOptions):

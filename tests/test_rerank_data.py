@@ -7,12 +7,12 @@ import json
 import pytest
 
 from ralm.errors import RalmInputError
-from ralm.rerank.batch import GroupCollator
-from ralm.rerank.dataset import GroupDataset, load_rerank_data
 from ralm.rerank.inputs import encode_groups, prefix_tails
-from ralm.rerank.losses import MASKED
 from ralm.rerank.model import load_tokenizer
-from ralm.rerank.sampling import ShardBatchSampler, StreamBatchSampler
+from ralm.train.batch import GroupCollator
+from ralm.train.dataset import GroupDataset, load_rerank_data
+from ralm.train.losses import MASKED
+from ralm.train.sampling import ShardBatchSampler, StreamBatchSampler
 from tests.rerank_fixtures import NO_RETRIEVAL_LOGPROB, keyword_rows, save_rows
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from ralm.errors import RalmInputError
-from ralm.rerank.dataset import load_rerank_data
-from ralm.rerank.settings import LoaderOptions
+from ralm.train.dataset import load_rerank_data
+from ralm.train.settings import LoaderOptions
 from tests.rerank_fixtures import keyword_rows, save_rows
 
 REPO = Path(__file__).resolve().parents[1]
@@ -23,7 +23,7 @@ def test_the_two_held_out_shares_must_leave_prefixes_to_train_on():
 
 
 def _run_paper_config(tmp_path, data: Path, tiny_encoder_dir, *extra: str) -> dict:
-    from ralm.rerank.train_command import main
+    from ralm.train.train_command import main
 
     main(
         [

@@ -25,7 +25,7 @@ from ralm.rerank.export_record import (
 )
 from ralm.rerank.inference import PredictiveReranker
 from ralm.rerank.inputs import INPUT_FORMAT, PRIOR_RULE
-from ralm.rerank.lit_module import RerankerModule
+from ralm.train.lit_module import RerankerModule
 
 TRAINED_ON = {"path": "/data", "format": "ralm-rerank-data/1", "lm": "tiny", "train_prefixes": 3}
 EVIDENCE = {

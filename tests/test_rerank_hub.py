@@ -13,8 +13,8 @@ from ralm.rerank.cross_encoder_files import MODULE_FILES
 from ralm.rerank.export import export_reranker
 from ralm.rerank.hub import push_reranker
 from ralm.rerank.inputs import encode_pairs
-from ralm.rerank.lit_module import RerankerModule
 from ralm.rerank.model_card import CARD, check_model_card, read_card_metadata, remote_code_note
+from ralm.train.lit_module import RerankerModule
 
 
 @pytest.fixture()
@@ -174,8 +174,8 @@ def test_a_card_without_a_hub_base_model_names_the_missing_field(tmp_path, tiny_
 
 
 def test_push_to_hub_with_a_local_encoder_without_origin_stops_before_training(tmp_path, tiny_encoder_dir):
-    from ralm.rerank.settings import EncoderOptions
-    from ralm.rerank.train_command import train
+    from ralm.train.settings import EncoderOptions
+    from ralm.train.train_command import train
 
     with pytest.raises(RalmInputError, match="has no hub id for the model card's base_model"):
         train(

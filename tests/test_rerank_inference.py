@@ -94,4 +94,4 @@ def test_inference_imports_no_lightning():
     Lightning."""
     imported = _imports("ralm.rerank.inference")
     assert "transformers" in imported and "ralm.rerank.inputs" in imported  # the walk does follow imports
-    assert not imported & {"lightning", "pytorch_lightning", "ralm.rerank.lit_module", "ralm.rerank.fit"}
+    assert not imported & {"lightning", "pytorch_lightning", "ralm.train.lit_module", "ralm.train.fit"}

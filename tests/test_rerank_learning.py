@@ -10,8 +10,8 @@ import torch
 from ralm.rerank.export_record import RerankerExport
 from ralm.rerank.inference import PredictiveReranker
 from ralm.rerank.model import load_cross_encoder, load_tokenizer
-from ralm.rerank.settings import EncoderOptions, LoaderOptions, OptimOptions, RunOptions
-from ralm.rerank.train_command import train
+from ralm.train.settings import EncoderOptions, LoaderOptions, OptimOptions, RunOptions
+from ralm.train.train_command import train
 from tests.rerank_fixtures import keyword_dataset, keyword_rows
 
 K = 4

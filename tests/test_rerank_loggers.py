@@ -9,7 +9,7 @@ import time
 import pytest
 
 from ralm.errors import RalmInputError
-from ralm.rerank.loggers import wandb_api_key_configured, wandb_mode
+from ralm.train.loggers import wandb_api_key_configured, wandb_mode
 from tests.rerank_fixtures import fit_tiny_reranker, keyword_dataset
 
 

@@ -9,8 +9,8 @@ from decimal import Decimal, getcontext
 import pytest
 import torch
 
-from ralm.rerank.losses import kl_loss, listwise_ce_loss, marginal_loss, rerank_loss
-from ralm.rerank.metrics import gain_recovered, per_prefix_logprobs, selection_sums
+from ralm.train.losses import kl_loss, listwise_ce_loss, marginal_loss, rerank_loss
+from ralm.train.metrics import gain_recovered, per_prefix_logprobs, selection_sums
 
 getcontext().prec = 60  # exp(-1e4) is about 1e-4343: Decimal holds it, float64 underflows to 0
 

@@ -11,17 +11,17 @@ import numpy as np
 import pytest
 import torch
 
-from ralm.rerank.batch import GroupCollator
 from ralm.rerank.checkpoints import read_checkpoint
-from ralm.rerank.dataset import GroupDataset, load_rerank_data
 from ralm.rerank.export import export_reranker
-from ralm.rerank.fit import STEP0_FILE
 from ralm.rerank.inference import PredictiveReranker
 from ralm.rerank.inputs import bm25_prior
-from ralm.rerank.lit_module import RerankerModule
-from ralm.rerank.metrics import selection_sums
 from ralm.rerank.model import load_tokenizer
-from ralm.rerank.train_command import _print_summary
+from ralm.train.batch import GroupCollator
+from ralm.train.dataset import GroupDataset, load_rerank_data
+from ralm.train.fit import STEP0_FILE
+from ralm.train.lit_module import RerankerModule
+from ralm.train.metrics import selection_sums
+from ralm.train.train_command import _print_summary
 from tests.rerank_fixtures import fit_tiny_reranker, keyword_dataset
 
 
@@ -250,7 +250,7 @@ def test_when_no_passage_beats_every_candidate_the_export_never_retrieves(
 def test_the_bm25_threshold_rule_maximises_the_summed_gain_over_every_cut():
     import math
 
-    from ralm.rerank.selection import bm25_threshold
+    from ralm.train.selection import bm25_threshold
 
     rng = np.random.default_rng(1)
     for _ in range(50):
@@ -269,7 +269,7 @@ def test_the_bm25_threshold_rule_maximises_the_summed_gain_over_every_cut():
 
 def test_the_validation_history_survives_a_checkpoint_round_trip():
     """Resumed runs know the steps validated before the kill (Lightning saves callback state)."""
-    from ralm.rerank.selection import ValidationHistory
+    from ralm.train.selection import ValidationHistory
 
     history = ValidationHistory()
     history.steps = [(4, {"val/gain_recovered": 0.5})]

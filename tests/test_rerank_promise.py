@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pytest
 
-from ralm.rerank.promise import (
+from ralm.train.decision import (
     CHOICES,
     RULE_SENTENCE,
     PairedSample,

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from ralm.data_gen.data_gen_command import main as data_gen_main
-from ralm.rerank.dataset import GroupDataset, load_rerank_data
-from ralm.rerank.fit import fit_reranker
-from ralm.rerank.settings import EncoderOptions, LoaderOptions, OptimOptions, RunOptions
+from ralm.train.dataset import GroupDataset, load_rerank_data
+from ralm.train.fit import fit_reranker
+from ralm.train.settings import EncoderOptions, LoaderOptions, OptimOptions, RunOptions
 from tests.data_gen_fixtures import cli_args, write_corpus
 from tests.rerank_fixtures import fit_tiny_reranker
 

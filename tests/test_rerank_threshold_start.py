@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 import torch
 
-from ralm.rerank.batch import GroupCollator
-from ralm.rerank.dataset import GroupDataset, bm25_top_stats, load_rerank_data
 from ralm.rerank.inference import PredictiveReranker
-from ralm.rerank.lit_module import RerankerModule
 from ralm.rerank.model import load_tokenizer
-from ralm.rerank.promise import RULE_SENTENCE
-from ralm.rerank.scalar_init import threshold_scalars
-from ralm.rerank.selection import bm25_threshold
+from ralm.train.batch import GroupCollator
+from ralm.train.dataset import GroupDataset, bm25_top_stats, load_rerank_data
+from ralm.train.decision import RULE_SENTENCE
+from ralm.train.lit_module import RerankerModule
+from ralm.train.scalar_init import threshold_scalars
+from ralm.train.selection import bm25_threshold
 from tests.rerank_fixtures import fit_tiny_reranker, keyword_rows, save_rows
 
 NONE, HELPS, HURTS = -6.0, -3.0, -9.0

@@ -10,11 +10,11 @@ import lightning.pytorch as pl
 import pytest
 import yaml
 
-from ralm.command_args import parse
+from ralm.cli.command_args import parse
 from ralm.errors import RalmInputError
-from ralm.rerank.fit import NOT_MODULE_ARGUMENTS, build_trainer, module_hparams, resolve_hardware
-from ralm.rerank.lit_module import RerankerModule
-from ralm.rerank.settings import (
+from ralm.train.fit import NOT_MODULE_ARGUMENTS, build_trainer, module_hparams, resolve_hardware
+from ralm.train.lit_module import RerankerModule
+from ralm.train.settings import (
     TRAINER_LINKS,
     TRAINER_SKIPPED,
     EncoderOptions,
@@ -22,7 +22,7 @@ from ralm.rerank.settings import (
     OptimOptions,
     trainer_settings,
 )
-from ralm.rerank.train_command import build_parser, main
+from ralm.train.train_command import build_parser, main
 
 
 def test_print_config_shows_every_trainer_setting_with_ralms_values(capsys):
@@ -176,7 +176,7 @@ def test_a_field_the_module_cannot_place_is_an_error_not_dropped():
 
 
 def test_precision_auto_is_ralms_rule_and_accumulation_must_be_a_positive_count(capsys):
-    from ralm.command_args import normalize_argv
+    from ralm.cli.command_args import normalize_argv
 
     parser = build_parser()
     argv = ["--data", "d", "--output", "o", "--precision", "auto", "--max-steps", "10", "--warmup-steps", "1"]

@@ -10,9 +10,9 @@ import json
 import pytest
 
 from ralm.errors import RalmInputError
-from ralm.rerank.fit import fit_reranker
 from ralm.rerank.inference import PredictiveReranker
-from ralm.rerank.train_command import build_parser, main
+from ralm.train.fit import fit_reranker
+from ralm.train.train_command import build_parser, main
 from tests.rerank_fixtures import (
     REPO,
     _settings,
@@ -92,7 +92,7 @@ def test_optional_loggers(tmp_path, data_dir, tiny_encoder_dir, monkeypatch):
 
 def test_ralm_train_from_the_shipped_cpu_config(tmp_path, data_dir, tiny_encoder_dir, capsys):
     """`ralm train --config configs/train/cpu.yaml` with overrides, tokenizing in a loader worker process."""
-    from ralm.cli import main as ralm_main
+    from ralm.cli.main import main as ralm_main
 
     out = tmp_path / "out"
     ralm_main(
@@ -136,7 +136,7 @@ def test_ralm_train_from_the_shipped_cpu_config(tmp_path, data_dir, tiny_encoder
     [(32, 32, 1, (32, 1)), (32, 32, 8, (4, 1)), (32, 16, 1, (16, 2)), (32, 3, 2, (2, 8)), (32, 5, 1, (4, 8))],
 )
 def test_the_global_batch_is_the_same_whatever_the_world_size(global_batch, max_micro, world, expected):
-    from ralm.rerank.batching import split_global_batch
+    from ralm.train.global_batch import split_global_batch
 
     micro, accumulate = split_global_batch(global_batch, max_micro, world)
     assert (
@@ -145,7 +145,7 @@ def test_the_global_batch_is_the_same_whatever_the_world_size(global_batch, max_
 
 
 def test_a_global_batch_that_does_not_divide_and_the_planned_world():
-    from ralm.rerank.batching import planned_world_size, split_global_batch
+    from ralm.train.global_batch import planned_world_size, split_global_batch
 
     with pytest.raises(RalmInputError, match="global_batch_size=32 does not divide among 3 processes"):
         split_global_batch(32, 32, 3)

@@ -17,10 +17,10 @@ import torch
 
 from ralm.errors import RalmInputError
 from ralm.rerank.checkpoints import read_checkpoint
-from ralm.rerank.fit import fit_reranker
 from ralm.rerank.inference import PredictiveReranker
-from ralm.rerank.settings import RunOptions
-from ralm.rerank.train_command import main
+from ralm.train.fit import fit_reranker
+from ralm.train.settings import RunOptions
+from ralm.train.train_command import main
 from tests.rerank_fixtures import (
     REPO,
     _settings,
@@ -207,10 +207,10 @@ def test_abstain_learns_when_the_lm_is_better_alone(tmp_path, real_documents, ti
 
 def test_gradient_checkpointing_gives_the_same_gradients(data_dir, quiet_encoder_dir):
     """Recomputing activations in the backward pass trades time for memory, never the math."""
-    from ralm.rerank.batch import GroupCollator
-    from ralm.rerank.dataset import GroupDataset, load_rerank_data
-    from ralm.rerank.lit_module import RerankerModule
     from ralm.rerank.model import load_tokenizer
+    from ralm.train.batch import GroupCollator
+    from ralm.train.dataset import GroupDataset, load_rerank_data
+    from ralm.train.lit_module import RerankerModule
 
     data = load_rerank_data(str(data_dir), abstain=False, val_fraction=0.25, seed=0)
     groups = GroupDataset(str(data_dir), data.train_rows[:3], abstain=False)

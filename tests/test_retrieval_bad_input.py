@@ -184,7 +184,7 @@ def test_trec_fields_with_whitespace_are_refused_by_name(qid, doc_id, tag, field
 
 
 def test_every_reader_words_a_bad_json_line_the_same(tmp_path):
-    """Documents, evaluation text and questions go through one reader (ralm.records): one wording."""
+    """Documents, evaluation text and questions go through one reader (ralm.jsonl): one wording."""
     from ralm.eval.ppl.eval_text import read_eval_text
     from ralm.eval.qa.data import load_examples
 

@@ -21,7 +21,7 @@ def main(encoder_dir: str, out: str, reference: str) -> None:
     import deepspeed
     import torch
 
-    from ralm.rerank.lit_module import RerankerModule
+    from ralm.train.lit_module import RerankerModule
 
     torch.manual_seed(0)
     module = RerankerModule(encoder_dir, max_length=40, max_prefix_tokens=12, bm25_prior=True, abstain=True)

@@ -23,7 +23,7 @@ from ralm.atomic_files import (
     write_jsonl_atomic,
     write_text_atomic,
 )
-from ralm.command_args import call_with_args, parser_for
+from ralm.cli.command_args import call_with_args, parser_for
 from ralm.corpora.wikitext import HUB_CONFIG, HUB_ID, SPLITS, articles
 from ralm.errors import RalmInputError
 

@@ -13,15 +13,15 @@ import sys
 from pathlib import Path
 
 from ralm.atomic_files import ensure_writable_dir, write_json_atomic
-from ralm.command_args import call_with_args, parser_for
+from ralm.cli.command_args import call_with_args, parser_for
 from ralm.data_gen.generate import ShardContext, score_shards
 from ralm.data_gen.inputs import check_input_fits, open_candidates_index, sample_documents
+from ralm.data_gen.label_statistics import format_summary
 from ralm.data_gen.merge import merge_shards, missing_shards
 from ralm.data_gen.metadata import describe_run, read_json, refuse_if_different
 from ralm.data_gen.options import SamplingOptions, ShardingOptions, resolve_settings
 from ralm.data_gen.schema import METADATA_FILE
 from ralm.data_gen.shards import ShardStore, check_world, plan_shards, shards_for_worker, worker_from_env
-from ralm.data_gen.summary import format_summary
 from ralm.lm.options import LMOptions, WindowOptions
 from ralm.retrieval.options import RetrievalOptions
 

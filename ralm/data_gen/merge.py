@@ -17,10 +17,10 @@ from pathlib import Path
 from datasets import concatenate_datasets, load_from_disk
 
 from ralm.atomic_files import publish_file, write_json_atomic
+from ralm.data_gen.label_statistics import gain_by_bm25_strength, summarize
 from ralm.data_gen.metadata import read_json, refuse_if_different
 from ralm.data_gen.schema import METADATA_FILE
 from ralm.data_gen.shards import SHARD_META, ShardStore, pid_alive, plan_shards
-from ralm.data_gen.summary import gain_by_bm25_strength, summarize
 from ralm.errors import RalmInputError
 
 _DATASET_FILES = ("state.json", "dataset_info.json")

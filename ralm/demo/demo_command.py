@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Literal
 
-from ralm.command_args import call_with_args, parser_for
+from ralm.cli.command_args import call_with_args, parser_for
 from ralm.demo.assets import bible_texts, check_bible_books, python_docs_texts
 from ralm.demo.presets import BookOptions, describe_books, resolve_books
 from ralm.errors import RalmInputError

@@ -81,7 +81,7 @@ def window_fits(input_length: int, max_passage_tokens: int, *parts: int) -> bool
     return max_passage_tokens + sum(parts) <= input_length
 
 
-LMOptions.shorthand = "model"  # `--lm X` / YAML `lm: X` mean `--lm.model X` (ralm.command_args)
+LMOptions.shorthand = "model"  # `--lm X` / YAML `lm: X` mean `--lm.model X` (ralm.cli.command_args)
 
 
 @dataclass

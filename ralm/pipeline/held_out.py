@@ -24,8 +24,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ralm.jsonl import looks_like_jsonl, read_jsonl
 from ralm.pipeline.texts import PipelineTexts
-from ralm.records import looks_like_jsonl, read_jsonl
 
 
 @dataclass(frozen=True)

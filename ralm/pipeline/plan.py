@@ -155,7 +155,7 @@ def _train_stage(
     dtype: str,
     known: Identities,
 ) -> StagePlan:
-    from ralm.rerank.settings import EncoderOptions, LoaderOptions, OptimOptions, RunOptions
+    from ralm.train.settings import EncoderOptions, LoaderOptions, OptimOptions, RunOptions
 
     arguments = TrainArguments(
         data=str(data_dir),

@@ -76,7 +76,7 @@ def _summary(train_dir: Path) -> dict:
 
 
 def _decision(train_dir: Path) -> str:
-    """What validation chose at export (ralm.rerank.selection), from the run's summary.json."""
+    """What validation chose at export (ralm.train.selection), from the run's summary.json."""
     summary = _summary(train_dir)
     return summary.get("decision", TRAINED) if summary else "?"
 

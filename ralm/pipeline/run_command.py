@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ralm.command_args import call_with_args, parser_for
+from ralm.cli.command_args import call_with_args, parser_for
 from ralm.pipeline.held_out import describe_copies, leave_out_eval_documents
 from ralm.pipeline.models import default_encoder, default_lm
 from ralm.pipeline.runner import run_pipeline

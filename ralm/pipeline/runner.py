@@ -61,7 +61,7 @@ def _run_stages(
     """Run (or reuse) every stage, recording seconds in `times` and printing each stage's progress line
     (`label`, `started`: `run_pipeline`'s); returns each eval set's conditions' results files, the
     rerankers' training folders by seed, the exclusions line, and the bf16 check (or None)."""
-    from ralm.rerank.selection import fit_bm25_threshold  # imports Lightning: not for `--help`
+    from ralm.train.selection import fit_bm25_threshold  # imports Lightning: not for `--help`
 
     dtype = resolved_dtype(settings.dtype)
     plan = plan_pipeline(out, texts, lm, encoder, settings, dtype)

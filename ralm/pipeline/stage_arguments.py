@@ -1,5 +1,5 @@
 """Each pipeline stage's arguments as a typed record: one frozen dataclass per stage, its fields named and
-typed as the stage function's parameters (the function in ``ralm.commands``), holding that stage's own
+typed as the stage function's parameters (the function in ``ralm.cli.commands``), holding that stage's own
 option groups (`LMOptions`, `RetrievalOptions`, the trainer's groups, ...).
 
 A misspelled or forgotten argument is then a ``TypeError`` where the plan builds the stage, not a wrong key
@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     from ralm.data_gen.options import SamplingOptions, ShardingOptions
     from ralm.eval.ppl.conditions import Condition
     from ralm.lm.options import LMOptions, WindowOptions
-    from ralm.rerank.settings import EncoderOptions, LoaderOptions, OptimOptions, RunOptions
     from ralm.retrieval.options import RetrievalOptions
+    from ralm.train.settings import EncoderOptions, LoaderOptions, OptimOptions, RunOptions
 
 _ROLE = "stage role"
 _WRITTEN = "written"
@@ -47,7 +47,7 @@ class StageArguments:
     """What every stage's arguments offer the plan and the runner; subclasses are the stages."""
 
     words: ClassVar[tuple[str, ...]]
-    """The command's words (``("eval", "ppl")``): its entry in ``ralm.commands.COMMANDS``."""
+    """The command's words (``("eval", "ppl")``): its entry in ``ralm.cli.commands.COMMANDS``."""
 
     def keywords(self) -> dict[str, Any]:
         """The stage function's keyword arguments, in field order (each value as it is, typed)."""
@@ -152,4 +152,4 @@ STAGE_ARGUMENTS: tuple[type[StageArguments], ...] = (
     TrainArguments,
     EvalPplArguments,
 )
-"""One per command of ``ralm.commands.PIPELINE_STAGES``, in that order."""
+"""One per command of ``ralm.cli.commands.PIPELINE_STAGES``, in that order."""

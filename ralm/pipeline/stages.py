@@ -2,16 +2,17 @@
 
 A stage is a `StagePlan`: its function's typed arguments (``ralm.pipeline.stage_arguments``: one record
 per stage, holding its own option groups, `LMOptions`, `RetrievalOptions`, ...), called through its Python
-API in this process (the function named in the one command table, ``ralm.commands``; nothing here imports
+API in this process (the function named in the one command table, ``ralm.cli.commands``; nothing here imports
 the CLI). Its identity is the fingerprint of those objects with every path replaced by what it names
 (``ralm.pipeline.stage_keys``): an input by its contents, an earlier stage's work by that stage's
 fingerprint, what the stage writes left out. A stage folder's name carries 8 digits of it, so the same
 inputs and settings find (and reuse, or resume) the same folder wherever the run folder is and however its
 path is spelled, other ones get a fresh folder, and a half-finished output is never mistaken for a
 finished one because a stage is only marked done (its whole fingerprint in ``stages.json``) after its call
-returns. Each stage's command line is rendered from the same objects (``ralm.command_render.command_line``)
-into ``commands.sh``, for the user to read and replay (through the interpreter that ran the pipeline,
-`.../python -m ralm`, so it works where the venv is not active); it is never read back.
+returns. Each stage's command line is rendered from the same objects
+(``ralm.cli.command_render.command_line``) into ``commands.sh``, for the user to read and replay (through
+the interpreter that ran the pipeline, `.../python -m ralm`, so it works where the venv is not active); it
+is never read back.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ralm.atomic_files import write_json_atomic, write_text_atomic
-from ralm.commands import PIPELINE_STAGES, command
+from ralm.cli.commands import PIPELINE_STAGES, command
 from ralm.pipeline.stage_arguments import StageArguments
 from ralm.pipeline.stage_keys import Identities, keyed_arguments, stage_fingerprint, strings
 
@@ -38,7 +39,7 @@ RALM = f"{shlex.quote(sys.executable)} -m ralm"
 
 STAGE_FUNCTIONS = {words: (command(words).module, command(words).function) for words in PIPELINE_STAGES}
 """Each pipeline stage's command words -> the module and typed function that do its work (the command
-table's entries for ``ralm.commands.PIPELINE_STAGES``)."""
+table's entries for ``ralm.cli.commands.PIPELINE_STAGES``)."""
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ class StagePlan:
 
     @property
     def words(self) -> tuple[str, ...]:
-        """The command's words (``("eval", "ppl")``): its entry in ``ralm.commands.COMMANDS``."""
+        """The command's words (``("eval", "ppl")``): its entry in ``ralm.cli.commands.COMMANDS``."""
         return self.arguments.words
 
     @property
@@ -87,7 +88,7 @@ class StagePlan:
     @property
     def command(self) -> list[str]:
         """The command line that makes the same call: words, then the options rendered from `arguments`."""
-        from ralm.command_render import command_line
+        from ralm.cli.command_render import command_line
 
         options = command_line(self.function, self.arguments.keywords(), _option_names(self.words))
         return [*self.words, *options]

@@ -36,7 +36,7 @@ def export_reranker(
 ) -> str:
     """Write the folder ``out_dir`` from a checkpoint; returns ``out_dir``.
 
-    `decision` (``ralm.rerank.selection``) is recorded, and every ralm caller applies it: ``bm25`` takes
+    `decision` (``ralm.train.selection``) is recorded, and every ralm caller applies it: ``bm25`` takes
     BM25's order, ``no-retrieval`` declines to retrieve, whatever the model's scores; ``zero-shot`` (the
     LM ranks by y', the last `rank_tokens` of the prefix) is played by ``ralm eval ppl``. `checkpoint_path`
     None (only under a decision other than ``trained``): the folder holds no weights, only the record,

@@ -23,14 +23,14 @@ from ralm.rerank.inputs import INPUT_FORMAT, PRIOR_RULE
 RERANKER_FORMAT = "ralm-reranker/1"
 RERANKER_FILE = "ralm_reranker.json"
 DECISIONS = tuple(reversed(EXPORTABLE))
-"""What the export decision chose (ralm.rerank.promise): ``bm25``: BM25's order, whatever the model
+"""What the export decision chose (ralm.train.decision): ``bm25``: BM25's order, whatever the model
 scores; ``bm25-above``: BM25's order when the best BM25 score is at least ``threshold``, else no passage;
 ``no-retrieval``: never prepend a passage; ``zero-shot``: the LM's own score of the prefix's last
 ``rank_tokens`` tokens after each candidate, which needs the LM (``ralm eval ppl`` plays it; ``order``
 refuses)."""
 ANCHORS = ("zero", "top")
 """What the empty passage's score adds to f(x, "") + b + c * t under the prior: nothing, or BM25's top-1
-prior w * z_top (``ralm.rerank.lit_module``, which trains with it)."""
+prior w * z_top (``ralm.train.lit_module``, which trains with it)."""
 ABSTAIN_FIELDS = ("abstain_bias", "abstain_weight", "bm25_top_mean", "bm25_top_std")
 """The empty passage's score under the prior: f(x, "") + abstain_bias + abstain_weight * t, with
 t = (best BM25 score of the group - bm25_top_mean) / bm25_top_std (training statistics)."""

@@ -45,7 +45,7 @@ class PredictiveReranker:
         """With the prior and abstention: how the empty passage is scored instead of w * z
         (``ABSTAIN_FIELDS``)."""
         self.anchor: str = (prior.anchor or "zero") if prior else "zero"
-        """``top``: the empty passage's score adds BM25's top-1 prior (``ralm.rerank.lit_module``)."""
+        """``top``: the empty passage's score adds BM25's top-1 prior (``ralm.train.lit_module``)."""
         self.threshold: float | None = export.threshold
         """The ``bm25-above`` decision's T: BM25's top-1 when its score is at least T, else no passage."""
         self.rank_tokens: int | None = export.rank_tokens

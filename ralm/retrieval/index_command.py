@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-from ralm.command_args import call_with_args, parser_for
+from ralm.cli.command_args import call_with_args, parser_for
 from ralm.config_types import PositiveInt
 from ralm.errors import RalmInputError
 from ralm.retrieval.backends import BUILT, DEFAULT, BuiltBackend, backend_class

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ralm.atomic_files import atomic_path
 from ralm.errors import RalmInputError
-from ralm.records import read_jsonl
+from ralm.jsonl import read_jsonl
 from ralm.retrieval.types import Passage
 
 

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from ralm.atomic_files import write_json_atomic
-from ralm.command_args import call_with_args, parser_for
+from ralm.cli.command_args import call_with_args, parser_for
 from ralm.config_types import PositiveInt
 from ralm.errors import RalmInputError
 from ralm.retrieval.passages import read_documents, split_passages, write_passages

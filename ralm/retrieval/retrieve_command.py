@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from ralm.command_args import call_with_args, parser_for
+from ralm.cli.command_args import call_with_args, parser_for
 from ralm.config_types import PositiveInt, check_arguments
 from ralm.progress import progress
 from ralm.retrieval.index import open_index, open_options

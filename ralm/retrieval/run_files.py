@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ralm.atomic_files import publish_file
 from ralm.errors import RalmInputError
-from ralm.records import JsonlLog, decoded_lines, parse_json_object
+from ralm.jsonl import JsonlLog, decoded_lines, parse_json_object
 from ralm.retrieval.types import Hit
 
 

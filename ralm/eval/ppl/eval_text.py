@@ -5,7 +5,7 @@
 - JSONL (``.jsonl``, or any file whose lines start with ``{``, ``.json`` included): one document per line with
   a text field; documents joined by a blank line (they usually carry no trailing newline, and gluing two
   documents' words together would invent tokens); bad lines are worded as every ralm reader words them
-  (``ralm.records``);
+  (``ralm.jsonl``);
 - anything else: a UTF-8 text file, read as is.
 
 ``read_eval_documents`` also gives where each JSONL document starts in the joined string, so the compare
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ralm.errors import RalmInputError
-from ralm.records import looks_like_jsonl, read_jsonl
+from ralm.jsonl import looks_like_jsonl, read_jsonl
 
 
 @dataclass(frozen=True)

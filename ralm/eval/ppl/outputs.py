@@ -18,7 +18,7 @@ from ralm.atomic_files import write_jsonl_atomic
 from ralm.eval.ppl.records import Counts, Metrics, PointResults, WindowRecord
 from ralm.eval.ppl.windows import retrieving_windows
 from ralm.fingerprints import fingerprint
-from ralm.records import JsonlLog, read_jsonl
+from ralm.jsonl import JsonlLog, read_jsonl
 
 RESULTS_FORMAT = "ralm-eval-ppl/1"
 WINDOWS_FILE = "windows.jsonl"

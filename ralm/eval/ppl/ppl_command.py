@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from ralm.atomic_files import ensure_writable_dir
-from ralm.command_args import TextForm, call_with_args, parser_for
+from ralm.cli.command_args import TextForm, call_with_args, parser_for
 from ralm.config_types import AtLeastTwoInt, NonNegativeInt, PositiveInt, check_arguments
 from ralm.errors import RalmInputError
 from ralm.eval.ppl.chooser_loading import load_rerank_lms, load_rerankers, play_exports

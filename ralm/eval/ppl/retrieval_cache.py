@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ralm.atomic_files import atomic_path
-from ralm.records import parse_json_object
+from ralm.jsonl import parse_json_object
 from ralm.retrieval.index_meta import index_fingerprint as index_key  # the name eval results import
 from ralm.retrieval.run_files import hit_record
 from ralm.retrieval.types import Hit, Retriever

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ralm.errors import RalmInputError
-from ralm.records import read_jsonl
+from ralm.jsonl import read_jsonl
 
 FORMATS = ("auto", "jsonl", "2wiki", "strategyqa", "asqa", "dpr")
 
@@ -73,7 +73,7 @@ def _answers_field(record: dict, key: str, where: str) -> list[str]:
 
 
 def _read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
-    """(zero-based line index, record), through the one JSONL reader (ralm.records)."""
+    """(zero-based line index, record), through the one JSONL reader (ralm.jsonl)."""
     for lineno, record in read_jsonl(path):
         yield lineno - 1, record
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from jsonargparse import ArgumentParser
 
-from ralm.command_args import call_with_args, parser_for
+from ralm.cli.command_args import call_with_args, parser_for
 from ralm.config_types import PositiveInt, check_arguments
 from ralm.errors import RalmInputError
 from ralm.eval.qa.data import FORMATS, QAExample, load_examples, load_exemplars

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ralm.atomic_files import write_json_atomic
 from ralm.errors import RalmInputError
-from ralm.records import JsonlLog
+from ralm.jsonl import JsonlLog
 
 if TYPE_CHECKING:
     from ralm.lm.options import LMOptions

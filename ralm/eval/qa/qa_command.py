@@ -13,7 +13,7 @@ from pathlib import Path
 
 from jsonargparse import ArgumentParser
 
-from ralm.command_args import call_with_args, parser_for
+from ralm.cli.command_args import call_with_args, parser_for
 from ralm.config_types import NonNegativeInt, PositiveInt, check_arguments
 from ralm.errors import RalmInputError
 from ralm.eval.qa.data import load_examples

@@ -4,27 +4,33 @@ With ``--bm25-prior --abstain`` the untrained model scores a passage ``w * z`` (
 head starts at 0) and the empty passage ``w * z_top + b + c * t`` (anchor ``top``, ``RerankerModule``),
 t the prefix's best BM25 score standardised over the training prefixes. So with ``c = -k`` and
 ``b = k * (T - mean) / std`` the model abstains exactly when the best BM25 score is below T: at step 0 it
-*is* the rule "BM25's top-1 when its score is at least T" (``ralm.rerank.selection.bm25_threshold``, T
+*is* the rule "BM25's top-1 when its score is at least T" (``ralm.train.selection.bm25_threshold``, T
 fitted here on the training prefixes only), and training can only move it away where the loss says so;
 checkpoint selection keeps step 0 when no later step does better on the selection prefixes. The
 sharpness k (how soft the rule is for the loss) is the one of ``SHARPNESS`` whose training loss is lowest
 with the encoder at 0: a fit of one scalar on the training prefixes, no encoder pass.
 
-Pure functions over a dataset's columns; ``ralm.rerank.fit`` fits T once and calls ``threshold_start``.
+Pure functions over a dataset's columns; ``ralm.train.fit`` fits T once and calls ``threshold_start``.
+
+T of the threshold rule and the reranker's start, fitted once on the training prefixes before training
+(``ralm.train.fit``): the export decision and the start both use this one T (``ralm.train.scalar_init``).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import torch
 
 from ralm.passage_rules import BM25_ABOVE
 from ralm.rerank.inputs import bm25_prior
-from ralm.rerank.losses import MASKED, rerank_loss
-from ralm.rerank.selection import bm25_threshold
+from ralm.train.dataset import RerankData, bm25_top_stats
+from ralm.train.losses import MASKED, rerank_loss
+from ralm.train.selection import bm25_threshold
+from ralm.train.settings import OptimOptions
 
 TIE_MARGIN = 1e-5
 """Subtracted from b: moves the boundary k / std x 1e-5 below T, far below any difference of BM25
@@ -64,7 +70,7 @@ class RuleColumns:
 
 def read_rule_columns(path: str, rows: list[int]) -> RuleColumns:
     """The rows' BM25 scores and LM log-probs (rows with no candidate are the caller's to drop)."""
-    from ralm.rerank.dataset import open_dataset
+    from ralm.train.dataset import open_dataset
 
     ds = open_dataset(path, abstain=True, bm25_prior=True).select(rows)
     return RuleColumns(
@@ -129,3 +135,35 @@ def threshold_start(
         "loss_by_sharpness": {str(k): v for k, v in losses.items()},
         "prefixes": len(columns.bm25),
     }
+
+
+class FittedStart(NamedTuple):
+    """What the training prefixes fix before training: T of the threshold rule (``--abstain``), and with
+    ``--bm25-prior`` too the untrained model's start and the module arguments that carry it."""
+
+    threshold: float | None
+    start: dict | None
+    hparams: dict
+
+
+def fit_start(
+    data: str, rerank_data: RerankData, optim: OptimOptions, *, abstain: bool, bm25_prior: bool
+) -> FittedStart:
+    """T, fitted once on the training prefixes: both a rule of the export decision and (with the prior)
+    the start, so neither reads and fits the same rows again."""
+    if not abstain:
+        return FittedStart(None, None, {})
+    rule_columns = read_rule_columns(data, rerank_data.train_rows).with_candidates()
+    threshold = fit_threshold(rule_columns)
+    if not bm25_prior:
+        return FittedStart(threshold, None, {})
+    mean, std = bm25_top_stats(data, rerank_data.train_rows)
+    # the untrained model is the threshold rule fitted on the training prefixes (ralm.train.scalar_init)
+    start = threshold_start(rule_columns, threshold, mean, std, optim.loss, optim.temperature)
+    hparams = {
+        "bm25_top_mean": mean,
+        "bm25_top_std": std,
+        "abstain_anchor": "top",
+        "abstain_init": tuple(start["abstain_init"]),
+    }
+    return FittedStart(threshold, start, hparams)

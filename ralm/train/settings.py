@@ -166,7 +166,7 @@ TRAINER_DEFAULTS = {
     "precision": None,  # None: ralm's rule, bf16-mixed on a GPU that computes bf16, else 32-true
     "num_sanity_val_steps": 0,  # the first validation is at run.val_every; a sanity pass only costs time
     "log_every_n_steps": 50,
-    "enable_progress_bar": True,  # piped to a file: plain log lines instead (ralm.rerank.log_lines)
+    "enable_progress_bar": True,  # piped to a file: plain log lines instead (ralm.train.log_lines)
     "enable_model_summary": False,
     "gradient_clip_val": 1.0,  # the usual BERT fine-tuning value; 0 disables
     **{name: value for name, (value, _) in TRAINER_FIXED.items()},

@@ -1,6 +1,6 @@
 """A typed call as the command line that makes it (`command_line`): how `ralm run` writes each stage to
 ``commands.sh`` from the stage's own option groups, so a user can replay it; parsing the line with the
-command's parser (``ralm.command_args``) gives the same arguments back (tests/test_pipeline_plan.py)."""
+command's parser (``ralm.cli.command_args``) gives the same arguments back (tests/test_pipeline_plan.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ralm.command_args import OptionNames
+from ralm.cli.command_args import OptionNames
 
 
 def command_line(function: Callable[..., Any], arguments: Mapping[str, Any], names: OptionNames) -> list[str]:

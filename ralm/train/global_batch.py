@@ -15,7 +15,7 @@ from dataclasses import replace
 import torch
 
 from ralm.errors import RalmInputError
-from ralm.rerank.settings import LoaderOptions
+from ralm.train.settings import LoaderOptions
 
 
 def planned_world_size(trainer: Mapping, env: Mapping[str, str] | None = None) -> int:

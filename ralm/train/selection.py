@@ -1,15 +1,15 @@
 """Checkpoint selection's record (``ValidationHistory``) and the reviewer's threshold rule.
 
-The held-out documents are split in two (``ralm.rerank.dataset``): the *selection* prefixes are validated
+The held-out documents are split in two (``ralm.train.dataset``): the *selection* prefixes are validated
 every ``--val-every`` steps (and at step 0, the model before any step) and choose the best checkpoint by
 gain recovered; the *decision* prefixes, from other documents, are scored once at the end for that
-checkpoint (``ralm.rerank.decision``) and decide the export (``ralm.rerank.promise``). Choosing the best of
+checkpoint (``ralm.train.decision``) and decide the export (``ralm.train.decision``). Choosing the best of
 many steps on the prefixes that then judge it would fool itself: with a reranker of no skill, the old
 same-prefix flow exported "trained" in 6% of runs with one validation step, 16% with six and 35% with
 fifteen (issue 23).
 
 ``bm25_threshold`` fits the rule "BM25's top-1 only when its score is at least T" on training prefixes:
-a rule of the export decision, the reranker's starting point (``ralm.rerank.scalar_init``) and a row of
+a rule of the export decision, the reranker's starting point (``ralm.train.scalar_init``) and a row of
 every report.
 """
 

@@ -1,5 +1,5 @@
 """Set up and run reranker training: checks, then a Lightning Trainer whose callbacks do the rest
-(``ralm.rerank.training_callbacks``: BM25 fallback, last validation, the decided export and summary).
+(``ralm.train.training_callbacks``: BM25 fallback, last validation, the decided export and summary).
 
 Everything cheap is checked first (options in their types, the Trainer settings, the dataset's columns
 and rows, a resumed checkpoint's model), so bad input fails in seconds with a one-line ``RalmInputError``,
@@ -23,19 +23,19 @@ from lightning.pytorch.callbacks import Callback
 from ralm.devices import training_precision
 from ralm.errors import RalmInputError
 from ralm.progress import is_terminal
-from ralm.rerank.batching import with_global_batch
 from ralm.rerank.checkpoints import allowed_checkpoint_types, check_compatible, read_checkpoint
-from ralm.rerank.datamodule import RerankDataModule
-from ralm.rerank.dataset import RerankData, load_rerank_data
-from ralm.rerank.fitted_start import FittedStart, fit_start
-from ralm.rerank.lit_module import RerankerModule
-from ralm.rerank.log_lines import TrainLogLines
-from ralm.rerank.loggers import build_loggers
 from ralm.rerank.model import load_tokenizer
-from ralm.rerank.promise import DEFAULT_MARGIN
-from ralm.rerank.selection import ValidationHistory
-from ralm.rerank.settings import EncoderOptions, LoaderOptions, OptimOptions, RunOptions, trainer_settings
-from ralm.rerank.training_callbacks import (
+from ralm.train.datamodule import RerankDataModule
+from ralm.train.dataset import RerankData, load_rerank_data
+from ralm.train.decision import DEFAULT_MARGIN
+from ralm.train.global_batch import with_global_batch
+from ralm.train.lit_module import RerankerModule
+from ralm.train.log_lines import TrainLogLines
+from ralm.train.loggers import build_loggers
+from ralm.train.scalar_init import FittedStart, fit_start
+from ralm.train.selection import ValidationHistory
+from ralm.train.settings import EncoderOptions, LoaderOptions, OptimOptions, RunOptions, trainer_settings
+from ralm.train.training_callbacks import (
     STEP0_FILE,
     BM25Fallback,
     ExportDecided,
@@ -111,7 +111,7 @@ def module_hparams(encoder: EncoderOptions, optim: OptimOptions, **flags) -> dic
                 why = "is given twice" if name in values else "is not a keyword argument of RerankerModule"
                 raise TypeError(
                     f"{source}.{name} {why}: make it one, or list it in "
-                    "ralm.rerank.fit.NOT_MODULE_ARGUMENTS with the reason it is not"
+                    "ralm.train.fit.NOT_MODULE_ARGUMENTS with the reason it is not"
                 )
             values[name] = value
     return values
@@ -177,7 +177,7 @@ def fit_reranker(
 ) -> dict:
     """Train, keep the best checkpoint by gain recovered, export the decided model to ``OUTPUT/reranker``;
     returns the summary (empty on ranks other than zero). `trainer`: pl.Trainer keyword arguments over
-    ralm's (``ralm.rerank.settings.TRAINER_DEFAULTS``)."""
+    ralm's (``ralm.train.settings.TRAINER_DEFAULTS``)."""
     settings = trainer_settings(trainer, optim)
     accelerator, precision = resolve_hardware(settings)
     hardware = {"accelerator": accelerator, "precision": precision, "strategy": settings["strategy"]}

@@ -6,9 +6,9 @@ import lightning.pytorch as pl
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from ralm.rerank.batch import GroupCollator
-from ralm.rerank.dataset import GroupDataset, RerankData
-from ralm.rerank.sampling import ShardBatchSampler, StreamBatchSampler
+from ralm.train.batch import GroupCollator
+from ralm.train.dataset import GroupDataset, RerankData
+from ralm.train.sampling import ShardBatchSampler, StreamBatchSampler
 
 
 class _StepLoader(torch.utils.data.DataLoader):

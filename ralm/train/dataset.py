@@ -1,7 +1,7 @@
 """Reading ``ralm-rerank-data/2`` (or /1) (docs/formats.md §4) into candidate groups for the reranker.
 
 One row is one prefix with its BM25 top-k and the frozen LM's log-prob of the target given each
-candidate. A group (``ralm.rerank.batch.Group``, batched there too) is everything the loss needs for that
+candidate. A group (``ralm.train.batch.Group``, batched there too) is everything the loss needs for that
 prefix: the prefix text, the candidate passages (BM25 order, so candidate 0 is BM25's top-1) and their LM
 log-probs. With ``abstain`` the empty passage joins every group, with the no-retrieval log-prob as its LM
 log-prob.
@@ -21,8 +21,8 @@ import pyarrow.compute as pc
 import torch
 
 from ralm.errors import RalmInputError
-from ralm.rerank.batch import Group
 from ralm.rerank.inputs import bm25_prior
+from ralm.train.batch import Group
 
 DATA_FORMAT = "ralm-rerank-data/2"
 DATA_FORMATS = ("ralm-rerank-data/1", DATA_FORMAT)

@@ -13,11 +13,11 @@ import lightning.pytorch as pl
 import torch
 from transformers import get_linear_schedule_with_warmup
 
-from ralm.rerank.batch import RankBatch, scatter_scores
 from ralm.rerank.export_record import ANCHORS
-from ralm.rerank.losses import rerank_loss
-from ralm.rerank.metrics import SelectionSums, per_prefix_logprobs, selection_sums
 from ralm.rerank.model import load_cross_encoder, output_head, zero_output_head
+from ralm.train.batch import RankBatch, scatter_scores
+from ralm.train.losses import rerank_loss
+from ralm.train.metrics import SelectionSums, per_prefix_logprobs, selection_sums
 
 SCALAR_PARAMETERS = ("prior_weight", "abstain_bias", "abstain_weight")
 
@@ -85,7 +85,7 @@ class RerankerModule(pl.LightningModule):
                 # first), so the empty passage (score 0) only wins once training moves f, b or c.
                 # anchor "top" (ralm train's): the empty passage also gets the top-1's prior w * z_top, so
                 # b + c * t is the margin of abstaining over BM25's top-1 and "no passage when t < T" is
-                # b = k (T - mean) / std, c = -k, exactly (ralm.rerank.scalar_init); "zero": the earlier
+                # b = k (T - mean) / std, c = -k, exactly (ralm.train.scalar_init); "zero": the earlier
                 # models, whose empty passage had no prior term (read from their checkpoints).
                 if abstain_anchor not in ANCHORS:
                     raise ValueError(f"abstain_anchor {abstain_anchor!r}: expected one of {ANCHORS}")

@@ -21,7 +21,7 @@ from urllib.parse import urlparse
 from lightning.pytorch.loggers import CSVLogger, Logger
 
 from ralm.errors import RalmInputError
-from ralm.rerank.settings import RunOptions
+from ralm.train.settings import RunOptions
 
 WANDB_PROJECT = "ralm-rerank"
 

@@ -1,9 +1,9 @@
 """What `ralm train` adds to Lightning's loop, as Lightning callbacks: the checkpoints (best and last), early
 stopping (`--patience`), the BM25 fallback, the last validation, and the export of the decided model
-(``ralm.rerank.decision``) with its summary.
+(``ralm.train.decision``) with its summary.
 
 Each is a ``Callback`` so the Trainer owns when it runs (rank, resume, the end of fit), and the setup in
-``ralm.rerank.fit`` only wires them.
+``ralm.train.fit`` only wires them.
 """
 
 from __future__ import annotations
@@ -19,12 +19,18 @@ import torch
 from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
 
 from ralm.atomic_files import atomic_path, write_text_atomic
-from ralm.rerank.dataset import RerankData, describe, finite_or_none
-from ralm.rerank.decision import Decision, Selected, decide_export, step0_selection
 from ralm.rerank.export import export_reranker
-from ralm.rerank.loggers import log_final_summary
-from ralm.rerank.promise import DEFAULT_MARGIN, RULE_SENTENCE
-from ralm.rerank.selection import ValidationHistory
+from ralm.train.dataset import RerankData, describe, finite_or_none
+from ralm.train.decision import (
+    DEFAULT_MARGIN,
+    RULE_SENTENCE,
+    Decision,
+    Selected,
+    decide_export,
+    step0_selection,
+)
+from ralm.train.loggers import log_final_summary
+from ralm.train.selection import ValidationHistory
 
 BEST_METRIC = "val/gain_recovered"
 STEP0_FILE = "step0-bm25.ckpt"
@@ -109,18 +115,18 @@ class ExportSettings:
     val_batch_size: int = 32
     """Prefixes per batch when the decision prefixes are scored."""
     start: dict | None = None
-    """The fitted start (``ralm.rerank.scalar_init.threshold_start``; None without prior and abstain)."""
+    """The fitted start (``ralm.train.scalar_init.threshold_start``; None without prior and abstain)."""
     threshold: float | None = None
     """T of the threshold rule, fitted on the training prefixes (infinite: it never retrieves); None
     without --abstain."""
     margin: float = DEFAULT_MARGIN
-    """δ of the promise (``ralm.rerank.promise``)."""
+    """δ of the promise (``ralm.train.decision``)."""
 
 
 class ExportDecided(Callback):
     """At the end of fit (rank zero): the checkpoint selection chose (best gain recovered on the selection
     prefixes, the step-0 model included) competes with no retrieval, BM25's top-1 and the threshold rule
-    on the decision prefixes, which chose nothing (``ralm.rerank.decision``, ``ralm.rerank.promise``: the
+    on the decision prefixes, which chose nothing (``ralm.train.decision``, ``ralm.train.decision``: the
     best rule that keeps the promise); the winner is exported to ``OUTPUT/reranker`` and
     ``OUTPUT/summary.json`` written (``self.summary``)."""
 

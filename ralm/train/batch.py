@@ -14,7 +14,7 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from ralm.rerank.inputs import encode_groups
-from ralm.rerank.losses import MASKED
+from ralm.train.losses import MASKED
 
 
 @dataclass(frozen=True)

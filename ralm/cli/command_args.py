@@ -10,7 +10,7 @@ as a top-level YAML key; a group whose dataclass names a ``shorthand`` field tak
 ``--quick true``. A parameter may also be a group made from a class's own signature (`ClassGroup`, as
 LightningCLI adds ``pl.Trainer``'s): its values reach the function as a dict; one given as text (`TextForm`:
 ``--compare no-retrieval,bm25``) reaches it typed (a list of conditions). The reverse, a typed call as its
-command line, is ``ralm.command_render``.
+command line, is ``ralm.cli.command_render``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The `ralm` console script: one entry point that dispatches to each stage's command module.
 
-The commands are the rows of the one command table, ``ralm.commands``. Each command module exposes
+The commands are the rows of the one command table, ``ralm.cli.commands``. Each command module exposes
 ``build_parser() -> jsonargparse.ArgumentParser`` and ``main(argv)``.
 Modules are imported only when their command runs, so ``ralm --help`` is instant and a missing
 optional dependency of one stage never breaks another.
@@ -11,13 +11,13 @@ from __future__ import annotations
 import os
 import sys
 
-from ralm.commands import COMMANDS as TABLE
-from ralm.commands import command
+from ralm.cli.commands import COMMANDS as TABLE
+from ralm.cli.commands import command
 from ralm.progress import is_terminal
 
 COMMANDS: dict[str, tuple[str, str]] = {c.name: (c.module, c.description) for c in TABLE}
-"""Command words ("eval ppl") -> (module, one-line description), read off the one table (``ralm.commands``).
-Two-word commands are nested."""
+"""Command words ("eval ppl") -> (module, one-line description), read off the one table
+(``ralm.cli.commands``). Two-word commands are nested."""
 
 
 def _usage() -> str:

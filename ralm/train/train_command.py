@@ -9,7 +9,7 @@ Writes ``OUTPUT/checkpoints`` (best by validation gain recovered, and last), ``O
 Hugging Face folder ``OUTPUT/reranker`` (docs/formats.md §5) and ``OUTPUT/summary.json``.
 
 The ``trainer`` group is ``pl.Trainer``'s own signature, as LightningCLI builds it, with ralm's values
-(``ralm.rerank.settings``: TRAINER_DEFAULTS; TRAINER_SKIPPED are set by ralm, TRAINER_FIXED may not change).
+(``ralm.train.settings``: TRAINER_DEFAULTS; TRAINER_SKIPPED are set by ralm, TRAINER_FIXED may not change).
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from typing import Any, Literal
 
 from jsonargparse import ArgumentParser
 
-from ralm.command_args import ClassGroup, call_with_args, parser_for
+from ralm.cli.command_args import ClassGroup, call_with_args, parser_for
 from ralm.config_types import HalfOpenUnitInterval, check_arguments
 from ralm.errors import RalmInputError
 from ralm.passage_rules import RULES, TRAINED
-from ralm.rerank.promise import DEFAULT_MARGIN, RULE_SENTENCE
-from ralm.rerank.settings import (
+from ralm.train.decision import DEFAULT_MARGIN, RULE_SENTENCE
+from ralm.train.settings import (
     TRAINER_DEFAULTS,
     TRAINER_LINKS,
     TRAINER_SKIPPED,
@@ -93,7 +93,7 @@ def train(
         push_to_hub: Upload the exported reranker (with its model card) to this hub repo (owner/name,
             private; needs `huggingface-cli login`). The repo id is checked before training starts.
     """
-    from ralm.rerank.fit import fit_reranker  # Lightning and torch load only when training runs
+    from ralm.train.fit import fit_reranker  # Lightning and torch load only when training runs
 
     check_arguments(train, locals())
 

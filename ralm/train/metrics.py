@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ralm.rerank.losses import MASKED
+from ralm.train.losses import MASKED
 
 
 @dataclass

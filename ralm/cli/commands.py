@@ -1,5 +1,5 @@
 """The one command table: every ``ralm`` command, the module and typed function that do its work, its line
-in ``ralm --help`` and its name in the Python API. The CLI (``ralm.cli``), the package's lazy API
+in ``ralm --help`` and its name in the Python API. The CLI (``ralm.cli.main``), the package's lazy API
 (``ralm.__init__``) and the pipeline's stages (``ralm.pipeline.stages``) all read it.
 
 Modules are named by their import path and imported only when used, so reading this table (``ralm --help``,
@@ -75,7 +75,7 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         ("train",),
-        "ralm.rerank.train_command",
+        "ralm.train.train_command",
         "train",
         "Train the predictive reranker (Lightning) and export it.",
         api="train_reranker",
