@@ -183,3 +183,56 @@ def test_the_lms_own_y_prime_score_is_exported_when_it_is_the_best_rule(
         assert str(refused.value) == DECISION_NOTES["zero-shot"]
     else:
         assert evidence["decision"]["mean_logprob"]["trained"] == pytest.approx(KEYWORD_LOGPROB)
+
+
+def test_each_rules_cost_per_retrieval_is_counted_from_the_vocabulary():
+    """k = 4 candidates at 100 ms per LM input and 2 ms per encoder pair: the zero-shot rule reads 4 LM
+    inputs (400 ms), a reranker trained with abstention scores 5 pairs, the empty passage too (10 ms), the
+    BM25 rules nothing; without a measured LM rate the zero-shot rule's time is unknown."""
+    from ralm.train.decision import _lm_ms, rule_costs, within_budget
+
+    costs = rule_costs(4, abstain=True, lm_ms=100.0, encoder_ms=2.0)
+    assert costs["zero-shot"] == {"lm_inputs": 4, "encoder_pairs": 0, "ms": 400.0}
+    assert costs["trained"] == {"lm_inputs": 0, "encoder_pairs": 5, "ms": 10.0}
+    assert (
+        costs["bm25-above"]
+        == costs["bm25"]
+        == costs["no-retrieval"]
+        == {"lm_inputs": 0, "encoder_pairs": 0, "ms": 0.0}
+    )
+    assert rule_costs(4, abstain=False, lm_ms=None, encoder_ms=2.0)["zero-shot"]["ms"] is None
+    assert rule_costs(4, abstain=False, lm_ms=None, encoder_ms=2.0)["trained"]["ms"] == 8.0
+    assert [within_budget(r, 4, 0) for r in ("trained", "zero-shot", "bm25")] == [True, False, True]
+    assert within_budget("zero-shot", 4, 4) and not within_budget("zero-shot", 4, 3)
+    assert within_budget("zero-shot", 4, None) and not within_budget("zero-shot", 0, 0)
+    assert _lm_ms({"summary": {"pairs_per_second": 4.0}}) == 250.0 and _lm_ms({}) is None
+
+
+def test_a_budget_of_no_lm_inputs_keeps_the_zero_shot_rule_from_the_export(
+    tmp_path, real_documents, tiny_encoder_dir
+):
+    """The data of the test above, where the zero-shot rule is the best: with --max-rerank-lm-inputs 0 it
+    is not exported, the evidence says the budget excluded it, and the card and summary state each rule's
+    cost per retrieval."""
+    from tests.rerank_fixtures import KEYWORD_LOGPROB
+
+    rows = keyword_rows(real_documents, 40, k=3, seed=2)
+    for row in rows:
+        key = max(range(3), key=lambda i: row["lm_logprobs"][i])
+        row["lm_logprobs"] = [KEYWORD_LOGPROB if i == key else -9.0 for i in range(3)]
+        row["lm_rank_logprobs"] = [-1.0 if i == key else -2.0 for i in range(3)]
+        row["no_retrieval_rank_logprob"] = -2.0
+    meta = {"format": "ralm-rerank-data/2", "rank_tokens": 16, "k": 3}
+    data = save_rows(rows, tmp_path / "data", meta=meta)
+    summary = _run_paper_config(
+        tmp_path, data, tiny_encoder_dir, "--abstain", "true", "--max-rerank-lm-inputs", "0"
+    )
+    costs = summary["decision_evidence"]["costs"]
+    assert summary["decision"] != "zero-shot" and costs["over_budget"] == ["zero-shot"]
+    assert "zero-shot" not in summary["decision_evidence"]["decision"]["mean_logprob"]
+    assert costs["max_lm_inputs"] == 0 and summary["config"]["max_rerank_lm_inputs"] == 0
+    assert costs["per_retrieval"]["zero-shot"]["lm_inputs"] == 3
+    assert costs["per_retrieval"]["trained"]["encoder_pairs"] == 4  # three candidates and the empty passage
+    card = (Path(summary["reranker"]) / "README.md").read_text()
+    assert "**Cost per retrieval**" in card and "zero-shot 3 LM inputs" in card
+    assert "budget 0 LM inputs per retrieval, which excludes zero-shot" in card

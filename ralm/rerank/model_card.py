@@ -143,6 +143,25 @@ def render_model_card(info: dict) -> str:
     )
 
 
+def cost_text(costs: dict) -> str:
+    """Each rule's cost per retrieval, and the LM budget the decision kept to (``decision_evidence.costs``,
+    ``ralm.train.decision.rule_costs``), in one line; empty for an export from before costs were recorded."""
+    parts = []
+    for rule, cost in (costs.get("per_retrieval") or {}).items():
+        reads = [f"{cost[key]} {words}" for key, words in _COST_UNITS if cost.get(key)]
+        ms = f" (~{cost['ms']:.1f} ms)" if cost.get("ms") is not None and reads else ""
+        parts.append(f"{rule} {' + '.join(reads) or 'nothing beyond BM25'}{ms}")
+    if not parts:
+        return ""
+    budget, over = costs.get("max_lm_inputs"), costs.get("over_budget") or []
+    limit = "" if budget is None else f"; budget {budget} LM inputs per retrieval"
+    limit += f", which excludes {', '.join(over)}" if over else ""
+    return "; ".join(parts) + limit
+
+
+_COST_UNITS = (("lm_inputs", "LM inputs"), ("encoder_pairs", "encoder pairs"))
+
+
 def _summary_lines(info: dict) -> list[str]:
     """What the model is, how it was trained and validated, and the export decision with its evidence."""
     data = info.get("trained_on", {})
@@ -170,7 +189,13 @@ def _summary_lines(info: dict) -> list[str]:
         f"- **Validation of the selected step**: {validation}",
         f"- **Export decision**: `{info.get('decision')}`",
         *decision_lines(info.get("decision_evidence") or {}),
+        *_cost_lines(info.get("decision_evidence") or {}),
     ]
+
+
+def _cost_lines(evidence: dict) -> list[str]:
+    text = cost_text(evidence.get("costs") or {})
+    return [f"- **Cost per retrieval** (beyond BM25's search): {text}"] if text else []
 
 
 def _ralm_usage(warn: list[str]) -> list[str]:

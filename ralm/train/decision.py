@@ -63,6 +63,7 @@ from ralm.passage_rules import (
     BM25_ABOVE,
     EXPORTABLE,
     NO_RETRIEVAL,
+    RULES,
     TRAINED,
     ZERO_SHOT,
     Scored,
@@ -392,9 +393,11 @@ def decide_export(
     device: torch.device | str = "cpu",
     margin: float = DEFAULT_MARGIN,
     threshold: float | None = None,
+    max_lm_inputs: int | None = None,
 ) -> Decision:
     """Score the decision prefixes for the selected checkpoint, decide, and say what the export holds.
-    `threshold`: T fitted on the training prefixes (``ralm.train.fit``), needed with ``--abstain``."""
+    `threshold`: T fitted on the training prefixes (``ralm.train.fit``), needed with ``--abstain``;
+    `max_lm_inputs`: the most frozen-LM inputs a rule may read per retrieval to be exported (None: any)."""
     started = time.perf_counter()
     print(
         f"export decision: scoring {len(data.decision_rows)} decision prefixes "
@@ -407,7 +410,9 @@ def decide_export(
     if selected.checkpoint is not None:
         module, saved_step = load_selected(selected.checkpoint, hparams, device)
         step = saved_step if saved_step is not None else step
+    scoring = time.perf_counter()
     values = score_decision_prefixes(data, module, batch_size=batch_size, device=device)
+    scoring = time.perf_counter() - scoring
     promise_samples = {}
     if data.abstain:
         if threshold is None:
@@ -427,6 +432,11 @@ def decide_export(
     start_won = step == 0 and step0 is not None and selected.checkpoint == step0
     if start_won:
         candidates[TRAINED] = None
+    k = int(data.meta.get("k") or 0)
+    over_budget = [
+        n for n, v in candidates.items() if v is not None and not within_budget(n, k, max_lm_inputs)
+    ]
+    candidates.update(dict.fromkeys(over_budget))
     outcome = export_decision(
         candidates,
         documents=data.decision_documents,
@@ -438,6 +448,14 @@ def decide_export(
     finite = threshold if threshold is not None and math.isfinite(threshold) else None
     evidence = _evidence(data, selected, step, values, candidates, outcome, finite)
     evidence["decision"].update(trained_is_start=start_won, seconds=round(time.perf_counter() - started, 2))
+    pairs = len(data.decision_rows) * (k + int(data.abstain))
+    encoder_ms = 1000.0 * scoring / pairs if module is not None and pairs else None
+    evidence["costs"] = {
+        "per_retrieval": rule_costs(k, abstain=data.abstain, lm_ms=_lm_ms(data.meta), encoder_ms=encoder_ms),
+        "max_lm_inputs": max_lm_inputs,
+        "over_budget": over_budget,
+        "measured": COSTS_MEASURED,
+    }
     choice = outcome.choice
     exported = {TRAINED: selected.checkpoint, BM25: step0 or selected.checkpoint}
     recovered = {TRAINED: selected.gain_recovered, BM25: 0.0}
@@ -493,6 +511,49 @@ def _evidence(
         "overlap": data.overlap,
         "comparisons": outcome.comparisons,
     }
+
+
+COSTS_MEASURED = (
+    "ms per retrieval: frozen-LM inputs at data-gen's measured pairs per second, encoder pairs at the "
+    "decision's measured scoring time, on the machines that ran them (an upper bound: both include reading "
+    "the data)"
+)
+"""How ``rule_costs``' milliseconds were measured (summary.json's ``decision_evidence.costs``)."""
+
+
+def rule_costs(k: int, *, abstain: bool, lm_ms: float | None, encoder_ms: float | None) -> dict[str, dict]:
+    """Per rule the decision may export, what one retrieval of `k` BM25 candidates costs beyond the search:
+    frozen-LM inputs read to choose (``ralm.passage_rules.Cost``), encoder pairs scored (a trained reranker
+    with `abstain` also scores the empty passage) and the milliseconds they take at `lm_ms` per LM input and
+    `encoder_ms` per pair (None where a rate it needs is unknown)."""
+    costs = {}
+    for name in EXPORTABLE:
+        cost = RULES[name].cost
+        lm_inputs, pairs = cost.lm_inputs(k), cost.encoder_pairs(k + int(abstain))
+        known = (lm_inputs == 0 or lm_ms is not None) and (pairs == 0 or encoder_ms is not None)
+        ms = lm_inputs * (lm_ms or 0.0) + pairs * (encoder_ms or 0.0) if known else None
+        costs[name] = {
+            "lm_inputs": lm_inputs,
+            "encoder_pairs": pairs,
+            "ms": None if ms is None else round(ms, 3),
+        }
+    return costs
+
+
+def within_budget(rule: str, k: int, max_lm_inputs: int | None) -> bool:
+    """Whether `rule` reads at most `max_lm_inputs` frozen-LM inputs per retrieval of `k` candidates
+    (None: no budget). A user who cannot run the LM at rerank time sets 0."""
+    if max_lm_inputs is None:
+        return True
+    cost = RULES[rule].cost
+    # k unknown (a dataset without it): a rule that reads the LM per candidate reads at least one input
+    return cost.lm_inputs(max(k, 1)) <= max_lm_inputs
+
+
+def _lm_ms(meta: dict) -> float | None:
+    """Milliseconds per frozen-LM input, from data-gen's measured pairs per second (one input a pair)."""
+    rate = (meta.get("summary") or {}).get("pairs_per_second")
+    return 1000.0 / rate if isinstance(rate, int | float) and math.isfinite(rate) and rate > 0 else None
 
 
 def zero_shot_picks(rank_logprobs: list[list[float]]) -> list[int]:

@@ -173,6 +173,7 @@ def fit_reranker(
     ckpt_path: str | None = None,
     seed: int = 0,
     margin: float = DEFAULT_MARGIN,
+    max_rerank_lm_inputs: int | None = None,
     extra_callbacks: Sequence[Callback] = (),
 ) -> dict:
     """Train, keep the best checkpoint by gain recovered, export the decided model to ``OUTPUT/reranker``;
@@ -199,6 +200,7 @@ def fit_reranker(
     best, last = checkpoint_callbacks(os.path.join(output, "checkpoints"), run.save_every)
     history = ValidationHistory()
     config = _run_config(data, encoder, loader, optim, run, settings, abstain, bm25_prior, seed, margin)
+    config["max_rerank_lm_inputs"] = max_rerank_lm_inputs
     export_settings = _export_settings(
         output, rerank_data, module, hardware, config, run, loader, loggers, fitted
     )
@@ -320,6 +322,7 @@ def _export_settings(
         start=fitted.start,
         threshold=fitted.threshold,
         margin=config["margin"],
+        max_lm_inputs=config["max_rerank_lm_inputs"],
     )
 
 

@@ -19,9 +19,10 @@ from typing import Any, Literal
 from jsonargparse import ArgumentParser
 
 from ralm.cli.command_args import ClassGroup, call_with_args, parser_for
-from ralm.config_types import HalfOpenUnitInterval, check_arguments
+from ralm.config_types import HalfOpenUnitInterval, NonNegativeInt, check_arguments
 from ralm.errors import RalmInputError
 from ralm.passage_rules import RULES, TRAINED
+from ralm.rerank.model_card import cost_text
 from ralm.train.decision import DEFAULT_MARGIN, RULE_SENTENCE
 from ralm.train.settings import (
     TRAINER_DEFAULTS,
@@ -63,6 +64,7 @@ def train(
     ckpt_path: str | None = None,
     seed: int = 0,
     margin: HalfOpenUnitInterval = DEFAULT_MARGIN,
+    max_rerank_lm_inputs: NonNegativeInt | None = None,
     push_to_hub: str | None = None,
 ) -> dict:
     """Train the predictive reranker (In-Context RALM §6.2) and export the best checkpoint.
@@ -88,6 +90,9 @@ def train(
             starts as the threshold rule (T fitted on the training prefixes), a candidate of selection.
         margin: δ, the promise's margin: the exported rule may be worse than no retrieval (without
             abstain, BM25) by at most this share of token perplexity (0.01: 1%).
+        max_rerank_lm_inputs: Export only a rule that reads at most this many frozen-LM inputs per
+            retrieval (0: no LM at rerank time, so not the zero-shot rule, which reads one per candidate);
+            summary.json gives every rule's cost per retrieval. Default: no budget.
         ckpt_path: Resume from this checkpoint; `last` means OUTPUT/checkpoints/last.ckpt.
         seed: Seed for the split, the batch order and initialisation.
         push_to_hub: Upload the exported reranker (with its model card) to this hub repo (owner/name,
@@ -121,6 +126,7 @@ def train(
         ckpt_path=ckpt_path,
         seed=seed,
         margin=margin,
+        max_rerank_lm_inputs=max_rerank_lm_inputs,
     )
     if summary:
         _print_summary(summary)
@@ -170,6 +176,7 @@ def _print_summary(summary: dict) -> None:
         f"  rule          {RULE_SENTENCE}",
         *_promise_lines(evidence.get("promise") or {}),
         *_evidence_lines(evidence.get("comparisons") or {}, dec.get("target_tokens")),
+        *([f"  cost          {costs}"] if (costs := cost_text(evidence.get("costs") or {})) else []),
         f"  exported      {_exported(choice)}: {summary['reranker']}"
         + ("" if summary.get("exported_checkpoint") else " (no model weights)"),
     ]

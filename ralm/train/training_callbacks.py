@@ -121,6 +121,8 @@ class ExportSettings:
     without --abstain."""
     margin: float = DEFAULT_MARGIN
     """δ of the promise (``ralm.train.decision``)."""
+    max_lm_inputs: int | None = None
+    """The most frozen-LM inputs per retrieval an exported rule may read (None: any)."""
 
 
 class ExportDecided(Callback):
@@ -184,6 +186,7 @@ class ExportDecided(Callback):
             batch_size=s.val_batch_size,
             device=trainer.strategy.root_device,
             margin=s.margin,
+            max_lm_inputs=s.max_lm_inputs,
             threshold=s.threshold,
         )
         at_best = self.history.at_step(decision.evidence["selection"]["step"])
