@@ -413,19 +413,7 @@ def decide_export(
     scoring = time.perf_counter()
     values = score_decision_prefixes(data, module, batch_size=batch_size, device=device)
     scoring = time.perf_counter() - scoring
-    promise_samples = {}
-    if data.abstain:
-        if threshold is None:
-            raise ValueError("an --abstain decision needs T fitted on the training prefixes (threshold=)")
-        if math.isfinite(threshold):  # T infinite: no training prefix gains, the rule is no retrieval itself
-            decision_columns = read_rule_columns(data.path, data.decision_rows)
-            values = replace(values, above=decision_columns.above(threshold))
-        promise_samples[BM25] = on_every_prefix(data, BM25)
-    zero_shot = zero_shot_logprobs(data.path, data.decision_rows)
-    if zero_shot is not None:
-        values = replace(values, zero_shot=zero_shot)
-        if data.abstain:
-            promise_samples[ZERO_SHOT] = on_every_prefix(data, ZERO_SHOT)
+    values, promise_samples = _untrained_rules(data, values, threshold)
     candidates = values.rules(data.abstain)
     # Selection kept the untrained model: "trained" is then the start, the threshold rule (BM25 without
     # --abstain) as a model, and that rule competes for it under its own name (no encoder at inference).
@@ -462,6 +450,28 @@ def decide_export(
     kept_threshold = finite if choice == BM25_ABOVE else None
     # the other rules: the step-0 weights (or none); not validated as rerankers
     return Decision(choice, exported.get(choice, step0), recovered.get(choice), evidence, kept_threshold)
+
+
+def _untrained_rules(
+    data: RerankData, values: DecisionLogprobs, threshold: float | None
+) -> tuple[DecisionLogprobs, dict[str, PairedSample]]:
+    """`values` with the threshold rule's and the zero-shot rule's log-probs on the decision prefixes, and
+    the samples their promise tests use instead (BM25 and zero-shot against no retrieval on every data-gen
+    prefix: neither is fitted on any)."""
+    promise_samples = {}
+    if data.abstain:
+        if threshold is None:
+            raise ValueError("an --abstain decision needs T fitted on the training prefixes (threshold=)")
+        if math.isfinite(threshold):  # T infinite: no training prefix gains, the rule is no retrieval itself
+            decision_columns = read_rule_columns(data.path, data.decision_rows)
+            values = replace(values, above=decision_columns.above(threshold))
+        promise_samples[BM25] = on_every_prefix(data, BM25)
+    zero_shot = zero_shot_logprobs(data.path, data.decision_rows)
+    if zero_shot is not None:
+        values = replace(values, zero_shot=zero_shot)
+        if data.abstain:
+            promise_samples[ZERO_SHOT] = on_every_prefix(data, ZERO_SHOT)
+    return values, promise_samples
 
 
 def _evidence(

@@ -3,7 +3,7 @@
 The held-out documents are split in two (``ralm.train.dataset``): the *selection* prefixes are validated
 every ``--val-every`` steps (and at step 0, the model before any step) and choose the best checkpoint by
 gain recovered; the *decision* prefixes, from other documents, are scored once at the end for that
-checkpoint (``ralm.train.decision``) and decide the export (``ralm.train.decision``). Choosing the best of
+checkpoint and decide the export (``ralm.train.decision``). Choosing the best of
 many steps on the prefixes that then judge it would fool itself: with a reranker of no skill, the old
 same-prefix flow exported "trained" in 6% of runs with one validation step, 16% with six and 35% with
 fifteen (issue 23).

@@ -128,7 +128,7 @@ class ExportSettings:
 class ExportDecided(Callback):
     """At the end of fit (rank zero): the checkpoint selection chose (best gain recovered on the selection
     prefixes, the step-0 model included) competes with no retrieval, BM25's top-1 and the threshold rule
-    on the decision prefixes, which chose nothing (``ralm.train.decision``, ``ralm.train.decision``: the
+    on the decision prefixes, which chose nothing (``ralm.train.decision``: the
     best rule that keeps the promise); the winner is exported to ``OUTPUT/reranker`` and
     ``OUTPUT/summary.json`` written (``self.summary``)."""
 
