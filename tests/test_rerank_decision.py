@@ -236,3 +236,28 @@ def test_a_budget_of_no_lm_inputs_keeps_the_zero_shot_rule_from_the_export(
     card = (Path(summary["reranker"]) / "README.md").read_text()
     assert "**Cost per retrieval**" in card and "zero-shot 3 LM inputs" in card
     assert "budget 0 LM inputs per retrieval, which excludes zero-shot" in card
+
+
+def test_the_report_and_the_card_state_each_rules_cost(tmp_path):
+    """One seed's summary.json with the costs the decision records: the report's decision line and the
+    card's cost line both give them, the budget and what it excluded."""
+    from ralm.pipeline.report import decision_lines
+    from ralm.rerank.model_card import cost_text
+    from ralm.train.decision import rule_costs
+
+    costs = {
+        "per_retrieval": rule_costs(4, abstain=True, lm_ms=100.0, encoder_ms=2.0),
+        "max_lm_inputs": 0,
+        "over_budget": ["zero-shot"],
+    }
+    expected = (
+        "no-retrieval nothing beyond BM25; bm25 nothing beyond BM25; bm25-above nothing beyond BM25; "
+        "zero-shot 4 LM inputs (~400.0 ms); trained 5 encoder pairs (~10.0 ms); "
+        "budget 0 LM inputs per retrieval, which excludes zero-shot"
+    )
+    assert cost_text(costs) == expected and cost_text({}) == ""
+    (tmp_path / "summary.json").write_text(
+        json.dumps({"decision": "trained", "decision_evidence": {"costs": costs}})
+    )
+    (line,) = decision_lines({"seed 0": tmp_path})
+    assert line.endswith(f"; cost per retrieval: {expected}")

@@ -28,6 +28,7 @@ from ralm.pipeline.labels import UPPER_BOUNDS as UPPER_BOUNDS
 from ralm.pipeline.report_plot import plot
 from ralm.pipeline.scale import ScaleSettings
 from ralm.pipeline.verdicts import retrieving_comparisons, verdicts
+from ralm.rerank.model_card import cost_text
 from ralm.statistics import format_change
 
 
@@ -106,6 +107,7 @@ def decision_lines(train_dirs: dict[str, Path]) -> list[str]:
             f"{promise.get('margin', 0.0):.0%}), nats per prefix, one-sided 95% bound: "
             f"{'; '.join(kept) or 'n/a'}; T = {'n/a' if threshold is None else f'{threshold:.2f}'} "
             f"(training prefixes); the ranking, 95% CI: {'; '.join(parts) or 'n/a'}"
+            + (f"; cost per retrieval: {cost}" if (cost := cost_text(evidence.get("costs") or {})) else "")
         )
     return lines
 
