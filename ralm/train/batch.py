@@ -34,6 +34,9 @@ class Group:
     bm25_top: float | None
     """With ``--bm25-prior``: the group's best BM25 score, raw (how strongly the best passage matched).
     None without the prior."""
+    rank_logprobs: list[float] | None = None
+    """With the y' target (``--rank-weight``): the LM's log-prob of the prefix's own last tokens y' given
+    each passage (the empty one: given no passage). None without it."""
 
 
 @dataclass
@@ -67,11 +70,19 @@ class RankBatch:
     shape (0,) without ``--bm25-prior``."""
     bm25_top: torch.Tensor
     """(prefixes,) float32: the groups' ``bm25_top``; shape (0,) without ``--bm25-prior``."""
+    rank_logprobs_bits: torch.Tensor
+    """(prefixes, k) int32: the bits of each candidate's float32 y' log-prob (``MASKED`` on padding), kept
+    as bits for the reason ``lm_logprobs_bits`` is; shape (0,) without the y' target."""
 
     @property
     def lm_logprobs(self) -> torch.Tensor:
         """(prefixes, k) float32: each candidate's LM log-prob, exactly as data-gen wrote it."""
         return self.lm_logprobs_bits.view(torch.float32)
+
+    @property
+    def rank_logprobs(self) -> torch.Tensor | None:
+        """(prefixes, k) float32: each candidate's y' log-prob; None without the y' target."""
+        return self.rank_logprobs_bits.view(torch.float32) if self.rank_logprobs_bits.numel() else None
 
     @property
     def prefixes(self) -> int:
@@ -111,6 +122,8 @@ class GroupCollator:
         is_empty = torch.zeros(len(groups), k, dtype=torch.bool)
         with_bm25 = groups[0].bm25_top is not None  # one dataset, one setting: every group alike
         prior = torch.zeros(len(groups), k, dtype=torch.float32) if with_bm25 else _absent()
+        with_rank = groups[0].rank_logprobs is not None
+        rank = torch.full((len(groups), k), MASKED, dtype=torch.float32) if with_rank else _absent()
         for i, g in enumerate(groups):
             n = len(g.passages)
             mask[i, :n] = True
@@ -118,6 +131,8 @@ class GroupCollator:
             is_empty[i, :n] = torch.tensor(g.is_empty)
             if with_bm25:
                 prior[i, :n] = torch.tensor(g.bm25_prior, dtype=torch.float32)
+            if with_rank:
+                rank[i, :n] = torch.tensor(g.rank_logprobs, dtype=torch.float32)
         encoded = encode_groups(
             self.tokenizer,
             [g.prefix for g in groups],
@@ -136,6 +151,7 @@ class GroupCollator:
             bm25_top=torch.tensor([g.bm25_top for g in groups], dtype=torch.float32)
             if with_bm25
             else _absent(),
+            rank_logprobs_bits=rank.view(torch.int32) if with_rank else _absent(torch.int32),
         )
 
 

@@ -42,9 +42,11 @@ class RerankDataModule(pl.LightningDataModule):
         max_prefix_tokens: int,
         num_workers: int = 0,
         seed: int = 0,
+        rank_target: bool = False,
     ):
+        """`rank_target`: training groups also carry the y' log-probs (``--rank-weight`` > 0)."""
         super().__init__()
-        self.data = data
+        self.data, self.rank_target = data, rank_target
         self.collate = GroupCollator(tokenizer, max_length=max_length, max_prefix_tokens=max_prefix_tokens)
         self.batch_size, self.val_batch_size = batch_size, val_batch_size
         self.total_batches, self.num_workers, self.seed = total_batches, num_workers, seed
@@ -86,6 +88,7 @@ class RerankDataModule(pl.LightningDataModule):
                 self.data.train_rows,
                 abstain=self.data.abstain,
                 bm25_prior=self.data.bm25_prior,
+                rank_target=self.rank_target,
             ),
             sampler,
         )

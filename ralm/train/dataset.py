@@ -97,12 +97,14 @@ def read_meta(path: str) -> dict:
     return meta
 
 
-def open_dataset(path: str, *, abstain: bool, bm25_prior: bool = False):
+def open_dataset(path: str, *, abstain: bool, bm25_prior: bool = False, rank_target: bool = False):
     """The dataset restricted to the columns a group needs; raises RalmInputError on a missing column."""
     ds = _load(path)
     needed = (
         _COLUMNS + (["no_retrieval_logprob"] if abstain else []) + (["bm25_scores"] if bm25_prior else [])
     )
+    if rank_target:  # the y' target: data-gen's ranking columns (ralm-rerank-data/2)
+        needed += ["lm_rank_logprobs"] + (["no_retrieval_rank_logprob"] if abstain else [])
     for column in needed:
         if column not in ds.column_names:
             hint = (
@@ -250,8 +252,18 @@ def held_out_documents(
 class GroupDataset(torch.utils.data.Dataset):
     """Candidate groups (``Group``) for the given row numbers."""
 
-    def __init__(self, path: str, rows: list[int], *, abstain: bool, bm25_prior: bool = False):
+    def __init__(
+        self,
+        path: str,
+        rows: list[int],
+        *,
+        abstain: bool,
+        bm25_prior: bool = False,
+        rank_target: bool = False,
+    ):
         self.path, self.rows, self.abstain, self.bm25_prior = path, rows, abstain, bm25_prior
+        self.rank_target = rank_target
+        """Groups carry the y' log-probs (``--rank-weight`` > 0)."""
         self._ds = None  # opened lazily so the object pickles cheaply into dataloader workers
 
     def __len__(self) -> int:
@@ -259,7 +271,9 @@ class GroupDataset(torch.utils.data.Dataset):
 
     def __getitem__(self, i: int) -> Group:
         if self._ds is None:
-            self._ds = open_dataset(self.path, abstain=self.abstain, bm25_prior=self.bm25_prior)
+            self._ds = open_dataset(
+                self.path, abstain=self.abstain, bm25_prior=self.bm25_prior, rank_target=self.rank_target
+            )
         row = self._ds[self.rows[i]]
         passages = list(row["candidate_texts"])
         logprobs = [float(x) for x in row["lm_logprobs"]]
@@ -275,7 +289,13 @@ class GroupDataset(torch.utils.data.Dataset):
             scores = [float(x) for x in row["bm25_scores"]]
             prior = bm25_prior(scores) + ([0.0] if self.abstain else [])
             top = max(scores, default=0.0)
-        return Group(row["prefix"], passages, logprobs, is_empty, bm25_prior=prior, bm25_top=top)
+        rank = None
+        if self.rank_target:
+            rank = [float(x) for x in row["lm_rank_logprobs"]]
+            rank += [float(row["no_retrieval_rank_logprob"])] if self.abstain else []
+        return Group(
+            row["prefix"], passages, logprobs, is_empty, bm25_prior=prior, bm25_top=top, rank_logprobs=rank
+        )
 
     def __getstate__(self):
         return {**self.__dict__, "_ds": None}

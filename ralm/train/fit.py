@@ -26,7 +26,7 @@ from ralm.progress import is_terminal
 from ralm.rerank.checkpoints import allowed_checkpoint_types, check_compatible, read_checkpoint
 from ralm.rerank.model import load_tokenizer
 from ralm.train.datamodule import RerankDataModule
-from ralm.train.dataset import RerankData, load_rerank_data
+from ralm.train.dataset import RerankData, load_rerank_data, open_dataset
 from ralm.train.decision import DEFAULT_MARGIN
 from ralm.train.global_batch import with_global_batch
 from ralm.train.lit_module import RerankerModule
@@ -184,6 +184,8 @@ def fit_reranker(
     hardware = {"accelerator": accelerator, "precision": precision, "strategy": settings["strategy"]}
     loader = with_global_batch(loader, settings)
     rerank_data = _split_rows(data, loader, abstain=abstain, bm25_prior=bm25_prior, seed=seed)
+    if optim.rank_weight > 0:  # the y' target needs data-gen's ranking columns: refused now, not in a worker
+        open_dataset(data, abstain=abstain, rank_target=True)
     hparams = module_hparams(encoder, optim, abstain=abstain, bm25_prior=bm25_prior)
     fitted = fit_start(data, rerank_data, optim, abstain=abstain, bm25_prior=bm25_prior)
     hparams.update(fitted.hparams)
@@ -263,6 +265,7 @@ def _datamodule(
         max_prefix_tokens=encoder.max_prefix_tokens,
         num_workers=loader.num_workers,
         seed=seed,
+        rank_target=optim.rank_weight > 0,
     )
 
 

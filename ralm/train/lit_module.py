@@ -16,7 +16,7 @@ from transformers import get_linear_schedule_with_warmup
 from ralm.rerank.export_record import ANCHORS
 from ralm.rerank.model import load_cross_encoder, output_head, zero_output_head
 from ralm.train.batch import RankBatch, scatter_scores
-from ralm.train.losses import rerank_loss
+from ralm.train.losses import rank_target_loss, rerank_loss
 from ralm.train.metrics import SelectionSums, per_prefix_logprobs, selection_sums
 
 SCALAR_PARAMETERS = ("prior_weight", "abstain_bias", "abstain_weight")
@@ -41,6 +41,8 @@ class RerankerModule(pl.LightningModule):
         *,
         loss: str = "marginal",
         temperature: float = 1.0,
+        rank_weight: float = 0.0,
+        rank_temperature: float = 1.0,
         lr: float = 1e-5,
         weight_decay: float = 0.01,
         warmup_steps: int = 1000,
@@ -122,7 +124,14 @@ class RerankerModule(pl.LightningModule):
 
     def _loss(self, scores: torch.Tensor, batch: RankBatch) -> torch.Tensor:
         hp = self.hparams
-        return rerank_loss(hp.loss, scores, batch.lm_logprobs, batch.mask, hp.temperature)
+        loss = rerank_loss(hp.loss, scores, batch.lm_logprobs, batch.mask, hp.temperature)
+        if (
+            hp.rank_weight > 0 and batch.rank_logprobs is not None
+        ):  # training batches carry y' (--rank-weight)
+            loss = loss + hp.rank_weight * rank_target_loss(
+                scores, batch.rank_logprobs, batch.mask, hp.rank_temperature
+            )
+        return loss
 
     def training_step(self, batch: RankBatch, batch_idx: int) -> torch.Tensor:
         loss = self._loss(self(batch), batch)

@@ -9,6 +9,12 @@ returns the mean loss over the batch. The math is done in float32 log space so L
   ``-logsumexp(log_softmax(f) + lm_logprob)``.
 - ``kl``: distillation, ``KL(softmax(lm_logprob / τ) || softmax(f))``.
 - ``listwise_ce``: cross-entropy of ``softmax(f)`` against the LM's best candidate.
+
+A second target, beside the loss on the targets y (``--rank-weight``): the LM's preference on y', the
+prefix's own last tokens, which data-gen scores in the same forward under each candidate (the zero-shot
+rule's evidence). ``rank_target_loss`` is ``KL(softmax(z / τ') || softmax(f))`` with z the y' log-probs
+standardised within each prefix (``standardized``), so a prefix's preference counts by its ranking, not by
+how long or how likely its y' is (LLM-R found standardised scores distil better than raw log-likelihoods).
 """
 
 from __future__ import annotations
@@ -71,6 +77,30 @@ def listwise_ce_loss(
     scores, lm_logprobs = _prepare(scores, lm_logprobs, mask)
     best = lm_logprobs.argmax(dim=-1)
     return torch.nn.functional.cross_entropy(scores, best)
+
+
+def standardized(values: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Each row of `values` (batch, k) minus its mean, over its standard deviation (population, over the
+    row's real entries); a row whose entries are all equal is all zeros. Padding stays MASKED."""
+    values = values.float()
+    mask = torch.ones_like(values, dtype=torch.bool) if mask is None else mask.bool()
+    count = mask.sum(dim=-1, keepdim=True).clamp(min=1)
+    mean = torch.where(mask, values, 0.0).sum(dim=-1, keepdim=True) / count
+    centred = torch.where(mask, values - mean, 0.0)
+    std = (centred.square().sum(dim=-1, keepdim=True) / count).sqrt()
+    z = torch.where(std > 1e-6, centred / std.clamp(min=1e-6), 0.0)
+    return z.masked_fill(~mask, MASKED)
+
+
+def rank_target_loss(
+    scores: torch.Tensor,
+    rank_logprobs: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    temperature: float = 1.0,
+) -> torch.Tensor:
+    """KL from the LM's preference on y' (its log-probs standardised per prefix, at temperature τ') to
+    the reranker's softmax: the zero-shot rule as a soft target."""
+    return kl_loss(scores, standardized(rank_logprobs, mask), mask, temperature)
 
 
 def rerank_loss(

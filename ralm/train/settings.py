@@ -99,6 +99,12 @@ class OptimOptions:
     """marginal: -log Σ p_rank·p_LM (the paper); kl: distil softmax(lm/τ); listwise_ce: the LM's best."""
     temperature: PositiveFloat = 1.0
     """τ of the kl loss."""
+    rank_weight: NonNegativeFloat = 0.0
+    """λ: weight of the second target, the LM's preference on y' (the prefix's own last tokens) as a KL to
+    its per-prefix standardised scores (``ralm.train.losses.rank_target_loss``); needs data with y'
+    (``ralm-rerank-data/2``). 0: the loss on the targets alone (the paper)."""
+    rank_temperature: PositiveFloat = 1.0
+    """τ' of the y' target."""
     lr: PositiveFloat = 1e-5
     """Peak learning rate."""
     head_lr: PositiveFloat | None = None
