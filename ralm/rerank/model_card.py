@@ -143,6 +143,10 @@ def render_model_card(info: dict) -> str:
     )
 
 
+_COST_UNITS = (("lm_inputs", "LM inputs"), ("encoder_pairs", "encoder pairs"))
+"""How ``cost_text`` words each cost of a rule."""
+
+
 def cost_text(costs: dict) -> str:
     """Each rule's cost per retrieval, and the LM budget the decision kept to (``decision_evidence.costs``,
     ``ralm.train.decision.rule_costs``), in one line; empty for an export from before costs were recorded."""
@@ -157,9 +161,6 @@ def cost_text(costs: dict) -> str:
     limit = "" if budget is None else f"; budget {budget} LM inputs per retrieval"
     limit += f", which excludes {', '.join(over)}" if over else ""
     return "; ".join(parts) + limit
-
-
-_COST_UNITS = (("lm_inputs", "LM inputs"), ("encoder_pairs", "encoder pairs"))
 
 
 def _summary_lines(info: dict) -> list[str]:

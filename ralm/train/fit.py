@@ -201,8 +201,9 @@ def fit_reranker(
     # The step-0 model sits beside, not in, checkpoints/: ModelCheckpoint warns about a non-empty folder.
     best, last = checkpoint_callbacks(os.path.join(output, "checkpoints"), run.save_every)
     history = ValidationHistory()
-    config = _run_config(data, encoder, loader, optim, run, settings, abstain, bm25_prior, seed, margin)
-    config["max_rerank_lm_inputs"] = max_rerank_lm_inputs
+    config = _run_config(
+        data, encoder, loader, optim, run, settings, abstain, bm25_prior, seed, margin, max_rerank_lm_inputs
+    )
     export_settings = _export_settings(
         output, rerank_data, module, hardware, config, run, loader, loggers, fitted
     )
@@ -280,6 +281,7 @@ def _run_config(
     bm25_prior: bool,
     seed: int,
     margin: float,
+    max_rerank_lm_inputs: int | None,
 ) -> dict:
     """The run's options as given, for summary.json."""
     return {
@@ -292,6 +294,7 @@ def _run_config(
         "bm25_prior": bm25_prior,
         "seed": seed,
         "margin": margin,
+        "max_rerank_lm_inputs": max_rerank_lm_inputs,
         "data": data,
     }
 
