@@ -100,5 +100,11 @@ class HFDecoding:
             kwargs["position_ids"] = position_ids
         kwargs[self._cache_arg] = self.cache
         if self._logits_to_keep:
-            kwargs["logits_to_keep"] = 1  # the vocabulary projection only where we read it
+            # The vocabulary projection only where we read it, asked for by index, not as the int 1: an int
+            # makes transformers slice hidden_states[:, -1:, :], a view whose batch stride spans the whole
+            # input, and torch's bf16 linear on a CPU then repacks the whole head weight for every row
+            # (Gemma 3's 262k x 640: a 479-token prompt took 1.5 s against 0.23 s on a 2-core Xeon, with the
+            # same logits; bench/generation_prompt.py, bench/RESULTS.md "Generation's prompt").
+            last = torch.tensor([input_ids.shape[1] - 1], device=input_ids.device)
+            kwargs["logits_to_keep"] = last
         return self.model(**kwargs).logits[:, -1].float()

@@ -30,7 +30,7 @@ from ralm.eval.ppl.conditions import (
     single_condition,
 )
 from ralm.eval.ppl.eval_text import read_eval_documents
-from ralm.eval.ppl.options import BatchOptions, RerankingOptions
+from ralm.eval.ppl.options import FUTURE, BatchOptions, QueryOptions, RerankingOptions
 from ralm.eval.ppl.summary import report_points
 from ralm.eval.ppl.sweep import Sweep, parse_sweep
 from ralm.lm.options import LMOptions, WindowOptions, window_fits
@@ -54,10 +54,11 @@ RENAMED = {
 }
 """Former option names (groups before the shared LM and retrieval groups) -> their new names."""
 
-_LM, _RETRIEVAL, _WINDOW, _RERANKING, _BATCHING = (
+_LM, _RETRIEVAL, _WINDOW, _QUERY, _RERANKING, _BATCHING = (
     LMOptions(),
     RetrievalOptions(),
     WindowOptions(),
+    QueryOptions(),
     RerankingOptions(),
     BatchOptions(),
 )
@@ -124,6 +125,7 @@ def eval_ppl(
     bootstrap_resamples: PositiveInt = 2000,
     bootstrap: Literal["blocks", "windows"] = "blocks",
     window: WindowOptions = _WINDOW,
+    query: QueryOptions = _QUERY,
     reranking: RerankingOptions = _RERANKING,
     batching: BatchOptions = _BATCHING,
     progress: bool = True,
@@ -151,6 +153,9 @@ def eval_ppl(
             Built-in conditions: no-retrieval, bm25, random (seeded, among the top k),
             zero-shot, oracle (best of k), oracle-or-none (best of k or no passage). Each is compared with
             BM25 and with no retrieval by a paired bootstrap (95% CI, see --bootstrap).
+        query: What each retrieving window's BM25 query is: the past --query-tokens tokens (the paper's),
+            the LM's greedy look-ahead of its next tokens with unsure ones masked (FLARE's), both, or the
+            true next tokens (`future`: a bound, it reads the targets).
         print_table: Print the --compare table (off in `ralm demo`, whose report prints it with labels).
         seed: Seed of the random condition and of the bootstrap's resamples (--compare).
         bootstrap_resamples: Resamples of the paired bootstrap (--compare).
@@ -171,12 +176,17 @@ def eval_ppl(
     _check_options(reranking, no_retrieval, retrieval, compared)
     conditions = check_conditions(compare) if compared else [_single(no_retrieval, reranking)]
     conditions = play_exports(conditions, reranking.rank_tokens)
+    if query.query_form == FUTURE and not no_retrieval:
+        print(
+            "eval ppl: --query-form future queries with the true next tokens: every number is a bound",
+            flush=True,
+        )
     out = Path(output)
     ensure_writable_dir(out)
     raw, document_chars = read_eval_documents(text, text_field)
     retriever, cache_path = (None, None) if no_retrieval else _open_index(retrieval, retrieval_cache)
     model, models, settings = _load_models(
-        lm, conditions, sweep, window, retrieval, reranking, batching, compared, max_tokens, text_field
+        lm, conditions, sweep, window, query, retrieval, reranking, batching, compared, max_tokens, text_field
     )
     summaries = evaluate(
         model,
@@ -209,6 +219,7 @@ def _load_models(
     conditions: list[Condition],
     plan: Sweep | None,
     window: WindowOptions,
+    query: QueryOptions,
     retrieval: RetrievalOptions,
     reranking: RerankingOptions,
     batching: BatchOptions,
@@ -227,11 +238,13 @@ def _load_models(
         model.context_length,
         plan,
         window,
+        query,
         retrieval,
         reranking,
         batching,
         conditions,
         compare,
+        lead=len(model.lead),
         max_tokens=max_tokens,
         text_field=text_field,
     )
@@ -252,16 +265,19 @@ def _resolve(
     context_length: int,
     plan: Sweep | None,
     window: WindowOptions,
+    query: QueryOptions,
     retrieval: RetrievalOptions,
     reranking: RerankingOptions,
     batching: BatchOptions,
     conditions: list[Condition],
     compare: bool,
+    lead: int = 0,
     **recorded: str | int | None,
 ) -> PplSettings:
     """The run's resolved settings, once the LM's context is known (every input must fit in it):
     `input_length` is the input length (``LMOptions.input_length``), `context_length` the LM's context.
 
+    `lead`: the tokens the LM's input without a passage starts with (a look-ahead prompt holds them);
     `recorded`: the options passed on as they are (``max_tokens``, ``text_field``)."""
     from ralm.eval.ppl.run import PplSettings
     from ralm.lm.scoring import ScoringSettings
@@ -279,6 +295,12 @@ def _resolve(
     for stride in strides:
         for length in input_lengths or (input_length,):
             _check_lengths(length, stride, window.max_passage_tokens, retrieves, rank_tokens)
+            head = window.max_passage_tokens if query.after_passage else lead
+            if retrieves and query.generates and length - (query.lookahead_tokens or stride) - head < 1:
+                raise RalmInputError(
+                    f"--lookahead-tokens {query.lookahead_tokens or stride}: leaves no context in a "
+                    f"{length}-token input"
+                )
     return PplSettings(
         strides=tuple(strides),
         query_lengths=tuple(query_lengths),
@@ -291,6 +313,7 @@ def _resolve(
         ),
         input_lengths=tuple(input_lengths),
         k=retrieval.k,
+        query=query,
         retrieval_threads=retrieval.threads,
         conditions=tuple(conditions),
         compare=compare,

@@ -22,8 +22,10 @@ from ralm.errors import RalmInputError
 from ralm.eval.ppl.compare import CompareOutput
 from ralm.eval.ppl.conditions import Condition
 from ralm.eval.ppl.eval_text import EvalText, word_counts
+from ralm.eval.ppl.options import QueryOptions
 from ralm.eval.ppl.perplexity import Candidate
 from ralm.eval.ppl.point import Output, Point, SingleOutput, run_conditions
+from ralm.eval.ppl.queries import window_queries
 from ralm.eval.ppl.records import PointResults
 from ralm.eval.ppl.retrieval_cache import index_key, retrieve_cached
 from ralm.eval.ppl.sweep import SWEPT_ATTRIBUTE, Sweep
@@ -43,15 +45,6 @@ __all__ = [
     "evaluate",
     "window_queries",
 ]
-
-
-def window_queries(
-    lm: LanguageModel, tokens: Sequence[int], windows: Sequence[Window], query_tokens: int
-) -> list[str | None]:
-    """The decoded query of every retrieving window (None for window 0)."""
-    spans = [w.query_span(query_tokens) for w in windows if w.retrieves]
-    decoded = (lm.decode(tokens[a:b]) for a, b in spans)
-    return [next(decoded) if w.retrieves else None for w in windows]
 
 
 def build_candidates(
@@ -108,6 +101,8 @@ class PplSettings:
     """How the LM scores every point; its input length is the first of ``input_lengths`` when those are
     swept (each point scores with its own)."""
     k: int = 16
+    query: QueryOptions = field(default_factory=QueryOptions)
+    """What each retrieving window's query is made of (the paper's: the past ℓ tokens)."""
     retrieval_threads: int = 1
     conditions: tuple[Condition, ...] = field(default_factory=lambda: (Condition(BM25, BM25),))
     """What is evaluated: one condition, or several read off one table (`compare`)."""
@@ -205,6 +200,7 @@ def _point_config(
         "query_tokens": point.query_tokens,
         "max_length": point.input_length,
         "max_passage_tokens": options.scoring.max_passage_tokens,
+        **(options.query.record(point.stride) if options.retrieves else {}),
         "index": index,
         "retrieval_cache": cache,
         "ralm_version": ralm.__version__,
@@ -227,7 +223,23 @@ def _retrieve(
     timings = {"retrieval_s": 0.0, "queries_searched": 0}
     if retriever is None or not options.retrieves:
         return queries, {}, timings
-    queries = {p: window_queries(model, text.tokens, w, p.query_tokens) for p, w in windows.items()}
+    made = {
+        p: window_queries(
+            model,
+            text.tokens,
+            w,
+            p.query_tokens,
+            options.query,
+            stride=p.stride,
+            input_length=p.input_length,
+            heads=_lookahead_heads(model, text, options, p, w, retriever, cache_path),
+        )
+        for p, w in windows.items()
+    }
+    queries = {p: m.queries for p, m in made.items()}
+    for m in made.values():  # the look-aheads' cost, summed over the points
+        for key, value in m.record().items():
+            timings[key] = timings.get(key, 0) + value
     started = time.perf_counter()
     hits_by_query, timings["queries_searched"] = retrieve_cached(
         retriever,
@@ -238,6 +250,29 @@ def _retrieve(
     )
     timings["retrieval_s"] = time.perf_counter() - started
     return queries, hits_by_query, timings
+
+
+def _lookahead_heads(
+    model: LanguageModel,
+    text: EvalText,
+    options: PplSettings,
+    point: PointKey,
+    windows: list[Window],
+    retriever: Retriever,
+    cache_path: Path | None,
+) -> list[list[int]] | None:
+    """With ``--lookahead-context passage``: each retrieving window's BM25 top-1 passage for the past query
+    (its LM tokens, cut as it would be prepended; the LM's lead where the query found nothing), which the
+    look-ahead is generated after. None otherwise (the look-ahead starts with the LM's lead)."""
+    if not options.query.after_passage:
+        return None
+    queries = window_queries(model, text.tokens, windows, point.query_tokens).queries
+    past = [q for q in queries if q is not None]
+    hits, _ = retrieve_cached(retriever, past, options.k, cache_path, options.retrieval_threads)
+    top = [hits[q][0].contents if hits[q] else None for q in past]
+    encoded = iter(model.encode_passages([t for t in top if t is not None]))
+    cut = options.scoring.max_passage_tokens
+    return [list(next(encoded)[:cut]) if t is not None else list(model.lead) for t in top]
 
 
 def evaluate(
