@@ -298,3 +298,47 @@ def test_exclude_leaves_documents_out_of_every_row_and_is_recorded(
     reference_meta = json.loads((reference / "ralm_data_gen.json").read_text())
     assert meta["config"]["documents_sha256"] != reference_meta["config"]["documents_sha256"]
     assert f"--exclude left out {len(left_out)} of {len(ids)} training documents" in capsys.readouterr().out
+
+
+def test_continuation_candidates_run_from_the_best_sentence_into_the_next_passage(
+    tmp_path, reference, corpus, tiny_lm_dir
+):
+    """`--passage-form continuation`: the same hits as the reference run's, each from one of its sentences
+    on and continued into its document's next passage (the passage's own first words are kept in order),
+    recorded in the metadata."""
+    from ralm.data_gen.data_gen_command import data_gen
+    from ralm.data_gen.options import SamplingOptions
+    from ralm.lm.options import LMOptions, WindowOptions
+    from ralm.retrieval.options import RetrievalOptions
+
+    docs, passages, index = corpus
+    meta = data_gen(
+        str(docs),
+        str(tmp_path / "data"),
+        lm=LMOptions(model=str(tiny_lm_dir), max_length=96),
+        retrieval=RetrievalOptions(index=str(index), k=4),
+        sampling=SamplingOptions(num_prefixes=40, min_prefix_tokens=16, seed=1, limit=6),
+        window=WindowOptions(stride=4, query_tokens=16, max_passage_tokens=40),
+        passage_form="continuation",
+        progress=False,
+    )
+    assert meta["config"]["passage_form"] == "continuation"
+    by_id = {json.loads(line)["id"]: json.loads(line) for line in passages.read_text().splitlines()}
+    order = list(by_id)
+    rows = load_from_disk(str(tmp_path / "data")).to_list()
+    for row, plain in zip(rows, load_from_disk(str(reference)).select(range(6)).to_list(), strict=True):
+        assert [c.partition("@")[0] for c in row["candidate_ids"]] == plain["candidate_ids"]
+        for cid, text in zip(row["candidate_ids"], row["candidate_texts"], strict=True):
+            pid = cid.partition("@")[0]
+            title, body = by_id[pid]["contents"].split("\n", 1)
+            assert text.startswith(title + "\n")
+            own, after = text.split("\n", 1)[1], order.index(pid) + 1
+            if after < len(order) and by_id[order[after]]["doc_id"] == by_id[pid]["doc_id"]:
+                following = by_id[order[after]]["contents"].split("\n", 1)[1].strip()
+                assert own.endswith(" " + following)
+                own = own.removesuffix(" " + following)
+            assert own and " ".join(body.split()).endswith(" ".join(own.split()))  # a tail of the passage
+    continued = [text for row in rows for text in row["candidate_texts"]]
+    assert continued != [
+        text for row in load_from_disk(str(reference)).select(range(6))["candidate_texts"] for text in row
+    ]

@@ -60,6 +60,8 @@ def test_every_former_leaf_spelling_reaches_its_group():
         "2",
         "--exclude",
         '["held_out"]',
+        "--passage-form",
+        "continuation",
         "--progress",
         "false",
     ]
@@ -72,6 +74,7 @@ def test_every_former_leaf_spelling_reaches_its_group():
         "allow_same_doc": True,
         "sampling": SamplingOptions(num_prefixes=9, min_prefix_tokens=5, seed=2, limit=4),
         "window": WindowOptions(stride=8, query_tokens=12, max_passage_tokens=64),
+        "passage_form": "continuation",
         "sharding": ShardingOptions(num_shards=3, shard_id=1, prefixes_per_shard=3, keep_shards=True),
         "progress": False,
     }
@@ -84,6 +87,7 @@ def test_the_defaults_are_the_papers_and_the_commands_before():
     assert found["window"] == WindowOptions(stride=4, query_tokens=32, max_passage_tokens=256)
     assert found["sampling"] == SamplingOptions(num_prefixes=300_000, min_prefix_tokens=32, seed=0)
     assert found["allow_same_doc"] is False and found["sharding"] == ShardingOptions(prefixes_per_shard=1000)
+    assert found["passage_form"] == "retrieved"  # the paper's: the passage as indexed
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ after BM25's passage, on a tiny GPT-2 against a plain greedy loop."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -22,6 +23,9 @@ from ralm.eval.ppl.queries import kept_tokens, lookahead_prompt
 from ralm.eval.ppl.windows import Window
 from ralm.lm.options import WindowOptions
 from ralm.retrieval.options import RetrievalOptions
+from ralm.retrieval.passage_forms import best_sentence, continuation, next_passage, sentences
+from ralm.retrieval.passages import read_passages
+from ralm.retrieval.types import Hit
 
 QUERY_TOKENS, LOOKAHEAD = 16, 6
 
@@ -140,7 +144,6 @@ def test_a_lookahead_after_the_passage_continues_bm25s_top1_then_the_context(ppl
     from test_flare_generation import reference_greedy
 
     from ralm.lm.loading import load_lm
-    from ralm.retrieval.passages import read_passages
 
     lm = load_lm(ppl_setup["lm_dir"], device="cpu", dtype="float32")
     with torch.no_grad():
@@ -170,3 +173,74 @@ def test_a_lookahead_after_the_passage_continues_bm25s_top1_then_the_context(ppl
         guess, _ = reference_greedy(lm, prompt, LOOKAHEAD)
         assert row["query"] == (lm.decode(guess) if guess else before["query"])
     assert sum(b["query"] != r["query"] for b, r in zip(past, look, strict=True)) > len(look) // 2
+
+
+def test_sentences_and_the_best_match_by_hand():
+    body = "In the beginning. God said, “Let there be light!” And there was light? ‘Yes.’” end"
+    assert sentences(body) == [
+        "In the beginning.",
+        "God said, “Let there be light!”",
+        "And there was light?",
+        "‘Yes.’”",
+        "end",
+    ]
+    assert best_sentence(body, "there was light") == 2  # 3 shared words; sentence 1 shares 2
+    assert best_sentence(body, "light") == 1  # a tie: the earliest
+    assert best_sentence(body, "nothing shared") == 0
+
+
+def test_a_continuation_starts_at_the_best_sentence_and_runs_into_the_next_passage():
+    hit = Hit(
+        id="Gen-3",
+        score=2.0,
+        contents="Genesis\nA b c. Light was made. Then night.",
+        title="Genesis",
+        doc_id="Gen",
+    )
+    cont = continuation(hit, "Genesis\nMorning came.", "the light was made")
+    assert cont.contents == "Genesis\nLight was made. Then night. Morning came." and cont.id == "Gen-3@1"
+    assert continuation(hit, None, "then night").contents == "Genesis\nThen night."
+    assert (cont.score, cont.doc_id) == (2.0, "Gen")
+
+
+def test_the_next_passage_is_the_same_documents_following_row(real_documents, tmp_path):
+    from ralm.retrieval.index import open_index
+
+    index, passages = build_bm25_index(real_documents, tmp_path / "corpus", words=40)
+    rows = read_passages(passages)
+    store = open_index(index, passages).store
+    for i, p in enumerate(rows):
+        hit = Hit(id=p.id, score=1.0, contents=p.contents, title=p.title, doc_id=p.doc_id)
+        same = i + 1 < len(rows) and rows[i + 1].doc_id == p.doc_id
+        assert next_passage(store, hit) == (rows[i + 1].contents if same else None)
+    assert sum(
+        next_passage(store, Hit(p.id, 1.0, p.contents, p.title, p.doc_id)) is None for p in rows
+    ) == len({p.doc_id for p in rows})  # one last passage per document
+
+
+def test_eval_ppl_hands_the_lm_each_hits_continuation(bigram, corpus):
+    common = {
+        "lm": given_lm(bigram, max_length=80),
+        "retrieval": RetrievalOptions(index=str(corpus["index"]), passages=str(corpus["passages"]), k=2),
+        "window": WindowOptions(stride=8, query_tokens=QUERY_TOKENS, max_passage_tokens=16),
+        "retrieval_cache": str(corpus["root"] / "cache.jsonl"),
+        "progress": False,
+    }
+    out = corpus["root"]
+    eval_ppl(str(corpus["data"]), str(out / "retrieved"), **common)
+    results = eval_ppl(str(corpus["data"]), str(out / "cont"), passage_form="continuation", **common)
+    assert results["config"]["passage_form"] == "continuation"
+    contents = {p.id: p.contents for p in read_passages(corpus["passages"])}
+    pairs = list(zip(_windows(out / "retrieved"), _windows(out / "cont"), strict=True))
+    assert [p["passage_id"] is None for p, _ in pairs] == [c["passage_id"] is None for _, c in pairs]
+    for plain, cont in (pair for pair in pairs if pair[0]["passage_id"] is not None):
+        passage_id, _, start = cont["passage_id"].partition("@")
+        assert passage_id == plain["passage_id"]  # the same hit, handed on from sentence `start`
+        body = contents[passage_id].split("\n", 1)[1]
+        words = [set(re.findall(r"[^\W_]+", s.lower())) for s in re.split(r"(?<=[.!?])\s+", body.strip())]
+        query = set(re.findall(r"[^\W_]+", cont["query"].lower()))
+        overlaps = [len(w & query) for w in words]
+        assert int(start) == overlaps.index(max(overlaps))
+    assert any(
+        not c["passage_id"].endswith("@0") for _, c in pairs if c["passage_id"]
+    )  # not all from the top

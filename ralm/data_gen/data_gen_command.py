@@ -24,6 +24,7 @@ from ralm.data_gen.schema import METADATA_FILE
 from ralm.data_gen.shards import ShardStore, check_world, plan_shards, shards_for_worker, worker_from_env
 from ralm.lm.options import LMOptions, WindowOptions
 from ralm.retrieval.options import RetrievalOptions
+from ralm.retrieval.passage_forms import RETRIEVED, PassageForm
 
 __all__ = ["SamplingOptions", "ShardingOptions", "build_parser", "data_gen", "main", "merge"]
 
@@ -55,6 +56,7 @@ def data_gen(
     allow_same_doc: bool = False,
     sampling: SamplingOptions = _SAMPLING,
     window: WindowOptions = _WINDOW,
+    passage_form: PassageForm = RETRIEVED,
     sharding: ShardingOptions = _SHARDING,
     progress: bool = True,
 ) -> dict:
@@ -74,6 +76,9 @@ def data_gen(
             default; recorded in the metadata).
         sampling: How many prefixes, from which seed, and the shortest prefix.
         window: s (the target length), ℓ (the query length) and the passage cut, as `ralm eval ppl` has them.
+        passage_form: What each candidate hands the LM, as `ralm eval ppl --passage-form` has it: the passage
+            (retrieved) or its continuation from the sentence that best matches the query into the next
+            passage of its document (continuation); recorded when it is not retrieved.
         sharding: Shards and which of them this process writes.
         progress: Show progress bars.
     """
@@ -107,6 +112,7 @@ def data_gen(
         num_passages=int(retriever.meta["num_passages"]),
         num_examples=sampled.num_examples,
         num_shards=sampled.num_shards,
+        passage_form=passage_form,
     )
     config, meta = describe_run(
         documents, model, retriever.meta, sampled, settings, limit=sampling.limit, excluded=excluded

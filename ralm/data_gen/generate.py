@@ -22,6 +22,7 @@ from ralm.errors import RalmInputError
 from ralm.lm.interface import LanguageModel
 from ralm.progress import progress as progress_bar
 from ralm.retrieval.overlap import COPY_TOKENS, copies_span
+from ralm.retrieval.passage_forms import CONTINUATION, continuation_hits, passage_store
 from ralm.retrieval.types import Hit, Retriever
 
 # Prefixes whose candidates are checked against their own document's text before the first shard.
@@ -118,16 +119,23 @@ def _shard_candidates(
     settings: GenerationSettings,
 ) -> list[list[Hit]]:
     """Each prefix's candidates: one batched search of the decoded queries (own document excluded unless
-    --allow-same-doc)."""
-    return retrieve_candidates(
+    --allow-same-doc), each handed on in the run's passage form."""
+    queries = [lm.decode(t.query) for t in tokens]
+    found = retrieve_candidates(
         retriever,
-        [lm.decode(t.query) for t in tokens],
+        queries,
         doc_ids,
         settings.k,
         settings.exclude_same_doc,
         settings.num_passages,
         settings.retrieval_threads,
     )
+    if settings.passage_form != CONTINUATION:
+        return found
+    store = passage_store(retriever)
+    return [
+        continuation_hits({q: hits}, store, settings.k)[q] for q, hits in zip(queries, found, strict=True)
+    ]
 
 
 def _scored_row(

@@ -41,9 +41,11 @@ def run_config(
     num_examples: int,
     num_shards: int,
     exclude_same_doc: bool,
+    passage_form: str | None = None,
 ) -> dict[str, Any]:
-    """The fields that decide the rows (and the shard plan). Kept flat so a difference names one field."""
-    return {
+    """The fields that decide the rows (and the shard plan). Kept flat so a difference names one field;
+    `passage_form` only when a candidate hands the LM something else than its passage."""
+    config = {
         "lm": lm,
         "tokenizer": tokenizer,
         "dtype": dtype,
@@ -62,6 +64,9 @@ def run_config(
         "num_shards": num_shards,
         "exclude_same_doc": exclude_same_doc,
     }
+    if passage_form is not None:
+        config["passage_form"] = passage_form
+    return config
 
 
 # The metadata repeats these values of ``config`` at its top level, under their documented names

@@ -16,6 +16,7 @@ from ralm.config_types import NonNegativeInt, PositiveInt, check_fields
 from ralm.lm.options import WindowOptions
 from ralm.lm.scoring import ScoringSettings
 from ralm.retrieval.options import RetrievalOptions
+from ralm.retrieval.passage_forms import RETRIEVED, PassageForm
 
 
 @dataclass
@@ -91,12 +92,17 @@ class GenerationSettings:
     exclude_same_doc: bool
     num_passages: int
     retrieval_threads: int = 1
+    passage_form: PassageForm = RETRIEVED
+    """What each candidate hands the LM (``ralm.retrieval.passage_forms``)."""
 
     def recorded(self) -> dict:
         """The fields that decide the rows, as `ralm.data_gen.metadata.run_config` takes them (the index's
-        size and the search threads change no row)."""
+        size and the search threads change no row; the passage form only when it is not the paper's, so
+        earlier folders keep their config and resume)."""
         fields = asdict(self)
         del fields["num_passages"], fields["retrieval_threads"]
+        if self.passage_form == RETRIEVED:
+            del fields["passage_form"]
         return fields
 
     @property
@@ -120,6 +126,7 @@ def resolve_settings(
     num_passages: int,
     num_examples: int,
     num_shards: int,
+    passage_form: PassageForm = RETRIEVED,
 ) -> GenerationSettings:
     """The run's settings from its options, the capped LM input (`input_length`), the index's size and the
     sample (``exclude_same_doc`` is the negation of --allow-same-doc)."""
@@ -138,4 +145,5 @@ def resolve_settings(
         exclude_same_doc=not allow_same_doc,
         num_passages=num_passages,
         retrieval_threads=retrieval.threads,
+        passage_form=passage_form,
     )

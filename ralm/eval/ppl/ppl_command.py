@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -35,6 +36,7 @@ from ralm.eval.ppl.summary import report_points
 from ralm.eval.ppl.sweep import Sweep, parse_sweep
 from ralm.lm.options import LMOptions, WindowOptions, window_fits
 from ralm.retrieval.options import RetrievalOptions
+from ralm.retrieval.passage_forms import RETRIEVED, PassageForm
 
 if TYPE_CHECKING:
     from ralm.eval.ppl.run import PplSettings
@@ -126,6 +128,7 @@ def eval_ppl(
     bootstrap: Literal["blocks", "windows"] = "blocks",
     window: WindowOptions = _WINDOW,
     query: QueryOptions = _QUERY,
+    passage_form: PassageForm = RETRIEVED,
     reranking: RerankingOptions = _RERANKING,
     batching: BatchOptions = _BATCHING,
     progress: bool = True,
@@ -156,6 +159,9 @@ def eval_ppl(
         query: What each retrieving window's BM25 query is: the past --query-tokens tokens (the paper's),
             the LM's greedy look-ahead of its next tokens with unsure ones masked (FLARE's), both, or the
             true next tokens (`future`: a bound, it reads the targets).
+        passage_form: What a retrieved passage hands the LM: itself (retrieved, the paper's), or from its
+            sentence that best matches the query on into the next passage of its document (continuation),
+            cut at --max-passage-tokens.
         print_table: Print the --compare table (off in `ralm demo`, whose report prints it with labels).
         seed: Seed of the random condition and of the bootstrap's resamples (--compare).
         bootstrap_resamples: Resamples of the paired bootstrap (--compare).
@@ -188,6 +194,7 @@ def eval_ppl(
     model, models, settings = _load_models(
         lm, conditions, sweep, window, query, retrieval, reranking, batching, compared, max_tokens, text_field
     )
+    settings = replace(settings, passage_form=passage_form)
     summaries = evaluate(
         model,
         raw,

@@ -34,6 +34,13 @@ from ralm.lm.interface import LanguageModel
 from ralm.lm.scoring import ScoringSettings
 from ralm.lm.special_tokens import special_tokens_record
 from ralm.passage_rules import BM25, ZERO_SHOT
+from ralm.retrieval.passage_forms import (
+    CONTINUATION,
+    RETRIEVED,
+    PassageForm,
+    continuation_hits,
+    passage_store,
+)
 from ralm.retrieval.types import Hit, Retriever
 
 __all__ = [
@@ -103,6 +110,8 @@ class PplSettings:
     k: int = 16
     query: QueryOptions = field(default_factory=QueryOptions)
     """What each retrieving window's query is made of (the paper's: the past ℓ tokens)."""
+    passage_form: PassageForm = RETRIEVED
+    """What a retrieved passage hands the LM (``ralm.retrieval.passage_forms``)."""
     retrieval_threads: int = 1
     conditions: tuple[Condition, ...] = field(default_factory=lambda: (Condition(BM25, BM25),))
     """What is evaluated: one condition, or several read off one table (`compare`)."""
@@ -201,6 +210,7 @@ def _point_config(
         "max_length": point.input_length,
         "max_passage_tokens": options.scoring.max_passage_tokens,
         **(options.query.record(point.stride) if options.retrieves else {}),
+        **({"passage_form": options.passage_form} if options.passage_form != RETRIEVED else {}),
         "index": index,
         "retrieval_cache": cache,
         "ralm_version": ralm.__version__,
@@ -307,6 +317,8 @@ def evaluate(
     points = options.points
     windows = {p: strided_windows(len(text.tokens), p.input_length, p.stride) for p in points}
     queries, hits_by_query, timings = _retrieve(model, text, options, windows, retriever, cache_path)
+    if options.passage_form == CONTINUATION and options.retrieves and retriever is not None:
+        hits_by_query = continuation_hits(hits_by_query, passage_store(retriever), options.k)
     index = None if retriever is None else {"dir": str(index_dir), "key": index_key(retriever.meta)}
     cache = None if cache_path is None else str(cache_path)
     summaries = []
