@@ -277,7 +277,7 @@ def _main_keyed(value, identities: dict[str, str]):
 
 def _main_fingerprint(stage: StagePlan) -> str:
     """The stage's key as main computed it, from the arguments main passed (`compare` as its text)."""
-    unkeyed = stage.arguments.unkeyed()
+    unkeyed = stage.arguments.unkeyed_now()  # a later field left at its default: as main had no such field
     arguments = {name: value for name, value in stage.arguments.keywords().items() if name not in unkeyed}
     if "compare" in arguments:
         arguments["compare"] = ",".join(c.spec for c in arguments["compare"])
@@ -352,3 +352,19 @@ def test_stage_keys_stay_those_of_finished_run_folders(tmp_path, texts):
     (evaluate,) = plan.evals
     assert evaluate.output.parent.name == f"eval-eval-{PINNED_KEYS['eval'][:8]}"
     assert Path(evaluate.arguments.retrieval_cache).name == "retrieval-cache-67c9531b.jsonl"
+
+
+def test_the_passage_form_reaches_data_gen_and_eval_and_keys_them_only_when_set(tmp_path, texts):
+    """`--passage-form continuation` is a data-gen and an eval argument (commands.sh spells it); left at the
+    paper's `retrieved`, the stages keep the keys (and folders) they had before the option existed."""
+    run = tmp_path / "run"
+    plain = plan_pipeline(run, texts, "my-lm", "my-encoder", QUICK, "fp32", threshold=1.0)
+    settings = resolve_scale(True, ScaleOptions(passage_form="continuation"))
+    cont = plan_pipeline(run, texts, "my-lm", "my-encoder", settings, "fp32", threshold=1.0)
+    for before, after in ((plain.data_gen, cont.data_gen), *zip(plain.evals, cont.evals, strict=True)):
+        assert after.arguments.passage_form == "continuation" and before.arguments.passage_form == "retrieved"
+        assert "--passage-form continuation" in " ".join(after.command)
+        assert "--passage-form" not in " ".join(before.command)
+        assert after.fingerprint != before.fingerprint
+        assert before.fingerprint == _main_fingerprint(before)  # the key main gave these arguments
+    assert cont.index.fingerprint == plain.index.fingerprint  # the index does not read it

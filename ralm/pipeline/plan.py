@@ -139,6 +139,7 @@ def _data_gen_stage(
         sampling=SamplingOptions(num_prefixes=settings.num_prefixes),
         window=window_options(settings),
         sharding=ShardingOptions(prefixes_per_shard=settings.prefixes_per_shard),
+        passage_form=settings.passage_form,
     )
     inputs = identities_of([texts.train, retrieval.index, retrieval.passages, lm.model], known)
     draft = StagePlan("data-gen", arguments, run_dir, identities=inputs)
@@ -229,6 +230,7 @@ def eval_stage(
         retrieval=retrieval,
         compare=demo_conditions(threshold, trained),
         print_table=False,
+        passage_form=settings.passage_form,
     )
     paths = [text, retrieval.index, retrieval.passages, lm.model, *trained.values()]
     inputs = identities_of(paths, known or {})

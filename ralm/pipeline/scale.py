@@ -24,6 +24,7 @@ from ralm.config_types import (
     check_fields,
 )
 from ralm.errors import RalmInputError
+from ralm.retrieval.passage_forms import RETRIEVED, PassageForm
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,8 @@ class ScaleSettings:
     dtype: Dtype = "fastest"
     margin: float = 0.01
     """δ of the export's promise: not worse than no retrieval by more than this share of token perplexity."""
+    passage_form: PassageForm = RETRIEVED
+    """What a retrieved passage hands the LM in data-gen and eval (``ralm.retrieval.passage_forms``)."""
 
     def __post_init__(self) -> None:
         if self.val_fraction + self.decision_fraction >= 1:
@@ -198,6 +201,9 @@ class ScaleOptions:
     margin: HalfOpenUnitInterval | None = None
     """δ: the exported rule must be shown not worse than no retrieval by more than this share of token
     perplexity (one-sided 95% bound on the decision prefixes; `ralm train --margin`)."""
+    passage_form: PassageForm | None = None
+    """What a retrieved passage hands the LM in data-gen and eval: itself (retrieved, the paper's), or from
+    its sentence that best matches the query on into the next passage of its document (continuation)."""
     dtype: Dtype | None = None
     """The frozen LM's dtype in data-gen and eval: fastest (bf16 where the device computes it natively and a
     measurement here finds it faster, else fp32; the report states bf16's change in NLL against fp32), auto

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
+from ralm.retrieval.passage_forms import RETRIEVED
+
 if TYPE_CHECKING:
     from ralm.data_gen.options import SamplingOptions, ShardingOptions
     from ralm.eval.ppl.conditions import Condition
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
 _ROLE = "stage role"
 _WRITTEN = "written"
 _RESUME = "resume"
+_LATER = "keyed when set"
 
 
 def writes() -> Any:
@@ -40,6 +43,12 @@ def when_resuming(value: Any) -> Any:
     """A field that is None (the function's default, so no option in ``commands.sh``) unless the call
     continues a killed run's partial work, when it is `value`; never part of the identity."""
     return field(default=None, metadata={_ROLE: _RESUME, _RESUME: value})
+
+
+def keyed_when_set(default: Any) -> Any:
+    """A field added after run folders were keyed: part of the stage's identity only when it is not
+    `default`, so the folders of runs that did not set it keep their keys and are reused."""
+    return field(default=default, metadata={_ROLE: _LATER})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,8 +69,16 @@ class StageArguments:
 
     @classmethod
     def unkeyed(cls) -> frozenset[str]:
-        """The fields left out of the stage's identity: what it writes and what only a resumed call gets."""
-        return frozenset(f.name for f in dataclasses.fields(cls) if _ROLE in f.metadata)
+        """The fields always left out of the stage's identity: what it writes and what only a resumed call
+        gets."""
+        roles = (_WRITTEN, _RESUME)
+        return frozenset(f.name for f in dataclasses.fields(cls) if f.metadata.get(_ROLE) in roles)
+
+    def unkeyed_now(self) -> frozenset[str]:
+        """The fields left out of these arguments' identity: `unkeyed`, and the later fields left at their
+        default (``keyed_when_set``)."""
+        later = (f for f in dataclasses.fields(self) if f.metadata.get(_ROLE) == _LATER)
+        return self.unkeyed() | {f.name for f in later if getattr(self, f.name) == f.default}
 
     def resumed(self) -> Self:
         """These arguments for a call that continues a killed run's partial work."""
@@ -95,6 +112,8 @@ class DataGenArguments(StageArguments):
     sampling: SamplingOptions
     window: WindowOptions
     sharding: ShardingOptions
+    passage_form: str = keyed_when_set(RETRIEVED)
+    """What each candidate hands the LM (``ralm.retrieval.passage_forms``)."""
     output: str | None = writes()
 
 
@@ -132,6 +151,8 @@ class EvalPplArguments(StageArguments):
     retrieval_cache: str | None = writes()
     compare: list[Condition]
     print_table: bool
+    passage_form: str = keyed_when_set(RETRIEVED)
+    """What each candidate hands the LM (``ralm.retrieval.passage_forms``)."""
     output: str | None = writes()
 
     def retrieval_inputs(self) -> dict[str, Any]:

@@ -68,7 +68,7 @@ class StagePlan:
     def fingerprint(self) -> str:
         """The stage's identity (64 hex digits); its folder's name carries the first 8."""
         arguments = self.arguments
-        return stage_fingerprint(self.words, arguments.keywords(), arguments.unkeyed(), self.identities)
+        return stage_fingerprint(self.words, arguments.keywords(), arguments.unkeyed_now(), self.identities)
 
     def produced(self) -> dict[str, str]:
         """The paths of this stage's work (what it writes, and `output`) -> their identity in a later
@@ -81,7 +81,7 @@ class StagePlan:
     def places(self, folder: Path) -> list[str]:
         """The strings of the stage's key that still name a place in `folder` (should be none: a path in
         the run folder is keyed by its contents or its stage, so a moved run folder keeps every key)."""
-        keyed = keyed_arguments(self.arguments.keywords(), self.arguments.unkeyed(), self.identities)
+        keyed = keyed_arguments(self.arguments.keywords(), self.arguments.unkeyed_now(), self.identities)
         root = folder.resolve()
         return [text for text in strings(keyed) if f"{root}{os.sep}" in text or _inside(text, root)]
 
