@@ -29,6 +29,7 @@ from ralm.pipeline.report_plot import plot
 from ralm.pipeline.scale import ScaleSettings
 from ralm.pipeline.verdicts import retrieving_comparisons, verdicts
 from ralm.rerank.model_card import cost_text
+from ralm.retrieval.passage_forms import CONTINUATION
 from ralm.statistics import format_change
 
 
@@ -188,7 +189,13 @@ def inputs_line(results: dict[str, dict[str, Path]]) -> str:
     first = next(iter(next(iter(results.values())).values()))
     config = read_config(Path(first).parent)
     prefix, mode = config.get("special_prefix", []), config.get("special_tokens", "every-input")
-    return f"LM inputs: {describe_special_tokens(prefix, mode)}"
+    line = f"LM inputs: {describe_special_tokens(prefix, mode)}"
+    if config.get("passage_form") == CONTINUATION:
+        line += (
+            "; each passage from its sentence that best matches the query on into the next passage of its"
+            " document (--passage-form continuation)"
+        )
+    return line
 
 
 def dtype_line(check: dict | None) -> str:

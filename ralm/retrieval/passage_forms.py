@@ -1,4 +1,4 @@
-"""What a retrieved passage hands the LM (``--passage-form`` of `ralm eval ppl`).
+"""What a retrieved passage hands the LM (``--passage-form`` of `ralm eval ppl`, `ralm data-gen`, `ralm run`).
 
 - ``retrieved``: the passage as it was indexed (the paper's).
 - ``continuation``: the passage from its sentence that best matches the query, continued into the next
@@ -11,6 +11,10 @@ The best-matching sentence is the one sharing the most distinct words with the q
 letters and digits; the earliest on a tie); a passage's first line is its title and stays first. The
 continuation's id is ``ID@S`` (S: the first sentence kept), so two windows that start one passage at
 different sentences get different texts and ids (``windows.jsonl``'s ``passage_id``).
+
+The next passage is the next row of the passages file when it names the same document: `ralm passages`
+writes a document's passages in order. With overlapping passages (``--passage-stride`` below
+``--passage-words``) it repeats the overlap.
 """
 
 from __future__ import annotations
