@@ -8,8 +8,9 @@ Every folder is an `--output` of `ralm eval ppl` on the same text, LM and window
 and `bm25` name the baselines, any other NAME one query form's run (BM25's top-1 for its query unless the
 run says otherwise). The changes are the demo report's (``ralm.pipeline.verdicts.retrieving_comparisons``:
 token perplexity on the windows whose targets start at `--first-target` or later, paired block bootstrap,
-one block length from the BM25 − no retrieval difference, 2,000 resamples, seed 0). The cost column is
-what each run's query generated: look-ahead tokens per retrieving window and seconds.
+one block length from the BM25 − no retrieval difference, 2,000 resamples, seed 0). The last column says
+each run's query and passage form, and what its query generated: look-ahead tokens per retrieving window and
+seconds.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ def _cost(folder: Path) -> str:
         return "no query"
     generated = timings.get("lookahead_generated_tokens")
     form = config.get("query_form", "past")
+    if config.get("passage_form"):
+        form += f", {config['passage_form']} passages"
     if not generated:
         return form
     retrieving = results["counts"]["retrieving_windows"]

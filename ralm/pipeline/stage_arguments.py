@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
-from ralm.retrieval.passage_forms import RETRIEVED
+from ralm.retrieval.passage_forms import RETRIEVED, PassageForm
 
 if TYPE_CHECKING:
     from ralm.data_gen.options import SamplingOptions, ShardingOptions
@@ -112,7 +112,7 @@ class DataGenArguments(StageArguments):
     sampling: SamplingOptions
     window: WindowOptions
     sharding: ShardingOptions
-    passage_form: str = keyed_when_set(RETRIEVED)
+    passage_form: PassageForm = keyed_when_set(RETRIEVED)
     """What each candidate hands the LM (``ralm.retrieval.passage_forms``)."""
     output: str | None = writes()
 
@@ -151,7 +151,7 @@ class EvalPplArguments(StageArguments):
     retrieval_cache: str | None = writes()
     compare: list[Condition]
     print_table: bool
-    passage_form: str = keyed_when_set(RETRIEVED)
+    passage_form: PassageForm = keyed_when_set(RETRIEVED)
     """What each candidate hands the LM (``ralm.retrieval.passage_forms``)."""
     output: str | None = writes()
 

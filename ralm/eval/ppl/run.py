@@ -209,8 +209,7 @@ def _point_config(
         "query_tokens": point.query_tokens,
         "max_length": point.input_length,
         "max_passage_tokens": options.scoring.max_passage_tokens,
-        **(options.query.record(point.stride) if options.retrieves else {}),
-        **({"passage_form": options.passage_form} if options.passage_form != RETRIEVED else {}),
+        **(_retrieval_forms(options, point) if options.retrieves else {}),
         "index": index,
         "retrieval_cache": cache,
         "ralm_version": ralm.__version__,
@@ -218,6 +217,15 @@ def _point_config(
     if model.special_prefix:  # how inputs start is part of every row (recorded, keyed: a resume cannot mix)
         config.update(special_tokens_record(model.special_prefix, model.special_tokens))
     return config
+
+
+def _retrieval_forms(options: PplSettings, point: PointKey) -> dict:
+    """results.json ``config`` keys of a query or passage other than the paper's (none for the paper's, so
+    earlier runs' files and resume keys stay as they were)."""
+    forms = options.query.record(point.stride)
+    if options.passage_form != RETRIEVED:
+        forms["passage_form"] = options.passage_form
+    return forms
 
 
 def _retrieve(
