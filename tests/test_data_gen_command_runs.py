@@ -148,9 +148,9 @@ def test_rerun_of_a_complete_output_does_nothing_and_another_config_is_refused(
         run_in_process(cli_args(docs, index, tiny_lm_dir, reference, num_shards=8, **{**OPTIONS, "k": 3}))
 
 
-def test_a_python_caller_passes_the_option_groups(tmp_path, reference, corpus, tiny_lm_dir):
-    """`ralm.generate_reranking_data` (the README's API) with the groups built in Python: the same rows as
-    the command line's run."""
+def _python_data_gen(out, corpus, tiny_lm_dir, **options) -> dict:
+    """The reference run's first 6 prefixes through `data_gen` with the groups built in Python (one thread,
+    as the reference), plus `options`."""
     from ralm.data_gen.data_gen_command import data_gen
     from ralm.data_gen.options import SamplingOptions
     from ralm.lm.options import LMOptions, WindowOptions
@@ -160,17 +160,24 @@ def test_a_python_caller_passes_the_option_groups(tmp_path, reference, corpus, t
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        meta = data_gen(
+        return data_gen(
             str(docs),
-            str(tmp_path / "data"),
+            str(out),
             lm=LMOptions(model=str(tiny_lm_dir), max_length=96),
             retrieval=RetrievalOptions(index=str(index), k=4),
             sampling=SamplingOptions(num_prefixes=40, min_prefix_tokens=16, seed=1, limit=6),
             window=WindowOptions(stride=4, query_tokens=16, max_passage_tokens=40),
             progress=False,
+            **options,
         )
     finally:
         torch.set_num_threads(threads)
+
+
+def test_a_python_caller_passes_the_option_groups(tmp_path, reference, corpus, tiny_lm_dir):
+    """`ralm.generate_reranking_data` (the README's API) with the groups built in Python: the same rows as
+    the command line's run."""
+    meta = _python_data_gen(tmp_path / "data", corpus, tiny_lm_dir)
     assert meta["complete"] and meta["limit"] == 6
     rows = load_from_disk(str(tmp_path / "data")).to_list()
     assert rows == load_from_disk(str(reference)).select(range(6)).to_list()
@@ -306,22 +313,8 @@ def test_continuation_candidates_run_from_the_best_sentence_into_the_next_passag
     """`--passage-form continuation`: the same hits as the reference run's, each from one of its sentences
     on and continued into its document's next passage (the passage's own first words are kept in order),
     recorded in the metadata."""
-    from ralm.data_gen.data_gen_command import data_gen
-    from ralm.data_gen.options import SamplingOptions
-    from ralm.lm.options import LMOptions, WindowOptions
-    from ralm.retrieval.options import RetrievalOptions
-
-    docs, passages, index = corpus
-    meta = data_gen(
-        str(docs),
-        str(tmp_path / "data"),
-        lm=LMOptions(model=str(tiny_lm_dir), max_length=96),
-        retrieval=RetrievalOptions(index=str(index), k=4),
-        sampling=SamplingOptions(num_prefixes=40, min_prefix_tokens=16, seed=1, limit=6),
-        window=WindowOptions(stride=4, query_tokens=16, max_passage_tokens=40),
-        passage_form="continuation",
-        progress=False,
-    )
+    meta = _python_data_gen(tmp_path / "data", corpus, tiny_lm_dir, passage_form="continuation")
+    passages = corpus[1]
     assert meta["config"]["passage_form"] == "continuation"
     by_id = {json.loads(line)["id"]: json.loads(line) for line in passages.read_text().splitlines()}
     order = list(by_id)

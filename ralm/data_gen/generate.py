@@ -22,7 +22,7 @@ from ralm.errors import RalmInputError
 from ralm.lm.interface import LanguageModel
 from ralm.progress import progress as progress_bar
 from ralm.retrieval.overlap import COPY_TOKENS, copies_span
-from ralm.retrieval.passage_forms import CONTINUATION, continuation_hits, passage_store
+from ralm.retrieval.passage_forms import CONTINUATION, continued, passage_store
 from ralm.retrieval.types import Hit, Retriever
 
 # Prefixes whose candidates are checked against their own document's text before the first shard.
@@ -132,10 +132,8 @@ def _shard_candidates(
     )
     if settings.passage_form != CONTINUATION:
         return found
-    store = passage_store(retriever)
-    return [
-        continuation_hits({q: hits}, store, settings.k)[q] for q, hits in zip(queries, found, strict=True)
-    ]
+    store, following = passage_store(retriever), {}
+    return [continued(hits, query, store, following) for query, hits in zip(queries, found, strict=True)]
 
 
 def _scored_row(

@@ -22,11 +22,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from ralm.errors import RalmInputError
-from ralm.retrieval.passage_store import PassageStore
 from ralm.retrieval.types import Hit
+
+if TYPE_CHECKING:  # the store (numpy) only where a continuation is made: the stage records import this
+    from ralm.retrieval.passage_store import PassageStore
 
 PassageForm = Literal["retrieved", "continuation"]
 """What a retrieved passage hands the LM: itself, or its continuation from the sentence that best matches
@@ -86,6 +88,8 @@ def next_passage(store: PassageStore, hit: Hit) -> str | None:
 
 def passage_store(retriever) -> PassageStore:
     """The passages file of an index opened from a folder (every local backend reads its hits from one)."""
+    from ralm.retrieval.passage_store import PassageStore
+
     store = getattr(retriever, "store", None)
     if not isinstance(store, PassageStore):
         raise RalmInputError(
@@ -95,16 +99,20 @@ def passage_store(retriever) -> PassageStore:
     return store
 
 
+def continued(
+    hits: Sequence[Hit], query: str, store: PassageStore, following: dict[str, str | None]
+) -> list[Hit]:
+    """`hits` as continuations for `query`; `following` caches each passage's successor by id (shared
+    across calls, so a passage many queries retrieve is read once)."""
+    for hit in hits:
+        if hit.id not in following:
+            following[hit.id] = next_passage(store, hit)
+    return [continuation(hit, following[hit.id], query) for hit in hits]
+
+
 def continuation_hits(
     hits_by_query: Mapping[str, Sequence[Hit]], store: PassageStore, k: int
 ) -> dict[str, list[Hit]]:
     """Every query's top-k hits as continuations (each passage's successor read once)."""
     following: dict[str, str | None] = {}
-    out = {}
-    for query, hits in hits_by_query.items():
-        top = list(hits[:k])
-        for hit in top:
-            if hit.id not in following:
-                following[hit.id] = next_passage(store, hit)
-        out[query] = [continuation(hit, following[hit.id], query) for hit in top]
-    return out
+    return {query: continued(hits[:k], query, store, following) for query, hits in hits_by_query.items()}

@@ -98,8 +98,13 @@ def window_queries(
     else:
         heads = heads if heads is not None else [lm.lead] * len(retrieving)
         return _lookahead_queries(lm, tokens, windows, retrieving, past, form, span, input_length, heads)
+    return WindowQueries(_placed(lm, windows, parts))
+
+
+def _placed(lm: LanguageModel, windows: Sequence[Window], parts: list[list[int]]) -> list[str | None]:
+    """Each retrieving window's decoded query part (in order), None for the windows that make none."""
     decoded = iter([lm.decode(p) for p in parts])
-    return WindowQueries([next(decoded) if w.retrieves else None for w in windows])
+    return [next(decoded) if w.retrieves else None for w in windows]
 
 
 def _lookahead_queries(
@@ -127,9 +132,8 @@ def _lookahead_queries(
         if not kept:
             fallbacks += 1
         parts.append(before + kept if form.query_form == PAST_AND_LOOKAHEAD or not kept else kept)
-    decoded = iter([lm.decode(p) for p in parts])
     return WindowQueries(
-        [next(decoded) if w.retrieves else None for w in windows],
+        _placed(lm, windows, parts),
         generated_tokens=sum(len(g.token_ids) for g in generations),
         lookahead_fallbacks=fallbacks,
         seconds=time.perf_counter() - started,

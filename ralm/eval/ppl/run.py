@@ -287,10 +287,10 @@ def _lookahead_heads(
     queries = window_queries(model, text.tokens, windows, point.query_tokens).queries
     past = [q for q in queries if q is not None]
     hits, _ = retrieve_cached(retriever, past, options.k, cache_path, options.retrieval_threads)
-    top = [hits[q][0].contents if hits[q] else None for q in past]
-    encoded = iter(model.encode_passages([t for t in top if t is not None]))
-    cut = options.scoring.max_passage_tokens
-    return [list(next(encoded)[:cut]) if t is not None else list(model.lead) for t in top]
+    top = build_candidates(model, windows, queries, hits, 1, options.scoring.max_passage_tokens)
+    return [
+        list(c[0].tokens) if c else list(model.lead) for w, c in zip(windows, top, strict=True) if w.retrieves
+    ]
 
 
 def evaluate(
