@@ -17,6 +17,7 @@ from ralm.cli.command_args import parse
 from ralm.cli.command_render import command_line
 from ralm.cli.commands import PIPELINE_STAGES
 from ralm.cli.main import load_command
+from ralm.demo.flare_demo import QUICK_FLARE, flare_stage
 from ralm.eval.ppl.conditions import Condition
 from ralm.fingerprints import fingerprint
 from ralm.lm.options import LMOptions
@@ -61,8 +62,16 @@ def _same(given, parsed) -> bool:
 def test_every_rendered_stage_command_parses_back_to_its_typed_arguments(tmp_path, texts):
     settings = resolve_scale(True, ScaleOptions(k=3, train_seeds=[0, 1]))
     plan = plan_pipeline(tmp_path / "run", texts, "my-lm", "my-encoder", settings, "bf16", threshold=1.25)
-    assert {stage.words for stage in plan.stages} == set(STAGE_FUNCTIONS)
-    for stage in plan.stages:
+    # `ralm demo --flare`'s stage, on the same index.
+    retrieval = plan.data_gen.arguments.retrieval
+    lm = plan.data_gen.arguments.lm
+    known = plan.index.produced()
+    flare = flare_stage(
+        tmp_path / "run", "dev", texts.corpus, "flare", 0.25, lm, retrieval, QUICK_FLARE, known
+    )
+    stages = [*plan.stages, flare]
+    assert {stage.words for stage in stages} == set(STAGE_FUNCTIONS)
+    for stage in stages:
         parsed = _parsed(stage)
         for name, given in stage.arguments.keywords().items():
             assert _same(given, parsed[name]), (stage.key, name, given, parsed[name])

@@ -131,8 +131,15 @@ API_ONLY: dict[str, tuple[str, str]] = {
 """The Python API's names that are no command: lower-level entry points, the shared option groups and the
 typed values of ``evaluate_perplexity`` (its conditions, read from ``--compare`` text, and its sweep)."""
 
-PIPELINE_STAGES: tuple[tuple[str, ...], ...] = (("index",), ("data-gen",), ("train",), ("eval", "ppl"))
-"""The commands a pipeline run (``ralm run``, ``ralm demo``) calls, in order, through their functions."""
+PIPELINE_STAGES: tuple[tuple[str, ...], ...] = (
+    ("index",),
+    ("data-gen",),
+    ("train",),
+    ("eval", "ppl"),
+    ("eval", "flare"),
+)
+"""The commands a pipeline run (``ralm run``, ``ralm demo``; ``eval flare``: ``ralm demo --flare``) calls, in
+order, through their functions."""
 
 _BY_WORDS = {command.words: command for command in COMMANDS}
 

@@ -4,6 +4,7 @@
     ralm demo                         # the full demo (three training seeds)
     ralm demo --split dev             # the dev book, for choosing settings (never reported)
     ralm demo --domain python-docs    # the same on the Python documentation
+    ralm demo --flare [--quick]       # FLARE against its baselines on long-form generation
 
 King James Bible as retrieval corpus minus the dev and test books, the World English Bible's other books as
 training text; then `ralm index` -> `ralm data-gen` -> `ralm train` (one reranker per seed, with
@@ -47,6 +48,7 @@ def demo(
     encoder: str | None = None,
     scale: ScaleOptions = _SCALE,
     books: BookOptions = _BOOKS,
+    flare: bool = False,
 ) -> dict:
     """The whole In-Context RALM pipeline on real offline assets, ending with a table and a plot.
 
@@ -71,6 +73,10 @@ def demo(
         encoder: Reranker encoder: Hugging Face id or folder (default: the offline all-MiniLM-L6-v2).
         scale: Overrides of the chosen scale's settings.
         books: The Bible demo's dev and test books (World English Bible OSIS ids), instead of the scale's.
+        flare: Instead of the perplexity pipeline, the long-form generation test (``ralm.demo.flare_demo``):
+            the LM continues prompts of the related test book with no retrieval, single-time retrieval,
+            retrieval every few tokens and FLARE (theta chosen on the dev book), scored against the book's
+            own continuation (default folder: runs/demo-flare or runs/demo-flare-quick).
     """
     started = time.perf_counter()
     settings, split_books = resolve_scale(quick, scale), resolve_books(quick, books)
@@ -78,7 +84,18 @@ def demo(
         raise RalmInputError("--corpus and --eval-text: give both (your own texts) or neither (the Bibles)")
     if corpus is None and exclude:
         raise RalmInputError("--exclude: only with --corpus (the Bible demo excludes its dev and test books)")
-    default_dir = ("runs/demo-quick" if quick else "runs/demo") + ("" if domain == "bible" else f"-{domain}")
+    default_dir = ("runs/demo" + ("-flare" if flare else "") + ("-quick" if quick else "")) + (
+        "" if domain == "bible" else f"-{domain}"
+    )
+    if flare:
+        if corpus is not None or domain != "bible" or split != "test":
+            raise RalmInputError("--flare: the Bible demo's test (no --corpus, --domain or --split)")
+        from ralm.demo.flare_demo import flare_demo
+
+        check_bible_books(split_books)
+        out = Path(output or default_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        return flare_demo(quick, out, split_books, lm or default_lm(), settings)
     if corpus is not None:  # your own texts: `ralm run` with the demo's folder
         from ralm.pipeline.run_command import run
 

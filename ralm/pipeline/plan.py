@@ -74,7 +74,7 @@ def plan_pipeline(
 ) -> PipelinePlan:
     """Every stage of a run. `threshold` (fitted on the data-gen rows, so known only after that stage)
     adds the `bm25-above` rule to the eval's conditions."""
-    index = _index_stage(run_dir, texts, settings)
+    index = index_stage(run_dir, texts, settings)
     passages = str(Path(f"{index.output}.passages.jsonl"))
     retrieval = RetrievalOptions(index=str(index.output), passages=passages, k=settings.k)
     known = index.produced()
@@ -105,7 +105,7 @@ def plan_pipeline(
     return PipelinePlan(index, data_gen, trains, evals)
 
 
-def _index_stage(run_dir: Path, texts: PipelineTexts, settings: ScaleSettings) -> StagePlan:
+def index_stage(run_dir: Path, texts: PipelineTexts, settings: ScaleSettings) -> StagePlan:
     arguments = IndexArguments(
         documents=texts.corpus,
         passage_words=settings.passage_words,

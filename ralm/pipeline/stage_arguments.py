@@ -24,6 +24,7 @@ from ralm.retrieval.passage_forms import RETRIEVED, PassageForm
 if TYPE_CHECKING:
     from ralm.data_gen.options import SamplingOptions, ShardingOptions
     from ralm.eval.ppl.conditions import Condition
+    from ralm.eval.qa.flare_options import FlareOptions
     from ralm.lm.options import LMOptions, WindowOptions
     from ralm.retrieval.options import RetrievalOptions
     from ralm.train.settings import EncoderOptions, LoaderOptions, OptimOptions, RunOptions
@@ -167,10 +168,26 @@ class EvalPplArguments(StageArguments):
         }
 
 
+@dataclass(frozen=True, kw_only=True)
+class EvalFlareArguments(StageArguments):
+    """``ralm eval flare`` on one set of texts to continue (``ralm demo --flare``): one method's
+    generations, scored against the true continuations."""
+
+    words: ClassVar[tuple[str, ...]] = ("eval", "flare")
+    data: str
+    lm: LMOptions
+    retrieval: RetrievalOptions
+    format: str
+    flare: FlareOptions
+    batch_size: int
+    output: str | None = writes()
+
+
 STAGE_ARGUMENTS: tuple[type[StageArguments], ...] = (
     IndexArguments,
     DataGenArguments,
     TrainArguments,
     EvalPplArguments,
+    EvalFlareArguments,
 )
 """One per command of ``ralm.cli.commands.PIPELINE_STAGES``, in that order."""

@@ -12,6 +12,10 @@ Formats (``--format``; ``auto`` looks at the extension and the first record):
   "annotations"}}}``); gold short answers from every qa pair, long answers for ROUGE-L.
 - ``dpr``: a DPR retrieval results file (array of ``{"question", "answers", "ctxs": [{"title", "text"}]}``);
   the passages come with the questions, no index needed.
+- ``continuation``: long-form generation, one ``{"id", "prompt", "continuation"}`` per line: the LM
+  continues the prompt's text (no question, no answer pattern) and is scored against the true continuation
+  (ROUGE-L F1, token F1 and name recall, ``ralm.eval.qa.metrics.score_answer``). ``auto`` reads a ``.jsonl``
+  file whose first record has ``prompt`` and ``continuation`` as this format.
 """
 
 from __future__ import annotations
@@ -25,7 +29,9 @@ from typing import Any
 from ralm.errors import RalmInputError
 from ralm.jsonl import read_jsonl
 
-FORMATS = ("auto", "jsonl", "2wiki", "strategyqa", "asqa", "dpr")
+FORMATS = ("auto", "jsonl", "2wiki", "strategyqa", "asqa", "dpr", "continuation")
+CONTINUATION = "continuation"
+"""The long-form task and format: continue a text, scored against its true continuation."""
 
 
 @dataclass
@@ -37,8 +43,9 @@ class QAExample:
     answers: list[str]
     context: str | None = None
     task: str = "short"
-    """``short`` (EM/F1), ``yesno`` (StrategyQA accuracy) or ``long`` (ASQA: EM over short answers,
-    ROUGE-L)."""
+    """``short`` (EM/F1), ``yesno`` (StrategyQA accuracy), ``long`` (ASQA: EM over short answers,
+    ROUGE-L) or ``continuation`` (the question is a text to continue, the one answer its true
+    continuation)."""
     long_answers: list[str] = field(default_factory=list)
     ctxs: list[dict] | None = None
     """Passages given with the question (DPR results format): ``[{"id"?, "title", "text"}]``."""
@@ -83,6 +90,22 @@ def _read_json(path: Path) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
         raise RalmInputError(f"{path}: not valid JSON (line {err.lineno}: {err.msg})") from None
+
+
+def _continuation_examples(path: Path) -> list[QAExample]:
+    out = []
+    for i, rec in _read_jsonl(path):
+        where = _where(path, i, True)
+        ex_id = str(rec["id"]) if "id" in rec else str(i)
+        prompt, reference = _text_field(rec, "prompt", where), _text_field(rec, "continuation", where)
+        out.append(QAExample(ex_id, prompt, [reference], task=CONTINUATION))
+    return out
+
+
+def _is_continuation_file(path: Path) -> bool:
+    """Whether a ``.jsonl`` file's first record has the continuation format's fields."""
+    first = next(_read_jsonl(path), None)
+    return first is not None and {"prompt", "continuation"} <= set(first[1])
 
 
 def _jsonl_examples(path: Path) -> list[QAExample]:
@@ -190,7 +213,9 @@ def load_examples(
         raise RalmInputError(f"--format must be one of {', '.join(FORMATS)}, got '{fmt}'")
     if not path.is_file():
         raise RalmInputError(f"{path}: no such file")
-    if fmt == "jsonl" or (fmt == "auto" and path.suffix == ".jsonl"):
+    if fmt == CONTINUATION or (fmt == "auto" and path.suffix == ".jsonl" and _is_continuation_file(path)):
+        examples = _continuation_examples(path)
+    elif fmt == "jsonl" or (fmt == "auto" and path.suffix == ".jsonl"):
         examples = _jsonl_examples(path)
     else:
         data = _read_json(path)

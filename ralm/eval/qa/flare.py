@@ -4,6 +4,9 @@ Methods (``FlareOptions.method``):
 - ``no-retrieval``: the LM answers from the prompt alone.
 - ``single``: retrieve once with the question, then generate the whole answer.
 - ``window``: retrieve with the question, then every ``window_tokens`` generated tokens with that window.
+- ``stride``: retrieve with the question, then every ``window_tokens`` generated tokens with the last
+  ``max_query_tokens`` tokens of the input and the answer so far (In-Context RALM's retrieval stride, as
+  its generation would retrieve).
 - ``sentence``: retrieve with the question, then after each sentence with that sentence.
 - ``flare``: retrieve with the question; then repeatedly generate a look-ahead of up to ``lookahead_tokens``
   with the current passages, cut it at its first sentence end; unless a token's probability is <= theta
@@ -29,6 +32,10 @@ ids appended to the prompt's ids, so every step's prompt extends the previous on
 cache serves it. A masked query left empty (every token at or below beta) retrieves nothing, as in the
 authors' code, so the look-ahead is kept. Sentence ends and queries: ``ralm.eval.qa.lookahead``; settings:
 ``ralm.eval.qa.flare_options``.
+
+Two prompt layouts: ``qa`` (FLARE's: exemplars, search results, ``Question: ... Answer:``; the answer ends at
+``stop``) and ``continuation`` (long-form generation: the passages, then the text the LM continues; no
+exemplars and no stop pattern, so every method generates ``max_new_tokens`` unless the LM ends the text).
 """
 
 from __future__ import annotations
@@ -42,10 +49,17 @@ from ralm.errors import RalmInputError
 from ralm.eval.qa.data import QAExample
 from ralm.eval.qa.explicit import QUESTION_TOKENS, question_prompt, question_terms, reply_question
 from ralm.eval.qa.flare_options import FlareOptions
-from ralm.eval.qa.lookahead import first_sentence_length, is_unsure, masked_query, sentence_end
+from ralm.eval.qa.lookahead import (
+    first_sentence_length,
+    is_unsure,
+    masked_query,
+    sentence_end,
+    sentence_min_probs,
+)
 from ralm.eval.qa.prompts import (
     PassageFitter,
     PromptPassage,
+    continuation_prompt,
     flare_prompt,
     input_length_for,
     keep_last,
@@ -55,10 +69,13 @@ from ralm.lm.generation import Generation, Generator, generate_batch
 from ralm.lm.interface import LanguageModel
 from ralm.passage_rules import NO_RETRIEVAL
 
+LAYOUTS = ("qa", "continuation")
+
 
 class FlareRunner:
     """Answers examples with one method; keeps the generator (and its KV cache) across examples.
-    `input_length`: the LM input length, used as given (the command's ``LMOptions.input_length``)."""
+    `input_length`: the LM input length, used as given (the command's ``LMOptions.input_length``);
+    `layout`: ``qa`` or ``continuation`` (the module's docstring)."""
 
     def __init__(
         self,
@@ -68,10 +85,18 @@ class FlareRunner:
         exemplars: Sequence[tuple[str, str]] = (),
         input_length: int | None = None,
         reuse_cache: bool = True,
+        layout: str = "qa",
     ):
         if config.method != NO_RETRIEVAL and source is None:
             raise RalmInputError(f"--method {config.method} needs --index")
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, got '{layout}'")
+        if layout == "continuation" and exemplars:
+            raise RalmInputError("--exemplars: long-form continuation shows no exemplars")
         self.lm, self.cfg, self.source, self.exemplars = lm, config, source, list(exemplars)
+        self.layout = layout
+        self.stop: str | None = None if layout == "continuation" else config.stop
+        """The end-of-answer pattern (None: the answer runs to max_new_tokens or the LM's end)."""
         self.input_length = input_length_for(lm, input_length)
         self.generator = Generator(lm, reuse_cache=reuse_cache)
         self.fitter = PassageFitter(lm, self.input_length)
@@ -86,6 +111,8 @@ class FlareRunner:
 
     # ------------------------------------------------------------------ helpers
     def prompt_for(self, question: str) -> Callable[[Sequence[PromptPassage]], str]:
+        if self.layout == "continuation":
+            return lambda passages: continuation_prompt(question, passages)
         return lambda passages: flare_prompt(question, passages, self.exemplars)
 
     def check(self, examples: Sequence[QAExample]) -> None:
@@ -104,6 +131,10 @@ class FlareRunner:
     def query_for(self, text: str) -> str:
         ids = self.lm.encode(text.strip())
         return self.lm.decode(ids[-self.cfg.max_query_tokens :]).strip()
+
+    def cut_at_stop(self, text: str) -> str:
+        """The answer: `text` up to the stop pattern (all of it without one)."""
+        return text if self.stop is None else text.split(self.stop, 1)[0]
 
     def first_query(self, question: str) -> str:
         """The query for the input: all of it (use_full_input_as_query) or its last max_query_tokens."""
@@ -125,8 +156,11 @@ class FlareRunner:
         step["searches"] = len(queries)
 
     def _answer_stop(self, answer: list[int]) -> Callable[[list[int]], bool]:
-        tail = self.lm.decode(answer)[-len(self.cfg.stop) :] if answer else ""
-        return lambda toks: self.cfg.stop in tail + self.lm.decode(toks)
+        stop = self.stop
+        if stop is None:
+            return lambda toks: False
+        tail = self.lm.decode(answer)[-len(stop) :] if answer else ""
+        return lambda toks: stop in tail + self.lm.decode(toks)
 
     def _sentence_stop(self, answer: list[int]) -> Callable[[list[int]], bool]:
         answer_stop = self._answer_stop(answer)
@@ -149,6 +183,7 @@ class FlareRunner:
             NO_RETRIEVAL: self._step_whole,
             "single": self._step_whole,
             "window": self._step_window,
+            "stride": self._step_window,
             "sentence": self._step_sentence,
             "flare": self._step_flare,
         }[cfg.method]
@@ -157,7 +192,7 @@ class FlareRunner:
         after = asdict(self.generator.counters)
         steps = [s for s in state.trace if "text" in s]
         return {
-            "generation": self.lm.decode(state.answer).split(cfg.stop, 1)[0],
+            "generation": self.cut_at_stop(self.lm.decode(state.answer)),
             "trace": state.trace,
             "steps": len(steps),
             "searches": (self.source.searches - searches_before) if self.source is not None else 0,
@@ -188,7 +223,7 @@ class FlareRunner:
         step["text"] = self.lm.decode(piece)
         state.trace.append(step)
         ended = len(piece) == len(gen.token_ids) and gen.stop_reason in ("eos", "context")
-        if not piece or ended or self.cfg.stop in self.lm.decode(state.answer):
+        if not piece or ended or (self.stop is not None and self.stop in self.lm.decode(state.answer)):
             state.finished = True
 
     def _sentence(self, state: _State, step: dict) -> tuple[Generation, list[int]]:
@@ -225,10 +260,15 @@ class FlareRunner:
         self._retrieve_after(state, step)
 
     def _retrieve_after(self, state: _State, step: dict) -> None:
-        """Backward-looking baselines: the piece just generated is the next piece's query."""
+        """Backward-looking baselines: the piece just generated is the next piece's query (``stride``: the
+        last max_query_tokens of the input and the answer so far)."""
         if state.finished or len(state.answer) >= self.cfg.max_new_tokens:
             return
-        query = self.query_for(step["text"])
+        if self.cfg.method == "stride":  # the answer's ids follow the input's, as the LM reads them
+            ids = [*self.lm.encode(state.question.strip()), *state.answer]
+            query = self.lm.decode(ids[-self.cfg.max_query_tokens :]).strip()
+        else:
+            query = self.query_for(step["text"])
         if query:
             self._search(state, [query], step)
             step["next_query"] = query
@@ -314,12 +354,11 @@ def run_batched(runner: FlareRunner, examples: Sequence[QAExample], batch_size: 
         head, fitted = runner.fitter.fit(runner.prompt_for(ex.question), ps, reserve=cfg.max_new_tokens)
         heads.append(head)
         shown.append(fitted)
-    stop = cfg.stop
+    stop = runner.stop
+    rule = None if stop is None else (lambda t: stop in lm.decode(t))
     gens = []
     for i in range(0, len(heads), batch_size):
-        gens += generate_batch(
-            lm, heads[i : i + batch_size], cfg.max_new_tokens, lambda t: stop in lm.decode(t)
-        )
+        gens += generate_batch(lm, heads[i : i + batch_size], cfg.max_new_tokens, rule)
     seconds = (time.perf_counter() - start) / max(len(examples), 1)
     out = []
     for q, fitted, head, gen in zip(queries, shown, heads, gens, strict=True):
@@ -331,7 +370,7 @@ def run_batched(runner: FlareRunner, examples: Sequence[QAExample], batch_size: 
         trace.append({"passages": [p.id for p in fitted], "retrieved": False, "searches": 0, "text": text})
         out.append(
             {
-                "generation": text.split(stop, 1)[0],
+                "generation": runner.cut_at_stop(text),
                 "trace": trace,
                 "steps": 1,
                 "searches": int(cfg.method == "single"),
@@ -341,6 +380,10 @@ def run_batched(runner: FlareRunner, examples: Sequence[QAExample], batch_size: 
                 "tokens_fed": len(head) + len(gen.token_ids),
                 "tokens_reused": 0,
                 "seconds": seconds,
+                # What FLARE's theta would see of this generation (ralm.eval.qa.flare_sweep.theta_for_rate).
+                "sentence_min_probs": sentence_min_probs(
+                    lm.decode, gen.token_ids, gen.probs, cfg.lookahead_tokens
+                ),
             }
         )
     return out

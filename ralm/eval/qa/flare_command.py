@@ -3,8 +3,9 @@
 Writes ``predictions.jsonl`` (one line per example, with the trace of every step: its text, the queries
 it sent, whether a search's passages reached its prompt, the passage ids), ``run.json`` (the settings) and
 ``results.json`` (EM, F1, precision and recall of the text after "answer is", yes/no accuracy or ROUGE-L
-where the data calls for them, the retrieval rate and the search rate, searches, LM calls and seconds per
-example) into ``--output``.
+where the data calls for them; for long-form continuation, ``--format continuation``, ROUGE-L F1, token F1
+and name recall of the whole generation against the true continuation; the retrieval rate and the search
+rate, searches, LM calls and seconds per example) into ``--output``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from jsonargparse import ArgumentParser
 from ralm.cli.command_args import call_with_args, parser_for
 from ralm.config_types import PositiveInt, check_arguments
 from ralm.errors import RalmInputError
-from ralm.eval.qa.data import FORMATS, QAExample, load_examples, load_exemplars
+from ralm.eval.qa.data import CONTINUATION, FORMATS, QAExample, load_examples, load_exemplars
 from ralm.eval.qa.flare import FlareRunner, run_batched
 from ralm.eval.qa.flare_options import FlareOptions
 from ralm.eval.qa.flare_sweep import parse_flare_sweep, run_flare_sweep
@@ -54,7 +55,8 @@ def summarize(records: list[dict], total: int) -> dict:
     search made during generation; search rate: steps that sent a query during generation (both over all
     steps); searches per example: every query sent, the input's included."""
     steps = sum(r["steps"] for r in records)
-    metrics = {k: mean_of(records, k) for k in ("em", "f1", "precision", "recall", "accuracy", "rouge_l")}
+    keys = ("em", "f1", "precision", "recall", "accuracy", "rouge_l", "name_recall")
+    metrics = {k: mean_of(records, k) for k in keys}
     metrics = {k: v for k, v in metrics.items() if v is not None}
     metrics.update(
         retrieval_rate=sum(r["retrieval_steps"] for r in records) / steps if steps else 0.0,
@@ -86,13 +88,13 @@ def eval_flare(
 
     Args:
         data: Questions: JSONL {id, question, answers[, context]} or a 2WikiMultihopQA / StrategyQA / ASQA
-            file.
+            file; or texts to continue: JSONL {id, prompt, continuation} (long-form generation).
         output: Folder for predictions.jsonl, run.json and results.json (a rerun resumes).
         lm: The frozen LM (--lm MODEL, --max-length, --device, --dtype, --gguf-file); its input is
             --max-length tokens (default 1024), never more than the LM's context.
         retrieval: The index (--index, needed by every method but no-retrieval; --passages), the BM25
             candidates handed to the reranker (--k) and the threads of a batched search (--threads).
-        format: Input format: auto, jsonl, 2wiki, strategyqa, asqa or dpr.
+        format: Input format: auto, jsonl, 2wiki, strategyqa, asqa, dpr or continuation.
         split: ASQA split to read.
         exemplars: Few-shot exemplars: JSONL {question, answer} (answer = full target output).
         flare: FLARE and baseline settings.
@@ -111,6 +113,9 @@ def eval_flare(
     plan = parse_flare_sweep(sweep, flare) if sweep is not None else None
     examples = load_examples(data, format, split, limit)
     shots = load_exemplars(exemplars)
+    layout = "continuation" if examples[0].task == CONTINUATION else "qa"
+    if layout == "continuation" and shots:
+        raise RalmInputError("--exemplars: long-form continuation (--format continuation) shows none")
     recorded = recorded_settings(_RECORDED, arguments, lm, retrieval)
     settings = {
         "command": "eval flare",
@@ -124,7 +129,7 @@ def eval_flare(
     # No retrieval needs no index (and no reranker), unless a sweep runs the retrieving methods too.
     needs_source = flare.method != NO_RETRIEVAL or plan is not None
     source = open_source(retrieval, model, reranker, input_length) if needs_source else None
-    run = FlareRun(model, source, examples, shots, batch_size, input_length, overwrite)
+    run = FlareRun(model, source, examples, shots, batch_size, input_length, overwrite, layout)
     if plan is not None:
         return run_flare_sweep(plan, output, lambda cfg, out: run_flare(run, cfg, out, settings))
     return run_flare(run, flare, output, settings)
@@ -155,6 +160,8 @@ class FlareRun:
     batch_size: int
     input_length: int
     overwrite: bool
+    layout: str = "qa"
+    """``qa`` or ``continuation`` (``ralm.eval.qa.flare``)."""
 
 
 def run_flare(run: FlareRun, flare: FlareOptions, output: str, settings: dict) -> dict:
@@ -163,7 +170,9 @@ def run_flare(run: FlareRun, flare: FlareOptions, output: str, settings: dict) -
     settings = {**settings, "flare": asdict(flare)}
     writer = PredictionWriter(output, settings, overwrite=run.overwrite)
     retriever = run.source if flare.method != NO_RETRIEVAL else None
-    runner = FlareRunner(run.model, flare, retriever, run.shots, input_length=run.input_length)
+    runner = FlareRunner(
+        run.model, flare, retriever, run.shots, input_length=run.input_length, layout=run.layout
+    )
     runner.check(run.examples)
     start = time.perf_counter()
     with writer:
@@ -171,8 +180,13 @@ def run_flare(run: FlareRun, flare: FlareOptions, output: str, settings: dict) -
     summary = summarize(records, len(run.examples))
     results = write_results(output, FORMAT, settings, summary, runner.fitter.cuts, start, run.model)
     m = results["metrics"]
+    scores = (
+        f"ROUGE-L {m.get('rouge_l', 0):.3f}  F1 {m.get('f1', 0):.3f}  names {m.get('name_recall') or 0:.3f}"
+        if run.layout == "continuation"
+        else f"EM {m.get('em', 0):.3f}  F1 {m.get('f1', 0):.3f}"
+    )
     print(
-        f"flare[{flare.method}] {len(records)} examples: EM {m.get('em', 0):.3f}  F1 {m.get('f1', 0):.3f}  "
+        f"flare[{flare.method}] {len(records)} examples: {scores}  "
         f"retrieval rate {m['retrieval_rate']:.2f} (searched at {m['search_rate']:.2f} of steps, "
         f"{m['searches_per_example'] or 0:.2f} searches/ex)  LM calls/ex {m['lm_calls_per_example']:.2f}  "
         f"s/ex {m['seconds_per_example']:.2f}  -> {Path(output) / RESULTS}"
@@ -186,7 +200,8 @@ def _answer_all(runner: FlareRunner, run: FlareRun, writer: PredictionWriter) ->
     examples, method = run.examples, runner.cfg.method
     todo = [ex for ex in examples if ex.id not in writer.done]
     done = len(examples) - len(todo)
-    with progress(len(examples), initial=done, desc=f"flare[{method}]", unit="question") as bar:
+    unit = "prompt" if runner.layout == "continuation" else "question"
+    with progress(len(examples), initial=done, desc=f"flare[{method}]", unit=unit) as bar:
         if method in (NO_RETRIEVAL, "single"):
             for i in range(0, len(todo), run.batch_size):
                 chunk = todo[i : i + run.batch_size]

@@ -13,7 +13,7 @@ from ralm.config_types import ClosedUnitInterval, PositiveInt, check_fields
 from ralm.errors import RalmInputError
 from ralm.passage_rules import NO_RETRIEVAL
 
-METHODS = ("flare", NO_RETRIEVAL, "single", "window", "sentence")
+METHODS = ("flare", NO_RETRIEVAL, "single", "window", "stride", "sentence")
 QUERY_MODES = ("masked", "full", "explicit")
 PRE_RETRIEVAL = ("first", "none")
 
@@ -23,7 +23,7 @@ class FlareOptions:
     """FLARE and baseline settings (defaults: the paper's 2WikiMultihopQA setup)."""
 
     method: str = "flare"
-    """flare, no-retrieval, single, window or sentence."""
+    """flare, no-retrieval, single, window, stride or sentence."""
     theta: ClosedUnitInterval = 0.8
     """A look-ahead sentence retrieves when a token's probability is <= this (the authors' comparison);
     1 retrieves after every sentence, 0 never (the authors' code reads 0 as "always")."""
@@ -41,7 +41,7 @@ class FlareOptions:
     lookahead_tokens: PositiveInt = 64
     """Look-ahead length before it is cut at the first sentence end."""
     window_tokens: PositiveInt = 16
-    """Tokens between retrievals for the window baseline."""
+    """Tokens between retrievals for the window and stride baselines."""
     max_new_tokens: PositiveInt = 256
     """Most tokens generated per answer."""
     max_query_tokens: PositiveInt = 64

@@ -12,7 +12,8 @@ that never retrieves cannot pass for one that helps.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -25,6 +26,17 @@ from ralm.plots import pyplot, save_figure
 SWEEPABLE = ("theta", "beta")
 REFERENCES = ("single", NO_RETRIEVAL)
 SWEEP_FILE, PLOT_FILE = "sweep.json", "sweep.png"
+
+
+def theta_for_rate(min_probs: Sequence[float], rate: float) -> float:
+    """The smallest theta at which at least a share `rate` of look-ahead sentences is unsure, each sentence
+    given by its lowest token probability (unsure: min <= theta): the ceil(rate * n)-th smallest."""
+    if not min_probs:
+        raise RalmInputError("no look-ahead sentence to choose theta from")
+    if not 0.0 < rate <= 1.0:
+        raise RalmInputError(f"retrieval rate {rate}: must be above 0 and at most 1")
+    ordered = sorted(min_probs)
+    return float(ordered[math.ceil(rate * len(ordered)) - 1])
 
 
 @dataclass(frozen=True)

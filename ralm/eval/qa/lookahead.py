@@ -44,6 +44,19 @@ def first_sentence_length(decode: Callable[[list[int]], str], tokens: list[int])
     return len(tokens)
 
 
+def sentence_min_probs(
+    decode: Callable[[list[int]], str], tokens: list[int], probs: Sequence[float], lookahead_tokens: int
+) -> list[float]:
+    """Each look-ahead sentence's lowest token probability, cutting `tokens` as FLARE cuts its look-aheads
+    (at the first sentence end within `lookahead_tokens`): what decides whether it would retrieve."""
+    out, start = [], 0
+    while start < len(tokens):
+        n = first_sentence_length(decode, tokens[start : start + lookahead_tokens])
+        out.append(min(probs[start : start + n]))
+        start += n
+    return out
+
+
 def is_unsure(probs: Sequence[float], theta: float) -> bool:
     """Whether the look-ahead triggers retrieval: theta = 1, or a token with probability <= theta."""
     return theta >= 1.0 or min(probs) <= theta

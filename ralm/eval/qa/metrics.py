@@ -120,6 +120,32 @@ def rouge_l(prediction: str, golds: Sequence[str]) -> float:
     return best
 
 
+_WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
+_SENTENCE_START = re.compile(r"(?:^|[.!?][\"'’”)\]]*\s+|\n\s*)$")
+
+
+def names(text: str) -> set[str]:
+    """The names of `text`: capitalised words of two letters or more that do not open a sentence (so
+    "Then" after a full stop is no name, "Solomon" anywhere else is). A possessive's apostrophe ends the
+    word ("Yahweh’s" is "Yahweh")."""
+    found = set()
+    for match in _WORD.finditer(text):
+        word = match.group()
+        if len(word) > 1 and word[0].isupper() and not _SENTENCE_START.search(text[: match.start()]):
+            found.add(word)
+    return found
+
+
+def name_recall(generation: str, reference: str) -> float | None:
+    """The share of the reference's names (``names``) that the generation contains as whole words, case
+    kept; None when the reference has no name (the example then has no name recall)."""
+    wanted = names(reference)
+    if not wanted:
+        return None
+    have = set(_WORD.findall(generation))
+    return len(wanted & have) / len(wanted)
+
+
 def has_answer(passages: Sequence[str], golds: Sequence[str]) -> float:
     """1.0 when a normalised passage contains a normalised gold answer as a substring.
 
@@ -137,13 +163,25 @@ def score_answer(
     long_answers: Sequence[str] = (),
     answer_groups: Sequence[Sequence[str]] = (),
 ) -> dict:
-    """Per-example scores of a generation for its task (``short``, ``yesno`` or ``long``).
+    """Per-example scores of a generation for its task (``short``, ``yesno``, ``long`` or ``continuation``).
+
+    ``continuation`` scores the whole generation against the one reference (the true continuation):
+    ROUGE-L F1, SQuAD token F1 (with its precision and recall) and ``name_recall``; it has no EM.
 
     The answer is the text after "answer is" (else the first line); EM, F1, precision and recall compare it
     with the gold short answers. ``yesno`` adds StrategyQA accuracy; ``long`` adds ROUGE-L of the whole
     generation against the long answers, and its EM is ASQA's: the share of disambiguated questions (answer
     groups) with any short answer contained in the generation.
     """
+    if task == "continuation":
+        overlap = token_overlap(generation, answers[0])
+        return {
+            "rouge_l": rouge_l(generation, answers),
+            "f1": overlap.f1,
+            "precision": overlap.precision,
+            "recall": overlap.recall,
+            "name_recall": name_recall(generation, answers[0]),
+        }
     answer = extract_answer(generation)
     overlap = best_token_overlap(answer, answers)
     scores = {

@@ -1,5 +1,8 @@
 """Prompts for open-domain QA (the RALM paper's, verbatim) and FLARE, and fitting passages into the context.
 
+Long-form generation (``--format continuation``) shows the passages before the text to continue
+(``continuation_prompt``), as In-Context RALM prepends them.
+
 The ODQA prompts are those of the RALM authors' ``eval_qa.py`` (PAPERS.md, paper appendix C): closed book
 ``Answer these questions:\\nQ: {q}\\nA:``; open book the passages as ``{title}\\n\\n{text}`` blocks joined by
 blank lines, then ``Based on these texts`` (``this text`` for one passage) ``, answer these questions:``.
@@ -74,6 +77,12 @@ def flare_prompt(question: str, passages: Sequence[PromptPassage], exemplars: Se
         for shot in exemplars
     )
     return f"{shots}{search_results(passages)}Question: {question.strip()}\nAnswer:"
+
+
+def continuation_prompt(text: str, passages: Sequence[PromptPassage]) -> str:
+    """The long-form layout (``--format continuation``): each passage as In-Context RALM shows it (its
+    title line, its text) and a blank line, then the text to continue, which the LM continues directly."""
+    return "".join(f"{p.title}\n{p.text}\n\n" for p in passages) + text
 
 
 def input_length_for(lm: LanguageModel, input_length: int | None) -> int:
