@@ -194,9 +194,10 @@ def test_a_setting_or_an_input_changes_the_keys_of_its_stage_and_of_the_stages_a
 
     first = keys()
     changed = keys(k=4)  # data-gen's and eval's option: the index stays
-    assert [s for s in first if first[s] != changed[s]] == ["data-gen", "train", "eval"]
-    texts.evals["eval"].write_text("other words\n")  # only the eval reads it
-    assert [s for s in first if first[s] != keys()[s]] == ["eval"]
+    forwards = ["forward eval continuation", "forward eval future-query"]  # BM25's rows beside the eval
+    assert [s for s in first if first[s] != changed[s]] == ["data-gen", "train", "eval", *forwards]
+    texts.evals["eval"].write_text("other words\n")  # only the evals read it
+    assert [s for s in first if first[s] != keys()[s]] == ["eval", *forwards]
     texts.corpus.write_text(
         '{"id": "b", "title": "B", "text": "other words"}\n'
     )  # the index feeds every stage
@@ -253,7 +254,8 @@ def test_the_pipeline_never_imports_the_cli():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert len(done.stdout.strip().split(",")) == 4  # index, data-gen, train, eval: each rendered
+    # index, data-gen, train, eval and the two forward-looking rows: each rendered
+    assert len(done.stdout.strip().split(",")) == 6
 
 
 def test_a_key_that_still_names_a_place_in_the_run_folder_is_refused(tmp_path, texts):
@@ -344,11 +346,13 @@ PINNED_KEYS = {
     "data-gen": "dde951abdd367af90913dd3c51090bca2ab81f0c23ddd5ffdd55c043b5f0c966",
     "train": "a64d8cf8ce2edb6dec31510e3d444984747f8edcbfbdd86d4cf111196e756c9d",
     "eval": "b652c8eec48749b6af1bb9c293ae3acfe48000b39c9ca548b16534a557ceb2d3",
+    "forward eval continuation": "bafecd037c2870f5a8976481031672c645b68542b1c2efbe42fe281ba4e1c540",
+    "forward eval future-query": "5990f693bbe9312d6bbeb3425e12b30945d281ec0088168cb5462da4ef72f1da",
 }
 """Every stage's key for the `texts` fixture at the quick scale. The index's and data-gen's are ralm
 0.2.0's; train's (and so the eval's, which reads the trained reranker) changed once, with the training
 settings `optim.rank_weight` and `optim.rank_temperature`: a run folder finished by 0.2.0 reuses its index
-and labels and retrains."""
+and labels and retrains. The forward-looking rows' stages came later, beside the others' unchanged keys."""
 
 
 def test_stage_keys_stay_those_of_finished_run_folders(tmp_path, texts):

@@ -31,7 +31,14 @@ def test_a_moved_run_folder_given_as_a_relative_path_reuses_every_stage(
     monkeypatch.chdir(tmp_path / "elsewhere")
     second = own_data_demo(texts, tiny_lm_dir, tiny_encoder_dir, Path("renamed"))  # a relative one
     stages = json.loads((moved / "stages.json").read_text())
-    assert list(stages) == ["index", "data-gen", "train", "eval"]
+    assert list(stages) == [
+        "index",
+        "data-gen",
+        "train",
+        "eval",
+        "forward eval continuation",
+        "forward eval future-query",
+    ]
     assert {name: stage["reused"] for name, stage in stages.items()} == dict.fromkeys(stages, True)
     assert sorted(p.name for p in moved.iterdir()) == entries  # no stage folder made anew
     assert not first_dir.exists()

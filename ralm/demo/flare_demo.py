@@ -69,7 +69,6 @@ class FlareDemoSettings:
     window_tokens: int = 32
     query_tokens: int = 32
     max_length: int = 512
-    passage_words: int = 100
     batch_size: int = 8
 
 
@@ -124,6 +123,10 @@ def continuation_prompts(
         else:  # no sentence opens after it with room left: the last one that fits, else where it fits
             last = bisect.bisect_right(openers, n - span) - 1
             first = openers[last] if last >= 0 and openers[last] >= free else free
+        if first + span > n:
+            raise RalmInputError(
+                f"{name}: no room for prompt {i + 1} of {count} after sentence starts; ask fewer"
+            )
         cut, end = bounds[first + prompt_tokens], bounds[first + span]
         out.append(
             {

@@ -16,7 +16,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ralm.eval.ppl.compare import COMPARE_FILE
+from ralm.eval.ppl.conditions import Condition
+from ralm.eval.ppl.options import FUTURE, QueryOptions
 from ralm.lm.options import LMOptions, WindowOptions
+from ralm.passage_rules import BM25
 from ralm.pipeline.labels import TRAINED_PREFIX, demo_conditions
 from ralm.pipeline.scale import ScaleSettings
 from ralm.pipeline.stage_arguments import DataGenArguments, EvalPplArguments, IndexArguments, TrainArguments
@@ -24,6 +27,29 @@ from ralm.pipeline.stage_keys import Identities, identities_of, stage_fingerprin
 from ralm.pipeline.stages import StagePlan
 from ralm.pipeline.texts import PipelineTexts
 from ralm.retrieval.options import RetrievalOptions
+from ralm.retrieval.passage_forms import CONTINUATION, PassageForm
+
+
+@dataclass(frozen=True)
+class ForwardRow:
+    """A forward-looking retrieval row beside an eval set's table: BM25's top-1 on the same windows (one
+    `ralm eval ppl` of that condition), with another passage form or query."""
+
+    name: str
+    """The row's name in the report."""
+    slug: str
+    """Its part of the stage's key and folder name."""
+    passage_form: PassageForm | None = None
+    query: QueryOptions | None = None
+
+
+FORWARD_ROWS = (
+    ForwardRow("BM25, continuation passage", "continuation", passage_form=CONTINUATION),
+    ForwardRow("bound: BM25 for the next tokens", "future-query", query=QueryOptions(query_form=FUTURE)),
+)
+"""What comes next, beside BM25's top-1 for the past query: the passage continued past its best sentence
+(``ralm.retrieval.passage_forms``), and the bound a query for the true next stride tokens sets (it reads the
+targets: how much a better query could gain on this text)."""
 
 
 @dataclass(frozen=True)
@@ -35,10 +61,12 @@ class PipelinePlan:
     trains: tuple[StagePlan, ...]
     evals: tuple[StagePlan, ...]
     """One per eval set, in the order of `PipelineTexts.evals`."""
+    forwards: tuple[tuple[str, ForwardRow, StagePlan], ...] = ()
+    """(eval set, row, stage) for each eval set's forward-looking rows (``FORWARD_ROWS``)."""
 
     @property
     def stages(self) -> list[StagePlan]:
-        return [self.index, self.data_gen, *self.trains, *self.evals]
+        return [self.index, self.data_gen, *self.trains, *self.evals, *(stage for *_, stage in self.forwards)]
 
     @property
     def passages(self) -> Path:
@@ -102,7 +130,19 @@ def plan_pipeline(
         )
         for name, path in texts.evals.items()
     )
-    return PipelinePlan(index, data_gen, trains, evals)
+    forwards = tuple(
+        (
+            name,
+            row,
+            forward_stage(
+                run_dir, name, path, retrieval, lm_options(lm, settings, dtype), settings, row, known
+            ),
+        )
+        for name, path in texts.evals.items()
+        for row in FORWARD_ROWS
+        if row.passage_form is None or row.passage_form != settings.passage_form
+    )
+    return PipelinePlan(index, data_gen, trains, evals, forwards)
 
 
 def index_stage(run_dir: Path, texts: PipelineTexts, settings: ScaleSettings) -> StagePlan:
@@ -241,3 +281,30 @@ def eval_stage(
     eval_dir = run_dir / f"eval-{name}-{draft.fingerprint[:8]}"
     arguments = replace(arguments, output=str(eval_dir))
     return replace(draft, arguments=arguments, output=eval_dir / COMPARE_FILE)
+
+
+def forward_stage(
+    run_dir: Path,
+    name: str,
+    text: Path,
+    retrieval: RetrievalOptions,
+    lm: LMOptions,
+    settings: ScaleSettings,
+    row: ForwardRow,
+    known: Identities,
+) -> StagePlan:
+    """BM25's top-1 on eval set `name`'s windows with `row`'s passage form or query: one condition, paired
+    window by window with the set's table in the report. It shares the set's retrieval cache (keyed by query
+    text) and depends on no reranker."""
+    base = eval_stage(run_dir, name, text, retrieval, lm, settings, {}, None, key="", known=known)
+    arguments = replace(
+        base.arguments,
+        compare=[Condition(BM25, BM25)],
+        passage_form=row.passage_form or settings.passage_form,
+        query=row.query or QueryOptions(),
+        output=None,
+    )
+    draft = replace(base, key=f"forward {name} {row.slug}", arguments=arguments)
+    folder = run_dir / f"eval-{name}-{row.slug}-{draft.fingerprint[:8]}"
+    arguments = replace(arguments, output=str(folder))
+    return replace(draft, arguments=arguments, output=folder / COMPARE_FILE)

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from ralm.eval.ppl.compare import COMPARE_FILE
-from ralm.passage_rules import BM25_ABOVE
+from ralm.passage_rules import BM25, BM25_ABOVE
 from ralm.pipeline.dtype_check import check_dtype, resolved_dtype
 from ralm.pipeline.plan import plan_pipeline
 from ralm.pipeline.report import build_report
@@ -79,9 +79,11 @@ def _run_stages(
     results = {}
     for name, stage in zip(texts.evals, plan.evals, strict=True):
         times[stage.key] = runner.run(stage)
-        eval_dir = stage.output.parent
-        summary = json.loads((eval_dir / COMPARE_FILE).read_text())
-        results[name] = {c: eval_dir / c / "results.json" for c in summary["results"]}
+        results[name] = _condition_results(stage)
+    # The forward-looking rows join their set's table under the row's name (paired window by window).
+    for name, row, stage in plan.forwards:
+        times[stage.key] = runner.run(stage)
+        results[name][row.name] = _condition_results(stage)[BM25]
     dtype_check = check_dtype(runner, plan.evals[0], settings, times)
     train_dirs = {
         f"seed {seed}": stage.output.parent
@@ -90,6 +92,13 @@ def _run_stages(
     exclusions = _exclusions(Path(f"{plan.passages}.excluded.json"), plan.data_gen.output)
     print(f"[{progress.label}] exclusions: {exclusions}", flush=True)
     return results, train_dirs, exclusions, dtype_check
+
+
+def _condition_results(stage) -> dict[str, Path]:
+    """An eval stage's conditions -> their results.json, from its ``--compare`` summary."""
+    eval_dir = stage.output.parent
+    summary = json.loads((eval_dir / COMPARE_FILE).read_text())
+    return {c: eval_dir / c / "results.json" for c in summary["results"]}
 
 
 def _exclusions(index_record: Path, data_dir: Path) -> str:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
+from ralm.eval.ppl.options import QueryOptions
 from ralm.retrieval.passage_forms import RETRIEVED, PassageForm
 
 if TYPE_CHECKING:
@@ -48,8 +49,15 @@ def when_resuming(value: Any) -> Any:
 
 def keyed_when_set(default: Any) -> Any:
     """A field added after run folders were keyed: part of the stage's identity only when it is not
-    `default`, so the folders of runs that did not set it keep their keys and are reused."""
+    `default`, so the folders of runs that did not set it keep their keys and are reused. A default that
+    is a mutable option group (a dataclass instance) is copied for each record."""
+    if dataclasses.is_dataclass(default):
+        return field(default_factory=lambda: dataclasses.replace(default), metadata={_ROLE: _LATER})
     return field(default=default, metadata={_ROLE: _LATER})
+
+
+def _default(f: dataclasses.Field) -> Any:
+    return f.default_factory() if f.default is dataclasses.MISSING else f.default
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,7 +87,7 @@ class StageArguments:
         """The fields left out of these arguments' identity: `unkeyed`, and the later fields left at their
         default (``keyed_when_set``)."""
         later = (f for f in dataclasses.fields(self) if f.metadata.get(_ROLE) == _LATER)
-        return self.unkeyed() | {f.name for f in later if getattr(self, f.name) == f.default}
+        return self.unkeyed() | {f.name for f in later if getattr(self, f.name) == _default(f)}
 
     def resumed(self) -> Self:
         """These arguments for a call that continues a killed run's partial work."""
@@ -154,6 +162,8 @@ class EvalPplArguments(StageArguments):
     print_table: bool
     passage_form: PassageForm = keyed_when_set(RETRIEVED)
     """What each candidate hands the LM (``ralm.retrieval.passage_forms``)."""
+    query: QueryOptions = keyed_when_set(QueryOptions())
+    """Each retrieving window's query (``ralm.eval.ppl.queries``)."""
     output: str | None = writes()
 
     def retrieval_inputs(self) -> dict[str, Any]:

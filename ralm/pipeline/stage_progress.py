@@ -30,8 +30,9 @@ from ralm.pipeline.scale import ScaleSettings
 from ralm.pipeline.stages import StagePlan, StageRunner
 from ralm.progress import duration
 
-REPEATED = ("train", "eval")
-"""The stages a run repeats (``ralm.pipeline.plan``: "train seed 1", "eval related"): one kind each."""
+REPEATED = ("train", "eval", "forward")
+"""The stages a run repeats (``ralm.pipeline.plan``: "train seed 1", "eval related", "forward related
+continuation"): one kind each."""
 
 
 def kind(key: str) -> str:

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ralm.eval.ppl.records import WindowRecord
-from ralm.eval.ppl.registry import references
+from ralm.eval.ppl.registry import KINDS, references
 from ralm.passage_rules import BM25, CONTEXT_MATCHED, NO_RETRIEVAL
 from ralm.pipeline.labels import seed_label, trained_seed
 from ralm.statistics import dependent_blocks, format_change, paired_bootstrap
@@ -87,6 +87,10 @@ def verdicts(
             f"{_words(comparisons[BM25]['vs_matched'])}; the cut alone vs the full window: "
             f"{_words(comparisons[CONTEXT_MATCHED]['vs_no_retrieval'])}"
         )
+    # Rows beside the table (``ralm.pipeline.plan.FORWARD_ROWS``): BM25 with another passage or query.
+    for name, c in comparisons.items():
+        if name not in KINDS and trained_seed(name) is None:
+            lines.append(f"{name} vs BM25's top-1: {_words(c['vs_bm25'])}")
     trained = {n: c for n, c in comparisons.items() if trained_seed(n) is not None}
     for name, c in trained.items():
         who = seed_label(str(trained_seed(name)), (exports or {}).get(name))
