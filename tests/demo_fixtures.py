@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from ralm.demo.demo_command import demo
+from ralm.pipeline.plan import FORWARD_ROWS
 from ralm.pipeline.scale import ScaleOptions
 
 # Small enough for two tiny models to run every stage in seconds.
@@ -34,6 +35,9 @@ TINY = ScaleOptions(
     val_fraction=0.25,
     val_every=1,
 )
+
+FORWARDS = [f"forward eval {row.slug}" for row in FORWARD_ROWS]
+"""The forward-looking rows' stages of a run whose one eval set is named "eval"."""
 
 
 def stage_commands(run_dir: Path) -> list[list[str]]:

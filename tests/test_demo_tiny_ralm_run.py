@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 from demo_fixtures import (
+    FORWARDS,
     TINY,
     stage_commands,
     texts,  # noqa: F401
@@ -34,16 +35,18 @@ def test_ralm_run_is_the_pipeline_for_own_data(texts, tiny_lm_dir, tiny_encoder_
         _run_args(texts["corpus"], texts["eval"], tiny_lm_dir, tiny_encoder_dir, run_dir, TINY.__dict__)
     )
     printed = capsys.readouterr().out.splitlines()
-    # One table in the log (the report's, with labels), and the scoring time of the one pass said once.
+    # One table in the log (the report's, with labels), and the scoring time of each eval stage's one pass
+    # said once: the table's and each forward-looking row's (``ralm.pipeline.plan.FORWARD_ROWS``).
     assert sum(line.startswith("condition ") for line in printed) == 1
-    assert sum("scoring" in line for line in printed) == 1
+    assert sum("scoring" in line for line in printed) == 1 + len(FORWARDS)
     report = json.loads((run_dir / "report.json").read_text())
-    assert [c[0] for c in stage_commands(run_dir)] == ["index", "data-gen", "train", "eval"]
+    assert [c[0] for c in stage_commands(run_dir)] == ["index", "data-gen", "train", *["eval"] * 3]
     assert report["settings"]["k"] == TINY.k and report["texts"]["eval"].endswith("(yours)")
     # One line starts each stage, counted against the whole run and tagged by its command, not "[demo]".
     starts = [line.partition(":")[0] for line in printed if line.startswith("[run] [stage ")]
     assert starts == [
-        f"[run] [stage {i}/4] {key}" for i, key in enumerate(["index", "data-gen", "train", "eval"], 1)
+        f"[run] [stage {i}/6] {key}"
+        for i, key in enumerate(["index", "data-gen", "train", "eval", *FORWARDS], 1)
     ]
     assert not [line for line in printed if line.startswith("[demo]")]
 

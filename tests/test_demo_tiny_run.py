@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 from demo_fixtures import (
+    FORWARDS,
     TINY,
     own_data_demo,
     stage_commands,
@@ -24,6 +25,7 @@ from demo_fixtures import (
 
 from ralm.demo.demo_command import demo
 from ralm.errors import RalmInputError
+from ralm.pipeline.plan import FORWARD_ROWS
 from ralm.pipeline.report import BASELINES
 
 
@@ -69,7 +71,8 @@ def no_retrieval_ppl(eval_path: Path, lm_dir: Path) -> float:
 def test_demo_writes_report_commands_and_every_stage(finished_run, texts, tiny_lm_dir):
     run_dir, report = finished_run
     metrics = report["sets"]["eval"]["metrics"]
-    assert list(metrics) == [*BASELINES[:5], "bm25-above", "trained-seed0", *BASELINES[5:]]
+    forward_rows = [row.name for row in FORWARD_ROWS]  # BM25 with another passage form or query, beside
+    assert list(metrics) == [*BASELINES[:5], "bm25-above", "trained-seed0", *BASELINES[5:], *forward_rows]
     assert metrics["no-retrieval"]["token_ppl"] == pytest.approx(
         no_retrieval_ppl(texts["eval"], tiny_lm_dir), rel=1e-5
     )  # TINY runs the LM in fp32 everywhere
@@ -87,10 +90,10 @@ def test_demo_writes_report_commands_and_every_stage(finished_run, texts, tiny_l
     for label in ("no retrieval", "BM25 top-1", "random", seed_row, "best of k or none", "stage times"):
         assert label in table
     commands = stage_commands(run_dir)
-    assert [c[0] for c in commands] == ["index", "data-gen", "train", "eval"]
-    assert "--compare" in commands[-1]  # one table serves every condition
+    assert [c[0] for c in commands] == ["index", "data-gen", "train", *["eval"] * (1 + len(FORWARDS))]
+    assert "--compare" in commands[3]  # one table serves every condition
     # The typed conditions are written as the --compare text the eval recorded (its results read it back).
-    evaluate = commands[-1]
+    evaluate = commands[3]
     recorded = json.loads(next(run_dir.glob("eval-*/compare.json")).read_text())["conditions"]
     assert evaluate[evaluate.index("--compare") + 1] == ",".join(recorded)
     rule, trained = (name for name in recorded if "=" in name)
@@ -108,10 +111,10 @@ def test_demo_writes_report_commands_and_every_stage(finished_run, texts, tiny_l
     words = [row["contents"].split("\n", 1)[-1].split() for row in first_doc[:2]]  # after the title line
     assert words[1][:15] == words[0][15:30]
     stages = json.loads((run_dir / "stages.json").read_text())
-    assert set(stages) == {"index", "data-gen", "train", "eval"}
+    assert set(stages) == {"index", "data-gen", "train", "eval", *FORWARDS}
     # The oracle picks the best candidate by the true targets, so no retrieval-based condition beats it
     # on the same windows and candidates.
-    ppl = {c: m["token_ppl"] for c, m in metrics.items()}
+    ppl = {c: m["token_ppl"] for c, m in metrics.items() if c not in forward_rows}
     assert ppl["oracle"] <= min(ppl["bm25"], ppl["trained-seed0"], ppl["zero-shot"], ppl["random"]) * (
         1 + 1e-4
     )
@@ -197,7 +200,7 @@ def test_an_edited_input_file_forces_its_stages_to_rerun(
     capsys.readouterr()
     second = demo(**run)
     stages = json.loads((tmp_path / "run" / "stages.json").read_text())
-    assert [k for k, v in stages.items() if not v["reused"]] == ["eval"]
+    assert [k for k, v in stages.items() if not v["reused"]] == ["eval", *FORWARDS]
     assert "eval: its inputs or settings changed since the last run" in capsys.readouterr().out
     assert (
         second["sets"]["eval"]["metrics"]["no-retrieval"]["token_ppl"]

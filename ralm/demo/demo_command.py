@@ -10,13 +10,12 @@ King James Bible as retrieval corpus minus the dev and test books, the World Eng
 training text; then `ralm index` -> `ralm data-gen` -> `ralm train` (one reranker per seed, with
 abstention) -> one `ralm eval ppl --compare` table per eval set: no retrieval, no retrieval with the context
 cut as BM25's passage cuts it, BM25 top-1, random among the top k, zero-shot LM reranking, the rule "BM25 only
-above a score", each trained reranker, and the best of k (with and without the option of no passage), beside them
-BM25's continuation passage and BM25's top-1 for the true next tokens (a bound), each
-with paired bootstrap CIs against BM25 and no retrieval, and a report (tables, verdicts, plot) in the run
-folder beside the exact commands of each stage. The window keeps the paper's proportions: a passage takes
-at most a quarter of the LM's input (the presets: 128 of 512 tokens; the paper: 256 of 1,024). The test
-split has two eval sets: text the corpus retells (retrieval should help) and text it does not (the reranker
-should abstain).
+above a score", each trained reranker, and the best of k (with and without the option of no passage); beside
+them BM25's continuation passage and BM25's top-1 for the true next tokens (a bound); each with paired
+bootstrap CIs against BM25 and no retrieval, and a report (tables, verdicts, plot) in the run folder beside
+the exact commands of each stage. The window keeps the paper's proportions: a passage takes at most a quarter
+of the LM's input (the presets: 128 of 512 tokens; the paper: 256 of 1,024). The test split has two eval
+sets: text the corpus retells (retrieval should help) and text it does not (the reranker should abstain).
 """
 
 from __future__ import annotations

@@ -305,6 +305,6 @@ def forward_stage(
         output=None,
     )
     draft = replace(base, key=f"forward {name} {row.slug}", arguments=arguments)
-    folder = run_dir / f"eval-{name}-{row.slug}-{draft.fingerprint[:8]}"
+    folder = run_dir / f"forward-{name}-{row.slug}-{draft.fingerprint[:8]}"
     arguments = replace(arguments, output=str(folder))
     return replace(draft, arguments=arguments, output=folder / COMPARE_FILE)

@@ -14,6 +14,7 @@ stage's fingerprint); or a value given only when a killed run left partial work 
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,7 +53,7 @@ def keyed_when_set(default: Any) -> Any:
     `default`, so the folders of runs that did not set it keep their keys and are reused. A default that
     is a mutable option group (a dataclass instance) is copied for each record."""
     if dataclasses.is_dataclass(default):
-        return field(default_factory=lambda: dataclasses.replace(default), metadata={_ROLE: _LATER})
+        return field(default_factory=lambda: copy.copy(default), metadata={_ROLE: _LATER})
     return field(default=default, metadata={_ROLE: _LATER})
 
 
