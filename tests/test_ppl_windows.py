@@ -99,6 +99,23 @@ def test_retrieval_cache_searches_each_distinct_query_once(tmp_path):
     assert [len(v) for v in read_cache(path, retriever.meta, 1).values()] == [1, 1, 1]
 
 
+def test_a_smaller_k_keeps_the_cache_as_deep_as_it_was(tmp_path):
+    """A run reading BM25's top-1 (k = 1) beside one reading the top 2 shares their file: its new query is
+    searched 2 deep, so the deeper run still finds every query it needs, with its second hit."""
+    retriever, path = CountingRetriever(), tmp_path / "cache.jsonl"
+    retrieve_cached(retriever, ["cats"], 2, path)
+    top1, searched = retrieve_cached(retriever, ["cats", "dogs bark"], 1, path)
+    assert searched == 1 and [[h.id for h in hits] for hits in top1.values()] == [["p0"], ["p1"]]
+    assert json.loads(path.read_text().splitlines()[0])["k"] == 2
+    deep = read_cache(path, retriever.meta, 2)
+    assert {q: [h.id for h in hits] for q, hits in deep.items()} == {
+        "cats": ["p0", "p2"],
+        "dogs bark": ["p1", "p2"],
+    }
+    retrieve_cached(retriever, ["cats", "dogs bark"], 2, path)
+    assert len(retriever.calls) == 2  # nothing searched again
+
+
 def window_record(window: int, *, nll: float, num_targets: int, passage_id=None, copies_target=False):
     """A windows.jsonl line with the fields the metrics read (the others placeholders)."""
     return WindowRecord(window, 0, 0, 0, num_targets, nll, None, None, passage_id, copies_target)

@@ -295,10 +295,12 @@ def forward_stage(
 ) -> StagePlan:
     """BM25's top-1 on eval set `name`'s windows with `row`'s passage form or query: one condition, paired
     window by window with the set's table in the report. It shares the set's retrieval cache (keyed by query
-    text) and depends on no reranker."""
+    text) and depends on no reranker. It retrieves one candidate (k = 1), so each window costs the LM two
+    inputs (the passage's and the comparison's no-passage row) instead of the table's k + 2."""
     base = eval_stage(run_dir, name, text, retrieval, lm, settings, {}, None, key="", known=known)
     arguments = replace(
         base.arguments,
+        retrieval=replace(retrieval, k=1),
         compare=[Condition(BM25, BM25)],
         passage_form=row.passage_form or settings.passage_form,
         query=row.query or QueryOptions(),

@@ -31,27 +31,31 @@ def default_cache_path(meta: dict) -> Path:
 
 
 def read_cache(path: Path, meta: dict, k: int) -> dict[str, list[Hit]]:
-    """Cached hits by query, or {} when the file is missing, for another index, or holds fewer than k hits."""
+    """Cached hits by query (each query's first k), or {} when the file is missing, for another index, or
+    holds fewer than k hits."""
+    stored, depth = _stored(path, meta)
+    return {} if depth < k else {query: hits[:k] for query, hits in stored.items()}
+
+
+def _stored(path: Path, meta: dict) -> tuple[dict[str, list[Hit]], int]:
+    """Every query's hits as the file holds them and its k; ({}, 0) when it is missing or for another
+    index."""
     if not path.is_file():
-        return {}
+        return {}, 0
     with open(path, encoding="utf-8") as f:
         try:
             header = json.loads(f.readline())
         except json.JSONDecodeError:
-            return {}
-        if (
-            header.get("format") != FORMAT
-            or header.get("index_key") != index_key(meta)
-            or header.get("k", 0) < k
-        ):
-            return {}
-        cached = {}
+            return {}, 0
+        if header.get("format") != FORMAT or header.get("index_key") != index_key(meta):
+            return {}, 0
+        stored = {}
         for lineno, line in enumerate(f, start=2):
             if not line.strip():
                 continue
             row = parse_json_object(line, path, lineno)
-            cached[row["query"]] = [Hit(**h) for h in row["hits"][:k]]
-    return cached
+            stored[row["query"]] = [Hit(**h) for h in row["hits"]]
+    return stored, int(header.get("k", 0))
 
 
 def write_cache(path: Path, meta: dict, k: int, results: dict[str, list[Hit]]) -> None:
@@ -72,14 +76,19 @@ def retrieve_cached(
 ) -> tuple[dict[str, list[Hit]], int]:
     """Top-k hits for every distinct query; the missing ones in ONE batched search call.
 
-    Returns (hits by query, number of queries searched now). With `cache_path` None nothing is cached.
+    A file holding more than k hits per query keeps its depth: the missing queries are searched that deep,
+    so a run with a smaller k (the pipeline's forward-looking rows read BM25's top-1) never truncates what a
+    run with the larger k shares. Returns (hits by query, number of queries searched now). With
+    `cache_path` None nothing is cached.
     """
-    cached = read_cache(cache_path, retriever.meta, k) if cache_path is not None else {}
-    missing = list(dict.fromkeys(q for q in queries if q not in cached))
+    stored, depth = _stored(cache_path, retriever.meta) if cache_path is not None else ({}, 0)
+    if depth < k:
+        stored, depth = {}, k
+    missing = list(dict.fromkeys(q for q in queries if q not in stored))
     if missing:
-        found = retriever.search(missing, k, threads=threads)
+        found = retriever.search(missing, depth, threads=threads)
         for query, hits in zip(missing, found, strict=True):
-            cached[query] = list(hits)
+            stored[query] = list(hits)
         if cache_path is not None:
-            write_cache(cache_path, retriever.meta, k, cached)
-    return {q: cached[q] for q in dict.fromkeys(queries)}, len(missing)
+            write_cache(cache_path, retriever.meta, depth, stored)
+    return {q: stored[q][:k] for q in dict.fromkeys(queries)}, len(missing)
