@@ -67,6 +67,22 @@ def test_stride_queries_with_the_last_tokens_of_the_input_and_the_answer():
     ]
 
 
+def test_past_masked_queries_keep_the_text_before_the_unsure_sentence():
+    """``past+masked``: the last max_query_tokens tokens of the input and the answer so far, then the
+    unsure sentence with its tokens <= beta masked (worked out from SENT1 and SENT2 by hand)."""
+    retriever = RecordingRetriever()
+    run, _ = runner("flare", retriever, theta=0.55, beta=0.4, query="past+masked", max_query_tokens=4)
+    assert run.answer(TEXT)["generation"] == "the capital is paris . france has wine !"
+    assert retriever.queries == [
+        "so the story goes :",  # the input's search
+        "the story goes : the capital is .",  # "paris" (0.3) masked; nothing answered yet
+        "capital is paris . france has wine !",  # "has" (0.5) unsure at theta, kept above beta
+    ]
+    masked, _ = runner("flare", RecordingRetriever(), theta=0.55, beta=0.4, max_query_tokens=4)
+    masked.answer(TEXT)
+    assert masked.source.retriever.queries[1:] == ["the capital is .", "france has wine !"]
+
+
 def test_sentence_min_probs_cut_as_flare_cuts_its_look_aheads():
     lm = chain_lm(SENT1 + SENT2)
     tokens = lm.encode("the capital is paris . france has wine !")

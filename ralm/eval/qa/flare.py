@@ -12,9 +12,10 @@ Methods (``FlareOptions.method``):
   with the current passages, cut it at its first sentence end; unless a token's probability is <= theta
   (``ralm.eval.qa.lookahead.is_unsure``) the sentence is kept as it is (greedy decoding would regenerate it
   unchanged); otherwise retrieve with the sentence (``masked``: tokens with probability <= beta replaced by
-  a space; ``full``: all of it; ``explicit``: the LM asks one question per term of unsure tokens, §3.2,
-  ``ralm.eval.qa.explicit``, and each question retrieves), replace the passages and regenerate the
-  sentence with them.
+  a space; ``past+masked``: the last ``max_query_tokens`` tokens of the input and the answer so far, then
+  the masked sentence; ``full``: all of it; ``explicit``: the LM asks one question per term of unsure
+  tokens, §3.2, ``ralm.eval.qa.explicit``, and each question retrieves), replace the passages and
+  regenerate the sentence with them.
 
 Counts (per example, and in the trace per step): a step (a sentence, a window, or the whole answer) is
 *retrieving* when passages from a search made during generation (not the input's) reached its prompt;
@@ -130,6 +131,12 @@ class FlareRunner:
 
     def query_for(self, text: str) -> str:
         ids = self.lm.encode(text.strip())
+        return self.lm.decode(ids[-self.cfg.max_query_tokens :]).strip()
+
+    def past_query(self, state: _State) -> str:
+        """The last max_query_tokens tokens of the input and the answer so far (the answer's ids follow the
+        input's, as the LM reads them): In-Context RALM's query."""
+        ids = [*self.lm.encode(state.question.strip()), *state.answer]
         return self.lm.decode(ids[-self.cfg.max_query_tokens :]).strip()
 
     def cut_at_stop(self, text: str) -> str:
@@ -264,9 +271,8 @@ class FlareRunner:
         last max_query_tokens of the input and the answer so far)."""
         if state.finished or len(state.answer) >= self.cfg.max_new_tokens:
             return
-        if self.cfg.method == "stride":  # the answer's ids follow the input's, as the LM reads them
-            ids = [*self.lm.encode(state.question.strip()), *state.answer]
-            query = self.lm.decode(ids[-self.cfg.max_query_tokens :]).strip()
+        if self.cfg.method == "stride":
+            query = self.past_query(state)
         else:
             query = self.query_for(step["text"])
         if query:
@@ -287,8 +293,10 @@ class FlareRunner:
         if is_unsure(probs, cfg.theta):
             if cfg.query == "explicit":
                 queries = self._explicit_queries(state, piece, probs, step)
-            elif cfg.query == "masked":
-                queries = [self.query_for(masked_query(self.lm.decode, piece, probs, cfg.beta))]
+            elif cfg.query in ("masked", "past+masked"):
+                masked = self.query_for(masked_query(self.lm.decode, piece, probs, cfg.beta))
+                past = self.past_query(state) if cfg.query == "past+masked" else ""
+                queries = [f"{past} {masked}".strip()] if masked else []
             else:
                 queries = [self.query_for(self.lm.decode(piece))]
             queries = [q for q in queries if q]

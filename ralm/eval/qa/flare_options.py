@@ -14,7 +14,7 @@ from ralm.errors import RalmInputError
 from ralm.passage_rules import NO_RETRIEVAL
 
 METHODS = ("flare", NO_RETRIEVAL, "single", "window", "stride", "sentence")
-QUERY_MODES = ("masked", "full", "explicit")
+QUERY_MODES = ("masked", "past+masked", "full", "explicit")
 PRE_RETRIEVAL = ("first", "none")
 
 
@@ -31,8 +31,10 @@ class FlareOptions:
     """Tokens with probability <= this are masked out of masked queries (each replaced by a space) and
     make the terms explicit queries ask about."""
     query: str = "masked"
-    """How FLARE forms its query from an unsure sentence: masked (implicit, tokens <= beta masked), full
-    (the whole sentence) or explicit (§3.2: one LM question per term of tokens <= beta, tokens fewer than 5
+    """How FLARE forms its query from an unsure sentence: masked (implicit, tokens <= beta masked),
+    past+masked (the last max_query_tokens tokens of the input and the answer so far, then the masked
+    sentence: the text's own names with the LM's guess of what comes next), full (the whole sentence) or
+    explicit (§3.2: one LM question per term of tokens <= beta, tokens fewer than 5
     apart one term, punctuation-only terms dropped, replies without "?" dropped, no term: the sentence; the
     question is asked given the answer so far, ending in "Question:" for a completion LM, and about the raw
     term, which the authors first have a chat model expand)."""
