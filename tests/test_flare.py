@@ -175,7 +175,7 @@ def test_stop_pattern_and_token_budget_end_the_answer():
         ({"theta": 1.5}, "--theta (FlareOptions.theta): must be >= 0 and <= 1, got 1.5"),
         ({"beta": -0.1}, "--beta (FlareOptions.beta): must be >= 0 and <= 1, got -0.1"),
         ({"method": "magic"}, "--method must be one of"),
-        ({"query": "questions"}, "--query must be one of masked, full, explicit"),
+        ({"query": "questions"}, "--query must be one of masked, past+masked, full, explicit"),
         ({"docs": 0}, "--docs (FlareOptions.docs): must be > 0, got 0"),
     ],
 )
