@@ -89,6 +89,12 @@ def test_demo_writes_report_commands_and_every_stage(finished_run, texts, tiny_l
     seed_row = "trained reranker, seed 0" if exported == "trained" else f"seed 0, exported {exported}"
     for label in ("no retrieval", "BM25 top-1", "random", seed_row, "best of k or none", "stage times"):
         assert label in table
+    # The forward-looking rows come from runs of their own: the whole text's table names them beside it,
+    # and the retrieving windows' table pairs them with its BM25 row.
+    whole, retrieving = table.split("whole text:")[1].split("\nretrieving windows  ", 1)
+    assert not [line for line in whole.splitlines() if line.startswith(tuple(forward_rows))]
+    assert f"paired in the next table): {', '.join(forward_rows)}" in whole
+    assert all(any(line.startswith(name) for line in retrieving.splitlines()) for name in forward_rows)
     commands = stage_commands(run_dir)
     assert [c[0] for c in commands] == ["index", "data-gen", "train", *["eval"] * (1 + len(FORWARDS))]
     assert "--compare" in commands[3]  # one table serves every condition

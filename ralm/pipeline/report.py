@@ -25,6 +25,7 @@ from ralm.passage_rules import BM25, TRAINED
 from ralm.pipeline.labels import BASELINES as BASELINES
 from ralm.pipeline.labels import TRAINED_PREFIX, label, trained_seed
 from ralm.pipeline.labels import UPPER_BOUNDS as UPPER_BOUNDS
+from ralm.pipeline.plan import FORWARD_ROWS
 from ralm.pipeline.report_plot import plot
 from ralm.pipeline.scale import ScaleSettings
 from ralm.pipeline.verdicts import retrieving_comparisons, verdicts
@@ -161,14 +162,23 @@ def retrieving_table(comparisons: dict[str, dict], first_target: int, metrics: d
 
 
 def set_section(name: str, metrics: dict[str, dict], comparisons: dict[str, dict], first_target: int) -> str:
-    """One eval set: the whole text's table, the retrieving windows' table and the verdicts."""
-    rows = [TableRow(label(n, m), m["token_ppl"], m["comparison"]) for n, m in metrics.items()]
+    """One eval set: the whole text's table, the retrieving windows' table and the verdicts. The
+    forward-looking rows (``FORWARD_ROWS``) come from runs of their own, whose statistics compare them with
+    themselves as BM25: they join the retrieving windows' table, paired there with this table's rows."""
+    forward = [row.name for row in FORWARD_ROWS if row.name in metrics]
+    rows = [
+        TableRow(label(n, m), m["token_ppl"], m["comparison"]) for n, m in metrics.items() if n not in forward
+    ]
     first = next(iter(metrics.values()), {})
+    beside = (
+        f"beside it (runs of their own on the same windows, paired in the next table): {', '.join(forward)}"
+    )
     lines = [
         "",
         f"== {name}: scored {first.get('scored_tokens', 0)} of {first.get('text_tokens', 0)} tokens ==",
         "whole text:",
         format_compare_table(rows),
+        *([beside] if forward else []),
         "",
         retrieving_table(comparisons, first_target, metrics),
         "verdict (retrieving windows):",
