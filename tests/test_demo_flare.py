@@ -5,6 +5,7 @@ book, and every change in the report lies inside its interval."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,10 @@ def test_prompts_are_the_books_own_text(flare_run):
             assert start >= 0 and books[book][start + len(p["prompt"]) :].lstrip().startswith(
                 p["continuation"]
             )
+            # It opens where a sentence does, with its first word (Gemma's tokens start at the space).
+            assert start == 0 or re.search(r"(?:[.!?][\"'’”)\]]*\s+|\n\s*)$", books[book][:start]), p[
+                "prompt"
+            ]
 
 
 def test_no_passage_comes_from_a_held_out_book(flare_run):

@@ -38,6 +38,7 @@ def test_sentence_end_and_first_sentence():
     assert sentence_end("the capital is paris .") is None  # no whitespace after the period yet
     assert sentence_end("  It is 3.5 m tall! Then") == len("  It is 3.5 m tall!")
     assert sentence_end('He said "yes." Then') == len('He said "yes."')
+    assert sentence_end("He said, “Go.” Then") == len("He said, “Go.”")  # curly quotes (the WEB's)
     assert sentence_end("\n\nfirst line\nsecond") == len("\n\nfirst line\n")
     words = "a b . c d".split()
     decode = lambda ids: " ".join(words[i] for i in ids)  # noqa: E731

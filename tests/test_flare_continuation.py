@@ -134,9 +134,23 @@ def test_continuation_prompts_open_at_sentence_starts_and_never_overlap():
         continuation_prompts(text, starts, 100, prompt_tokens=10, new_tokens=6, name="t")
 
 
+def test_a_prompt_keeps_its_first_word_when_tokens_start_at_the_space_before_it():
+    """Gemma's tokenizer starts a word's token at the space before it ("▁Then"): the sentence's first
+    token is the one holding its first character, not the next one."""
+    text = "Alpha beta gamma. Delta epsilon zeta eta. Theta iota kappa lambda. Mu nu xi omicron."
+    starts = [0, *(m.start() - 1 for m in re.finditer(r"\S+", text))][:1] + [
+        m.start() - 1 for m in list(re.finditer(r"\S+", text))[1:]
+    ]
+    prompts = continuation_prompts(text, starts, 2, prompt_tokens=4, new_tokens=3, name="t")
+    assert [p["prompt"] for p in prompts] == ["Alpha beta gamma. Delta", "Theta iota kappa lambda."]
+    assert [p["continuation"] for p in prompts] == ["epsilon zeta eta.", "Mu nu xi"]
+
+
 def test_names_are_capitalised_words_that_do_not_open_a_sentence():
     text = "Then Solomon spoke to Israel. The king’s men came; God’s ark stayed. And I saw Hiram.\nNow Tyre"
     assert names(text) == {"Solomon", "Israel", "God", "Hiram", "Tyre"}
+    # Quoted speech opens a sentence: its first word is no name either (the WEB's curly quotes).
+    assert names("He said, “Now go to Hiram.” Then ‘Behold’ Tyre") == {"Hiram", "Tyre"}
     assert name_recall("Solomon and God but not the rest", text) == 2 / 5
     assert name_recall("anything", "no names here. None at all.") is None
 

@@ -89,7 +89,9 @@ def demo(
     )
     if flare:
         if corpus is not None or domain != "bible" or split != "test":
-            raise RalmInputError("--flare: the Bible demo's test (no --corpus, --domain or --split)")
+            raise RalmInputError(
+                "--flare runs only on the Bible demo's test books: leave out --corpus, --domain and --split"
+            )
         from ralm.demo.flare_demo import flare_demo
 
         check_bible_books(split_books)

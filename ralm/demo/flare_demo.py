@@ -112,8 +112,10 @@ def continuation_prompts(
             f"{prompt_tokens} + {new_tokens} tokens, not {count}"
         )
     n, bounds, out, free = len(token_starts), [*token_starts, len(text)], [], 0
-    # The tokens that open a sentence (the first token at or after each sentence start).
-    openers = sorted({bisect.bisect_left(token_starts, c) for c in sentence_starts(text)} - {n})
+    # The tokens that open a sentence: the one holding each sentence's first character (a tokenizer like
+    # Gemma's starts a word's token at the space before it, so the first token at or after the character
+    # would drop the sentence's first word).
+    openers = sorted({bisect.bisect_right(token_starts, c) - 1 for c in sentence_starts(text)} - {-1})
     step = (n - span) / max(count - 1, 1)
     for i in range(count):
         wanted = max(round(i * step), free)
@@ -192,7 +194,7 @@ def flare_stage(
         flare=flare_options(settings, method, theta),
         batch_size=settings.batch_size,
     )
-    identities = identities_of([str(data), retrieval.index, retrieval.passages], known)
+    identities = identities_of([str(data), retrieval.index, retrieval.passages, lm.model], known)
     draft = StagePlan(f"flare {split} {method}", arguments, out, identities=identities)
     folder = out / f"flare-{split}-{method}-{draft.fingerprint[:8]}"
     return replace(draft, arguments=replace(arguments, output=str(folder)), output=folder)
@@ -254,7 +256,8 @@ def flare_demo(
     print(f"[demo] theta {theta:.4f}: {settings.dev_rate:.0%} of {sentences} dev look-ahead sentences")
     dev_flare = run("dev", "flare", theta)
     test = {method: run("test", method, theta) for method in settings.methods}
-    report = flare_report(test, dev_flare, theta, sentences, settings, time.perf_counter() - started)
+    book = ", ".join(books.related_books)
+    report = flare_report(test, dev_flare, theta, sentences, settings, time.perf_counter() - started, book)
     write_json_atomic(out / "flare-report.json", report)
     write_text_atomic(out / "flare-report.txt", report["table"] + "\n")
     flare_plot(report, out / "flare-report.png")
@@ -262,18 +265,21 @@ def flare_demo(
     return report
 
 
-def _scores(folder: Path) -> dict[str, list]:
-    """Each metric's per-prompt values (prompt order), and the run's summary metrics."""
+def _scores(folder: Path) -> dict[str, dict]:
+    """Each metric's per-prompt values, by prompt id."""
     rows = _records(folder)
-    return {metric: [row.get(metric) for row in rows] for metric in METRICS}
+    return {metric: {row["id"]: row.get(metric) for row in rows} for metric in METRICS}
 
 
-def _difference(a: list, b: list) -> dict:
-    """mean(a - b) over the prompts both score, with a paired block-bootstrap interval (blocks of
-    neighbouring prompts, their length from the data: ``ralm.statistics.dependent_blocks``)."""
+def _difference(a: dict, b: dict) -> dict:
+    """mean(a - b) over the prompts both score, paired by id in `a`'s order (the prompts' book order), with
+    a paired block-bootstrap interval (blocks of neighbouring prompts, their length from the data:
+    ``ralm.statistics.dependent_blocks``)."""
     from ralm.statistics import dependent_blocks, paired_mean_difference
 
-    pairs = [(x, y) for x, y in zip(a, b, strict=True) if x is not None and y is not None]
+    if set(a) != set(b):
+        raise RalmInputError(f"the methods' runs hold different prompts: {sorted(set(a) ^ set(b))[:5]}")
+    pairs = [(x, b[i]) for i, x in a.items() if x is not None and b[i] is not None]
     xs, ys = [x for x, _ in pairs], [y for _, y in pairs]
     blocks = dependent_blocks([x - y for x, y in pairs])
     return paired_mean_difference(xs, ys, blocks=blocks).as_dict()
@@ -286,9 +292,10 @@ def flare_report(
     sentences: int,
     settings: FlareDemoSettings,
     seconds: float,
+    book: str = "2Chr",
 ) -> dict:
     """The table: each method's metrics and cost, then its change against single retrieval and against no
-    retrieval (95% intervals); the dev run that checks theta's retrieval rate."""
+    retrieval (95% intervals); the dev run that checks theta's retrieval rate. `book`: the test book(s)."""
     results = {m: json.loads((folder / RESULTS).read_text())["metrics"] for m, folder in test.items()}
     scores = {m: _scores(folder) for m, folder in test.items()}
     dev = json.loads((dev_flare / RESULTS).read_text())["metrics"]
@@ -303,7 +310,7 @@ def flare_report(
     }
     prompts = len(next(iter(scores.values()))["rouge_l"])
     lines = [
-        f"Long-form generation on 2 Chronicles: {prompts} prompts of {settings.prompt_tokens} tokens, "
+        f"Long-form generation on {book}: {prompts} prompts of {settings.prompt_tokens} tokens, "
         f"{settings.new_tokens} new tokens each, one passage shown at a time",
         f"theta {theta:.4f}, chosen on the dev book ({sentences} look-ahead sentences of single retrieval: "
         f"{settings.dev_rate:.0%} would retrieve); FLARE on dev retrieved at {dev['retrieval_rate']:.0%} "

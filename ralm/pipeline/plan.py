@@ -42,6 +42,11 @@ class ForwardRow:
     passage_form: PassageForm | None = None
     query: QueryOptions | None = None
 
+    @property
+    def is_bound(self) -> bool:
+        """It reads the targets (a query for the true next tokens): a bound, not a method."""
+        return self.query is not None and self.query.query_form == FUTURE
+
 
 FORWARD_ROWS = (
     ForwardRow("BM25, continuation passage", "continuation", passage_form=CONTINUATION),

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ralm.passage_rules import NO_RETRIEVAL
 from ralm.pipeline.labels import UPPER_BOUNDS, label, trained_seed
+from ralm.pipeline.plan import FORWARD_ROWS
 from ralm.plots import pyplot, save_figure
 
 
@@ -23,6 +24,7 @@ def plot(
     each seed's selection curve with the export decision's comparisons (what decided it) written under it.
     `metrics`: each condition's results (its label names what a seed's row plays)."""
     plt = pyplot()
+    bounds = {*UPPER_BOUNDS, *(row.name for row in FORWARD_ROWS if row.is_bound)}
     fig, axes = plt.subplots(1, len(sets) + 1, figsize=(6 * (len(sets) + 1), 5.6))
     for ax, (name, comparisons) in zip(axes, sets.items(), strict=False):
         names = [n for n in comparisons if n != NO_RETRIEVAL]
@@ -30,7 +32,7 @@ def plot(
         lows = [100 * comparisons[n]["vs_no_retrieval"]["low"] for n in names]
         highs = [100 * comparisons[n]["vs_no_retrieval"]["high"] for n in names]
         colors = [
-            "#999999" if n in UPPER_BOUNDS else "#55a868" if trained_seed(n) is not None else "#4c72b0"
+            "#999999" if n in bounds else "#55a868" if trained_seed(n) is not None else "#4c72b0"
             for n in names
         ]
         errors = [

@@ -40,6 +40,11 @@ def retrieving_comparisons(
     its change against no retrieval, BM25's top-1 and (when compared) the context-matched row."""
     kept = {name: [r for r in rs if r.target_start >= first_target] for name, rs in rows.items()}
     none = kept[NO_RETRIEVAL]
+    # Rows from other runs (the pipeline's forward-looking rows) pair window by window: the same windows.
+    windows = [(r.target_start, r.num_targets) for r in none]
+    for name, rs in kept.items():
+        if [(r.target_start, r.num_targets) for r in rs] != windows:
+            raise ValueError(f"{name}: its windows are not the no-retrieval row's, so they cannot be paired")
     n = [r.num_targets for r in none]
     nll = {name: [r.nll for r in rs] for name, rs in kept.items()}
     if not n:

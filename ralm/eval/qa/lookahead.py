@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-_SENTENCE_END = re.compile(r"[.!?][\"')\]]*(?=\s)|\n")
+_SENTENCE_END = re.compile(r"[.!?][\"'’”)\]]*(?=\s)|\n")
 MIN_GAP = 5
 """Unsure tokens this many positions apart (or more) start a new term (the authors' ``min_gap``)."""
 

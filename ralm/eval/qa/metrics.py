@@ -121,12 +121,15 @@ def rouge_l(prediction: str, golds: Sequence[str]) -> float:
 
 
 _WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
-_SENTENCE_START = re.compile(r"(?:^|[.!?][\"'’”)\]]*\s+|\n\s*)$")
+# What precedes a word that opens a sentence: the text's start, a sentence end or a new line (each maybe
+# followed by opening quotes or brackets), or an opening quotation mark (quoted speech opens a sentence).
+_SENTENCE_START = re.compile(r"(?:(?:^|[.!?][\"'’”)\]]*\s+|\n\s*)[\"'“‘(\[]*|[“‘]|(?:^|\s)[\"'])$")
 
 
 def names(text: str) -> set[str]:
     """The names of `text`: capitalised words of two letters or more that do not open a sentence (so
-    "Then" after a full stop is no name, "Solomon" anywhere else is). A possessive's apostrophe ends the
+    "Then" after a full stop or opening a quotation is no name, "Solomon" anywhere else is; the text's
+    first word opens a sentence). A possessive's apostrophe ends the
     word ("Yahweh’s" is "Yahweh")."""
     found = set()
     for match in _WORD.finditer(text):
