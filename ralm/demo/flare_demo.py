@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import bisect
 import json
-import re
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -39,6 +38,7 @@ from pathlib import Path
 from ralm.atomic_files import write_json_atomic, write_jsonl_atomic, write_text_atomic
 from ralm.errors import RalmInputError
 from ralm.eval.qa.flare_options import FlareOptions
+from ralm.eval.qa.lookahead import SENTENCE_END
 from ralm.eval.qa.predictions import RESULTS
 from ralm.jsonl import read_jsonl
 from ralm.lm.options import LMOptions
@@ -50,7 +50,6 @@ from ralm.retrieval.options import RetrievalOptions
 
 METRICS = ("rouge_l", "f1", "name_recall")
 METRIC_NAMES = {"rouge_l": "ROUGE-L F1", "f1": "token F1", "name_recall": "name recall"}
-_SENTENCE_START = re.compile(r"[.!?][\"'’”)\]]*\s+|\n")
 
 
 @dataclass(frozen=True)
@@ -95,7 +94,12 @@ METHOD_OPTIONS = {
 def sentence_starts(text: str) -> list[int]:
     """Character offsets where a sentence starts: 0, and after each sentence end (as FLARE's look-ahead
     cuts them, ``ralm.eval.qa.lookahead``) and its whitespace."""
-    return [0, *(m.end() for m in _SENTENCE_START.finditer(text) if m.end() < len(text))]
+    starts = [0]
+    for match in SENTENCE_END.finditer(text):
+        at = len(text) - len(text[match.end() :].lstrip())
+        if at < len(text) and at != starts[-1]:
+            starts.append(at)
+    return starts
 
 
 def continuation_prompts(

@@ -21,7 +21,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-_SENTENCE_END = re.compile(r"[.!?][\"'’”)\]]*(?=\s)|\n")
+SENTENCE_END = re.compile(r"[.!?][\"'’”)\]]*(?=\s)|\n")
+"""Where a sentence ends: after . ! or ? and any closing quotes or brackets, before whitespace; or at a
+newline. FLARE's look-ahead stops here, and the long-form demo opens its prompts after it."""
 MIN_GAP = 5
 """Unsure tokens this many positions apart (or more) start a new term (the authors' ``min_gap``)."""
 
@@ -29,7 +31,7 @@ MIN_GAP = 5
 def sentence_end(text: str) -> int | None:
     """Character offset just past the first sentence of `text` (leading whitespace skipped), or None."""
     start = len(text) - len(text.lstrip())
-    match = _SENTENCE_END.search(text, start)
+    match = SENTENCE_END.search(text, start)
     return match.end() if match else None
 
 
