@@ -11,8 +11,9 @@ retrieval and no LM. Two queries: data-gen's BM25 query (the prefix's last ℓ t
 every prefix of the folder (the training documents: none is a dev or test text) judges every rule.
 
 For each rule: the mean change of the targets' log-prob against BM25's top-1, in nats per target, with a
-95% bootstrap interval over whole documents (``ralm.train.decision.decision_blocks``: prefixes of one
-document are not independent); the share of the bound's gain over BM25 it recovers; how often it picks
+95% bootstrap interval over blocks of prefixes (``ralm.train.decision.decision_blocks``: whole documents,
+or runs of neighbours within one where fewer than 8 documents; prefixes of one document are not
+independent); the share of the bound's gain over BM25 it recovers; how often it picks
 BM25's top-1 and the zero-shot rule's pick.
 """
 
@@ -80,13 +81,14 @@ def main() -> None:
         f"{'= BM25':>7} {'= zero-shot':>11}"
     )
     for name, values in chosen.items():
-        blocks, _ = decision_blocks(values - bm25, table["doc_id"])
+        blocks, blocked_by = decision_blocks(values - bm25, table["doc_id"])
         change = paired_mean_difference(values, bm25, blocks=blocks)
         recovered = change.difference / float(np.mean(bound - bm25))
         same_bm25 = np.mean(np.array(picks[name]) == 0)
         same_zero = np.mean(np.array(picks[name]) == np.array(picks["zero-shot LM rule"]))
         interval = f"{change.difference:+.3f} [{change.low:+.3f}, {change.high:+.3f}]"
         print(f"{name:<30} {interval:<36} {recovered:14.2f} {same_bm25:7.0%} {same_zero:11.0%}")
+    print(f"(intervals: blocks by {blocked_by})")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ take turns prefix by prefix, so a change in the machine's load hits them alike.
 
 llama.cpp runs here with the tokenizer and the protocol of the torch LM (same token ids); only ``logits``
 goes to llama.cpp: one sequence per ``llama_decode``, its logits computed at the scored positions only.
-Prints each engine's pairs/s and its ratio to torch's best, and against fp32: the mean and largest change
+Prints each engine's pairs/s (k per prefix, as data-gen counts them; a prefix costs k + 1 LM inputs) and its
+ratio to torch's best, and against fp32: the mean and largest change
 of a summed 32-token label, and how often the best candidate (the oracle's pick, on the targets y) and the
 zero-shot pick (on y') are the same.
 """

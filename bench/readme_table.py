@@ -1,13 +1,16 @@
 """The README's results table of a demo run, rendered from its ``report.json`` (so the README's numbers come
 from a command, not from copying).
 
-    .venv/bin/python bench/readme_table.py runs/demo-quick [--sets related,unrelated]
+    .venv/bin/python bench/readme_table.py runs/demo-quick [--sets related,unrelated] [--short]
 
 One row per condition on the retrieving windows (where the conditions differ): token perplexity and the
 change against no retrieval, BM25's top-1 and the context-matched baseline with their paired
 block-bootstrap 95% intervals (``tie`` when the interval holds 0, ``same picks`` when no window differs),
-and the copy rate from the whole-text table. Labels are the report's, with the threshold's T filled in and,
-for each trained seed, what its training exported and the step selection chose (its ``summary.json``).
+and the copy rate from the whole-text table; the forward-looking rows last, paired on the same windows.
+Labels are the report's, with the threshold's T filled in and, for each trained seed, what its training
+exported and the step selection chose (its ``summary.json``). ``--short`` is the README's table: the
+conditions a reader compares first (no retrieval, BM25's top-1, the zero-shot rule, each seed's export with
+its threshold, the bound and the forward-looking rows) and the changes against no retrieval and BM25.
 Reads only the JSON files.
 """
 
@@ -46,16 +49,24 @@ def change(comparison: dict | None, own: bool) -> str:
     return format_change(comparison).replace("-", "\u2212")
 
 
-def exports(run: str) -> dict[str, str]:
-    """``trained-seedN`` -> what seed N's training exported and the step selection chose (summary.json)."""
+SHORT_DROPS = ("no-retrieval-matched", "random", "bm25-above", "oracle-or-none")
+"""Conditions the README's table (``--short``) leaves to docs/results.md's full one."""
+
+
+def exports(run: str, short: bool = False) -> dict[str, str]:
+    """``trained-seedN`` -> what seed N's training exported and the step selection chose (summary.json);
+    `short`: the export alone, with the threshold T of a ``bm25-above`` export."""
     out = {}
     for path in glob.glob(os.path.join(run, "reranker-*", "summary.json")):
         with open(path) as f:
             summary = json.load(f)
         step = summary["decision_evidence"]["selection"]["step"]
-        out[f"trained-seed{summary['config']['seed']}"] = (
-            f"exported `{summary['decision']}` (selected: step {step})"
-        )
+        what = f"exported `{summary['decision']}`"
+        if not short:
+            what += f" (selected: step {step})"
+        elif summary["decision"] == "bm25-above":
+            what += f" (T = {summary['threshold']:.1f})"
+        out[f"trained-seed{summary['config']['seed']}"] = what
     return out
 
 
@@ -64,23 +75,27 @@ def label(name: str, metrics: dict, exported: dict[str, str]) -> str:
         return f"BM25 top-1 if its score \u2265 {float(metrics['rule']):.2f}"
     if name in LABELS:
         return LABELS[name]
+    if not name.startswith("trained-seed"):
+        return name  # the forward-looking rows are keyed by their report label
     seed = name.removeprefix("trained-seed")
     return f"seed {seed}, {exported[name]}" if name in exported else f"trained reranker ({name})"
 
 
-def rows(report: dict, sets: list[str], exported: dict[str, str]) -> list[str]:
-    names = list(report["sets"][sets[0]]["retrieving"])
+def rows(report: dict, sets: list[str], exported: dict[str, str], short: bool = False) -> list[str]:
+    names = [n for n in report["sets"][sets[0]]["retrieving"] if not (short and n in SHORT_DROPS)]
+    references = REFERENCES[:2] if short else REFERENCES
     out = []
     for name in names:
         cells = [label(name, report["sets"][sets[0]]["metrics"][name], exported)]
         for set_name in sets:
             entry = report["sets"][set_name]["retrieving"][name]
-            copies = report["sets"][set_name]["metrics"][name]["comparison"].get("copy_rate", 0.0)
             cells.append(f"{entry['token_ppl']:.2f}")
-            cells += [change(entry.get(key), name == ref) for key, ref in REFERENCES]
-            cells.append(
-                f"{100 * copies:.1f}%" if name not in ("no-retrieval", "no-retrieval-matched") else ""
-            )
+            cells += [change(entry.get(key), name == ref) for key, ref in references]
+            if not short:
+                copies = report["sets"][set_name]["metrics"][name]["comparison"].get("copy_rate", 0.0)
+                cells.append(
+                    f"{100 * copies:.1f}%" if name not in ("no-retrieval", "no-retrieval-matched") else ""
+                )
         out.append("| " + " | ".join(cells) + " |")
     return out
 
@@ -89,16 +104,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("run", help="a demo run folder (holds report.json)")
     parser.add_argument("--sets", default=None, help="comma-separated set names (default: all, in order)")
+    parser.add_argument("--short", action="store_true", help="the README's rows and columns")
     args = parser.parse_args()
     with open(os.path.join(args.run, "report.json")) as f:
         report = json.load(f)
     sets = args.sets.split(",") if args.sets else list(report["sets"])
     header = ["condition"]
     for set_name in sets:
-        header += [f"{set_name}: ppl", "vs no retrieval", "vs BM25", "vs context-matched", "copies"]
+        header += [f"{set_name}: ppl", "vs no retrieval", "vs BM25"]
+        header += [] if args.short else ["vs context-matched", "copies"]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
-    print("\n".join(rows(report, sets, exports(args.run))))
+    print("\n".join(rows(report, sets, exports(args.run, args.short), args.short)))
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ LM calls are needed are all known before the run.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 from flare_fixtures import RecordingRetriever, chain_lm
@@ -204,6 +205,57 @@ def test_reinit_ctx_generates_each_later_look_ahead_without_the_previous_passage
     # Sentence 2 is confident, so it is kept as generated: with the unsure sentence's passages, or none.
     assert passages == [[["q1-0", "q1-1"], ["q1-0", "q1-1"]], [["q1-0", "q1-1"], []]]
     assert kept["generation"] == fresh["generation"] == "the capital is paris . france has wine !"
+
+
+def test_first_keep_shows_the_input_passages_first_in_every_prompt():
+    """The authors' look_ahead_pre_retrieval='first-keep': the input's passages stay, and each unsure
+    sentence's passages follow them in place of the previous sentence's."""
+    texts = ["alpha alpha", "bravo bravo", "charlie charlie"]
+    out, retriever, lm = run(
+        SENT1 + SENT2,
+        texts=texts,
+        reuse_cache=False,
+        theta=0.8,
+        docs=2,
+        look_ahead_pre_retrieval="first-keep",
+    )
+    steps = [s for s in out["trace"] if "text" in s]
+    assert len(retriever.queries) == 3 and [s["retrieved"] for s in steps] == [True, True]
+    assert [s["passages"] for s in steps] == [
+        ["q0-0", "q0-1", "q1-0", "q1-1"],
+        ["q0-0", "q0-1", "q2-0", "q2-1"],
+    ]
+    last = [lm.decode(p) for p in lm.model.prompts if len(p) > 1][-1]  # sentence 2's regeneration
+    assert "alpha" in last and "charlie" in last and "bravo" not in last
+    assert last.index("alpha") < last.index("charlie")  # the kept passages come first
+    assert out["generation"] == "the capital is paris . france has wine !"
+
+
+class SameAnswerRetriever(RecordingRetriever):
+    """Every search finds the input's passages again (ids q0-*)."""
+
+    def search(self, queries, k, threads=1):
+        found = super().search(queries, k, threads)
+        return [[replace(h, id=h.id.replace(h.id.split("-")[0], "q0")) for h in hits] for hits in found]
+
+
+def test_first_keep_search_that_finds_only_kept_passages_is_a_search_not_a_retrieval():
+    lm = chain_lm(SENT1, extra_words=EXAMPLE.question.split())
+    config = FlareOptions(theta=0.8, look_ahead_pre_retrieval="first-keep")
+    out = FlareRunner(lm, config, PassageSource(SameAnswerRetriever())).answer(EXAMPLE)
+    [step] = [s for s in out["trace"] if "text" in s]
+    assert step["searches"] == 1 and step["retrieved"] is False
+    assert step["passages"] == ["q0-0", "q0-1"]  # nothing new: the kept passages alone, once each
+    assert (out["searches"], out["retrieval_steps"]) == (2, 0)
+
+
+def test_first_keep_with_reinit_ctx_keeps_only_the_input_passages():
+    out, _, _ = run(SENT1 + CONFIDENT2, theta=0.8, reinit_ctx=True, look_ahead_pre_retrieval="first-keep")
+    passages = [s["passages"] for s in out["trace"] if "text" in s]
+    # Sentence 1 retrieves (its passages after the input's); confident sentence 2 is generated afresh with
+    # the kept passages alone, and shows nothing new, so it is not a retrieving step.
+    assert passages == [["q0-0", "q0-1", "q1-0", "q1-1"], ["q0-0", "q0-1"]]
+    assert [s["retrieved"] for s in out["trace"] if "text" in s] == [True, False]
 
 
 def test_use_full_input_as_query_sends_the_whole_question_first():

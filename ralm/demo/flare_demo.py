@@ -8,14 +8,16 @@ books as the corpus (every held-out book left out in every translation), the Wor
 Prompts (``continuation_prompts``) open at a sentence start, spread evenly over the book without overlap:
 ``prompt_tokens`` tokens of the book, then its next ``new_tokens`` tokens are the reference.
 
-Every method shows one passage at a time (``docs=1``, passages replaced, never accumulated, as the FLARE
-authors' code does), generates ``new_tokens`` tokens greedily, with the same LM, input length and decoding:
+Every method retrieves one passage at a time (``docs=1``, passages replaced, as the FLARE authors' code does
+by default), generates ``new_tokens`` tokens greedily, with the same LM, input length and decoding:
 
 - ``no-retrieval``; ``single`` (one search with the whole prompt); ``stride`` (then every ``window_tokens``
   tokens with the last ``query_tokens`` tokens of the prompt and the text so far: In-Context RALM's
   generation);
 - ``flare`` (masked): the first search with the prompt, then a look-ahead sentence retrieves when a token's
-  probability is <= theta, with its tokens <= beta masked; full scale adds ``flare`` with explicit questions.
+  probability is <= theta, with its tokens <= beta masked; full scale adds ``flare`` with explicit questions
+  and ``flare-keep`` (masked, the prompt's own passage kept before each look-ahead's: the authors'
+  ``look_ahead_pre_retrieval="first-keep"``, their long-form WikiAsp setting).
 
 theta is chosen on the dev book before any test prompt is generated: single retrieval's generations on dev
 are cut into look-ahead sentences, and theta is the value at which a share ``dev_rate`` of them would
@@ -60,6 +62,9 @@ class FlareDemoSettings:
     test_prompts: int
     methods: tuple[str, ...]
     """Test methods, each a `METHOD_OPTIONS` name."""
+    dev_methods: tuple[str, ...] = ("flare",)
+    """FLARE's variants also run on the dev prompts (with single retrieval, which sets theta): the report
+    shows dev's scores beside the test table, so a reader sees whether dev and test agree."""
     prompt_tokens: int = 128
     new_tokens: int = 128
     dev_rate: float = 0.6
@@ -79,7 +84,8 @@ QUICK_FLARE = FlareDemoSettings(
 FULL_FLARE = FlareDemoSettings(
     dev_prompts=24,
     test_prompts=48,
-    methods=(NO_RETRIEVAL, "single", "stride", "flare", "flare-explicit"),
+    methods=(NO_RETRIEVAL, "single", "stride", "flare", "flare-explicit", "flare-keep"),
+    dev_methods=("flare", "flare-keep"),
 )
 METHOD_OPTIONS = {
     NO_RETRIEVAL: {"method": NO_RETRIEVAL},
@@ -87,6 +93,9 @@ METHOD_OPTIONS = {
     "stride": {"method": "stride"},
     "flare": {"method": "flare", "query": "masked"},
     "flare-explicit": {"method": "flare", "query": "explicit"},
+    # The authors' look_ahead_pre_retrieval="first-keep": the prompt's own passage stays beside each
+    # look-ahead's (FLARE's look-ahead passages otherwise replace the account the prompt retrieved).
+    "flare-keep": {"method": "flare", "query": "masked", "look_ahead_pre_retrieval": "first-keep"},
 }
 """Each method of the table as `FlareOptions` fields (the rest: `flare_options`)."""
 
@@ -256,12 +265,13 @@ def flare_demo(
         runner.run(stage)
         return stage.output
 
-    theta, sentences = dev_theta(run("dev", "single", 0.0), settings.dev_rate)
+    dev = {"single": run("dev", "single", 0.0)}
+    theta, sentences = dev_theta(dev["single"], settings.dev_rate)
     print(f"[demo] theta {theta:.4f}: {settings.dev_rate:.0%} of {sentences} dev look-ahead sentences")
-    dev_flare = run("dev", "flare", theta)
+    dev |= {method: run("dev", method, theta) for method in settings.dev_methods}
     test = {method: run("test", method, theta) for method in settings.methods}
     book = ", ".join(books.related_books)
-    report = flare_report(test, dev_flare, theta, sentences, settings, time.perf_counter() - started, book)
+    report = flare_report(test, dev, theta, sentences, settings, time.perf_counter() - started, book)
     write_json_atomic(out / "flare-report.json", report)
     write_text_atomic(out / "flare-report.txt", report["table"] + "\n")
     flare_plot(report, out / "flare-report.png")
@@ -291,7 +301,7 @@ def _difference(a: dict, b: dict) -> dict:
 
 def flare_report(
     test: dict[str, Path],
-    dev_flare: Path,
+    dev: dict[str, Path],
     theta: float,
     sentences: int,
     settings: FlareDemoSettings,
@@ -299,10 +309,17 @@ def flare_report(
     book: str = "2Chr",
 ) -> dict:
     """The table: each method's metrics and cost, then its change against single retrieval and against no
-    retrieval (95% intervals); the dev run that checks theta's retrieval rate. `book`: the test book(s)."""
+    retrieval (95% intervals); the dev runs (single retrieval, and FLARE's variants at the chosen theta,
+    whose retrieval rate checks it). `book`: the test book(s)."""
     results = {m: json.loads((folder / RESULTS).read_text())["metrics"] for m, folder in test.items()}
     scores = {m: _scores(folder) for m, folder in test.items()}
-    dev = json.loads((dev_flare / RESULTS).read_text())["metrics"]
+    dev_metrics = {m: json.loads((folder / RESULTS).read_text())["metrics"] for m, folder in dev.items()}
+    on_dev = "; ".join(
+        f"{m} {metrics['rouge_l']:.3f}"
+        + (f" (retrieved at {metrics['retrieval_rate']:.0%})" if m != "single" else "")
+        for m, metrics in dev_metrics.items()
+    )
+    dev_prompts = len(_scores(next(iter(dev.values())))["rouge_l"])
     changes = {
         reference: {
             m: {metric: _difference(scores[m][metric], scores[reference][metric]) for metric in METRICS}
@@ -315,10 +332,10 @@ def flare_report(
     prompts = len(next(iter(scores.values()))["rouge_l"])
     lines = [
         f"Long-form generation on {book}: {prompts} prompts of {settings.prompt_tokens} tokens, "
-        f"{settings.new_tokens} new tokens each, one passage shown at a time",
+        f"{settings.new_tokens} new tokens each, one passage per search",
         f"theta {theta:.4f}, chosen on the dev book ({sentences} look-ahead sentences of single retrieval: "
-        f"{settings.dev_rate:.0%} would retrieve); FLARE on dev retrieved at {dev['retrieval_rate']:.0%} "
-        f"of its sentences, ROUGE-L {dev['rouge_l']:.3f}",
+        f"{settings.dev_rate:.0%} would retrieve)",
+        f"on dev ({dev_prompts} prompts), ROUGE-L: {on_dev}",
         "",
         f"{'method':<16}{'ROUGE-L':>9}{'token F1':>10}{'names':>8}{'retrieval':>11}{'searches':>10}"
         f"{'s/prompt':>10}",
@@ -343,7 +360,7 @@ def flare_report(
         "settings": asdict(settings),
         "theta": theta,
         "theta_sentences": sentences,
-        "dev_flare": dev,
+        "dev": dev_metrics,
         "metrics": results,
         "changes": changes,
         "seconds": seconds,

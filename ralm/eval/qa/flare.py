@@ -20,15 +20,18 @@ Methods (``FlareOptions.method``):
 Counts (per example, and in the trace per step): a step (a sentence, a window, or the whole answer) is
 *retrieving* when passages from a search made during generation (not the input's) reached its prompt;
 ``searches`` counts every query sent, the input's included. A search whose passages are all declined (a
-reranker whose export decided no retrieval) or cut to fit is a search, not a retrieving step.
+reranker whose export decided no retrieval), cut to fit, or already kept (``first-keep``) is a search, not a
+retrieving step.
 
 The authors' options (their config keys, ``configs/2wikihop_flare_config.json``) are options here:
 ``use_full_input_as_query`` (the first query is the whole input, not its last ``max_query_tokens``),
 ``use_ctx_for_examplars`` (each exemplar shows the passages its own question retrieves),
-``look_ahead_pre_retrieval`` (``first``: retrieve with the input before the first look-ahead; ``none``: the
-first look-ahead is generated without passages, as FlashRAG's FLARE does) and ``reinit_ctx`` (every
-look-ahead is generated without the previous passages). As in their code (``ctx_increase="replace"``)
-new passages replace the old ones. The answer is generated as token
+``look_ahead_pre_retrieval`` (``first``: retrieve with the input before the first look-ahead;
+``first-keep``: the same, and the input's passages stay first in every prompt, a later search's passages
+that are not among them after them; ``none``: the first look-ahead is generated without passages, as
+FlashRAG's FLARE does) and ``reinit_ctx`` (every look-ahead is generated without the previous passages,
+the kept ones excepted). As in their code (``ctx_increase="replace"``) new passages replace the old ones
+(the kept ones excepted). The answer is generated as token
 ids appended to the prompt's ids, so every step's prompt extends the previous one and the generator's KV
 cache serves it. A masked query left empty (every token at or below beta) retrieves nothing, as in the
 authors' code, so the look-ahead is kept. Sentence ends and queries: ``ralm.eval.qa.lookahead``; settings:
@@ -151,15 +154,17 @@ class FlareRunner:
         return self.source.search([query], self.cfg.docs)[0]
 
     def _search(self, state: _State, queries: list[str], step: dict) -> None:
-        """Replace the passages with those of `queries` (interleaved, best first, when several); the next
-        prompt that shows any of them makes its step a retrieving one."""
+        """Replace the passages with those of `queries` (interleaved, best first, when several), after the
+        kept ones (``first-keep``); the next prompt that shows a new one makes its step a retrieving one."""
         found = self.source.search(queries, self.cfg.docs)
         merged: dict[str, PromptPassage] = {}
         for rank in range(self.cfg.docs):  # round-robin over the queries, best passages first
             for passages in found:
                 if rank < len(passages):
                     merged.setdefault(passages[rank].id, passages[rank])
-        state.passages, state.fresh = list(merged.values())[: self.cfg.docs], True
+        kept = {p.id for p in state.kept}
+        new = [p for p in list(merged.values())[: self.cfg.docs] if p.id not in kept]
+        state.passages, state.fresh = [*state.kept, *new], bool(new)
         step["searches"] = len(queries)
 
     def _answer_stop(self, answer: list[int]) -> Callable[[list[int]], bool]:
@@ -186,6 +191,8 @@ class FlareRunner:
             query = self.first_query(ex.question)
             state.passages = self._retrieve(query)
             state.trace.append({"step": "input", "query": query, "passages": [p.id for p in state.passages]})
+            if cfg.method == "flare" and cfg.look_ahead_pre_retrieval == "first-keep":
+                state.kept = list(state.passages)
         step_fn = {
             NO_RETRIEVAL: self._step_whole,
             "single": self._step_whole,
@@ -283,7 +290,7 @@ class FlareRunner:
         cfg = self.cfg
         step: dict = {}
         if cfg.reinit_ctx and state.answer:  # (the input's passages still serve the first look-ahead)
-            state.passages, state.fresh = [], False
+            state.passages, state.fresh = list(state.kept), False
         gen, piece = self._sentence(state, step)
         if not piece:
             self._accept(state, gen, piece, step)
@@ -304,7 +311,7 @@ class FlareRunner:
             # No query left (every token masked, or every question dropped): as in the authors' code,
             # nothing is sent and the passages stay.
             if queries:
-                self._search(state, queries, step)  # replaces the earlier passages
+                self._search(state, queries, step)  # replaces the earlier passages (not the kept)
         if step["searches"] or not cfg.keep_confident:
             step["lookahead"] = self.lm.decode(piece)
             gen, piece = self._sentence(state, step)
@@ -343,6 +350,8 @@ class _State:
     render: Callable[[Sequence[PromptPassage]], str]
     answer: list[int] = field(default_factory=list)
     passages: list[PromptPassage] = field(default_factory=list)
+    kept: list[PromptPassage] = field(default_factory=list)
+    """The input's passages under ``first-keep``: first in every prompt, never replaced."""
     trace: list[dict] = field(default_factory=list)
     finished: bool = False
     fresh: bool = False

@@ -15,7 +15,7 @@ from ralm.passage_rules import NO_RETRIEVAL
 
 METHODS = ("flare", NO_RETRIEVAL, "single", "window", "stride", "sentence")
 QUERY_MODES = ("masked", "past+masked", "full", "explicit")
-PRE_RETRIEVAL = ("first", "none")
+PRE_RETRIEVAL = ("first", "first-keep", "none")
 
 
 @dataclass
@@ -39,7 +39,8 @@ class FlareOptions:
     question is asked given the answer so far, ending in "Question:" for a completion LM, and about the raw
     term, which the authors first have a chat model expand)."""
     docs: PositiveInt = 2
-    """Passages shown to the LM (earlier ones are replaced, not accumulated)."""
+    """Passages a search shows the LM (they replace the previous search's; under first-keep the input's
+    stay beside them)."""
     lookahead_tokens: PositiveInt = 64
     """Look-ahead length before it is cut at the first sentence end."""
     window_tokens: PositiveInt = 16
@@ -59,9 +60,12 @@ class FlareOptions:
     """Each exemplar shows the passages its question retrieves (the authors' "ret"); off by default: two
     passages per exemplar take ~300 tokens of a small LM's context from the question's own passages."""
     look_ahead_pre_retrieval: str = "first"
-    """flare: first (retrieve with the input before the first look-ahead, the authors') or none."""
+    """flare: first (retrieve with the input before the first look-ahead, the authors'), first-keep (the
+    same, and the input's passages stay first in every prompt, each later search's new passages after
+    them: the authors' option of that name) or none (the first look-ahead without passages)."""
     reinit_ctx: bool = False
-    """flare: generate every look-ahead without the previous passages (the authors' default: false)."""
+    """flare: generate every look-ahead without the previous passages, the kept ones excepted (the
+    authors' default: false)."""
 
     def __post_init__(self) -> None:
         self.check()
