@@ -9,7 +9,8 @@ positions, as ralm computes it):
 - train: steps x batch x (k + 1) pairs (the empty pair with --abstain) of max_pair_tokens, forward and
   backward, plus one forward over the selection prefixes per validation and one over the decision prefixes;
 - eval: retrieving windows x (k + 2) LM inputs (k passages, none, the context-matched cut) plus one per
-  other window, of max_length tokens (results.json counts).
+  other window, of max_length tokens (results.json counts); a forward-looking row's stage: 2 LM inputs per
+  retrieving window (its one candidate and no passage).
 Token counts are upper bounds (an input shorter than max_length counts as full), so the shares are too.
 
     .venv/bin/python bench/demo_stages.py RUN_DIR [--baseline OTHER_RUN_DIR]
@@ -68,10 +69,11 @@ def train_work(summary: dict, run: Path) -> tuple[float, str, str]:
     return flop, f"{(trained + read) / 1e6:.2f}M encoder tokens", summary["precision"]
 
 
-def eval_work(results: dict) -> tuple[float, str, str]:
+def eval_work(results: dict, per_retrieving: int | None = None) -> tuple[float, str, str]:
+    """`per_retrieving`: LM inputs per retrieving window (default k + 2)."""
     config, counts = results["config"], results["counts"]
     retrieving = counts["retrieving_windows"]
-    inputs = retrieving * (config["k"] + 2) + counts["windows"] - retrieving
+    inputs = retrieving * (per_retrieving or config["k"] + 2) + counts["windows"] - retrieving
     tokens = inputs * config["max_length"]
     flop = tokens * _per_token(_shape(config["tokenizer"]), config["max_length"], 2)
     return flop, f"{inputs:,} LM inputs, {tokens / 1e6:.2f}M tokens", config["dtype"]
@@ -110,6 +112,8 @@ def stage_rows(run: Path) -> dict[str, tuple[float, float, str, str]]:
             work = eval_work(results)
             if key.startswith("bf16"):
                 work = (work[0] * 2 / (results["config"]["k"] + 2), "2 conditions of its windows", work[2])
+            elif key.startswith("forward"):  # one condition at k = 1: its passage and no passage
+                work = eval_work(results, per_retrieving=2)
         rows[key] = (stage["seconds"], *work)
     return rows
 
