@@ -309,8 +309,8 @@ def flare_report(
     book: str = "2Chr",
 ) -> dict:
     """The table: each method's metrics and cost, then its change against single retrieval and against no
-    retrieval (95% intervals); the dev runs (single retrieval, and FLARE's variants at the chosen theta,
-    whose retrieval rate checks it). `book`: the test book(s)."""
+    retrieval (FLARE's variants also against masked FLARE; 95% intervals); the dev runs (single retrieval,
+    and FLARE's variants at the chosen theta, whose retrieval rate checks it). `book`: the test book(s)."""
     results = {m: json.loads((folder / RESULTS).read_text())["metrics"] for m, folder in test.items()}
     scores = {m: _scores(folder) for m, folder in test.items()}
     dev_metrics = {m: json.loads((folder / RESULTS).read_text())["metrics"] for m, folder in dev.items()}
@@ -320,14 +320,17 @@ def flare_report(
         for m, metrics in dev_metrics.items()
     )
     dev_prompts = len(_scores(next(iter(dev.values())))["rouge_l"])
+    # Every method against single retrieval and no retrieval; FLARE's variants also against masked FLARE.
+    against = {ref: [m for m in test if m != ref] for ref in ("single", NO_RETRIEVAL) if ref in test}
+    variants = [m for m in test if m != "flare" and METHOD_OPTIONS[m]["method"] == "flare"]
+    if "flare" in test and variants:
+        against["flare"] = variants
     changes = {
         reference: {
             m: {metric: _difference(scores[m][metric], scores[reference][metric]) for metric in METRICS}
-            for m in test
-            if m != reference
+            for m in methods
         }
-        for reference in ("single", NO_RETRIEVAL)
-        if reference in test
+        for reference, methods in against.items()
     }
     prompts = len(next(iter(scores.values()))["rouge_l"])
     lines = [

@@ -31,11 +31,10 @@ The authors' options (their config keys, ``configs/2wikihop_flare_config.json``)
 that are not among them after them; ``none``: the first look-ahead is generated without passages, as
 FlashRAG's FLARE does) and ``reinit_ctx`` (every look-ahead is generated without the previous passages,
 the kept ones excepted). As in their code (``ctx_increase="replace"``) new passages replace the old ones
-(the kept ones excepted). The answer is generated as token
-ids appended to the prompt's ids, so every step's prompt extends the previous one and the generator's KV
-cache serves it. A masked query left empty (every token at or below beta) retrieves nothing, as in the
-authors' code, so the look-ahead is kept. Sentence ends and queries: ``ralm.eval.qa.lookahead``; settings:
-``ralm.eval.qa.flare_options``.
+(the kept ones excepted). The answer is generated as token ids appended to the prompt's ids, so every
+step's prompt extends the previous one and the generator's KV cache serves it. A masked query left empty
+(every token at or below beta) retrieves nothing, as in the authors' code, so the look-ahead is kept.
+Sentence ends and queries: ``ralm.eval.qa.lookahead``; settings: ``ralm.eval.qa.flare_options``.
 
 Two prompt layouts: ``qa`` (FLARE's: exemplars, search results, ``Question: ... Answer:``; the answer ends at
 ``stop``) and ``continuation`` (long-form generation: the passages, then the text the LM continues; no
