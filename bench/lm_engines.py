@@ -16,14 +16,14 @@ take turns prefix by prefix, so a change in the machine's load hits them alike.
 llama.cpp runs here with the tokenizer and the protocol of the torch LM (same token ids); only ``logits``
 goes to llama.cpp: one sequence per ``llama_decode``, its logits computed at the scored positions only.
 Prints each engine's pairs/s (k per prefix, as data-gen counts them; a prefix costs k + 1 LM inputs) and its
-ratio to torch's best, and against fp32: the mean and largest change
-of a summed 32-token label, and how often the best candidate (the oracle's pick, on the targets y) and the
-zero-shot pick (on y') are the same.
+ratio to torch's best, and against fp32: the mean and largest change of a summed 32-token label, and how
+often the best candidate (the oracle's pick, on the targets y) and the zero-shot pick (on y') are the same.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 from dataclasses import dataclass
@@ -115,8 +115,6 @@ def main() -> None:
     parser.add_argument("--prefixes", type=int, default=24)
     parser.add_argument("--rounds", type=int, default=2, help="times each prefix is scored by each engine")
     args = parser.parse_args()
-    import json
-
     from ralm.pipeline.models import default_lm
 
     config = json.loads((args.data / "ralm_data_gen.json").read_text())["config"]
