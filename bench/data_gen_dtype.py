@@ -15,15 +15,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from data_gen import bench_prefixes  # noqa: E402 - bench scripts sit beside each other, not in a package
+from lm_engines import score_in_turns  # noqa: E402
 
-from ralm.data_gen.scoring import score_prefix  # noqa: E402
 from ralm.lm.loading import load_lm  # noqa: E402
 from ralm.lm.scoring import ScoringSettings  # noqa: E402
 
@@ -51,16 +50,8 @@ def main() -> None:
         f"{args.max_length}, threads {torch.get_num_threads()}, "
         f"CPU capability {torch.backends.cpu.get_cpu_capability()}"
     )
-    for model in lms.values():
-        score_prefix(model, *prefixes[0], settings)  # warm-up
-    labels = {d: [] for d in lms}
-    seconds = dict.fromkeys(lms, 0.0)
-    for p, cands in prefixes:
-        for dtype, model in lms.items():
-            start = time.perf_counter()
-            scores = score_prefix(model, p, cands, settings)
-            labels[dtype].append((scores.candidates, scores.no_retrieval))
-            seconds[dtype] += time.perf_counter() - start
+    scored, seconds = score_in_turns(lms, prefixes, settings)
+    labels = {d: [(s.candidates, s.no_retrieval) for s in scores] for d, scores in scored.items()}
     token_diffs, sum_diffs, agree = [], [], 0
     for (c32, n32), (c16, n16) in zip(labels["float32"], labels["bfloat16"], strict=True):
         for a, b in zip([*c32, n32], [*c16, n16], strict=True):

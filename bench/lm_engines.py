@@ -102,6 +102,25 @@ def data_gen_prefixes(lm: FrozenLM, folder: Path, n: int, query_tokens: int):
     return out
 
 
+def score_in_turns(engines: dict, prefixes: list, settings: ScoringSettings, rounds: int = 1):
+    """Each engine's ``score_prefix`` of every (PrefixTokens, passages), the engines taking turns prefix by
+    prefix so a change in the machine's load hits them alike, after one warm-up each: ({name: the first
+    round's PrefixScores per prefix}, {name: seconds over all rounds})."""
+    for engine in engines.values():
+        score_prefix(engine, *prefixes[0], settings)  # warm-up
+    scored = {name: [] for name in engines}
+    seconds = dict.fromkeys(engines, 0.0)
+    for round_ in range(rounds):
+        for tokens, passages in prefixes:
+            for name, engine in engines.items():
+                start = time.perf_counter()
+                scores = score_prefix(engine, tokens, passages, settings)
+                seconds[name] += time.perf_counter() - start
+                if round_ == 0:
+                    scored[name].append(scores)
+    return scored, seconds
+
+
 def _labels(scores) -> tuple[list[float], list[float]]:
     """(summed target label per candidate and no passage, y' score per candidate)."""
     return [sum(t) for t in [*scores.candidates, scores.no_retrieval]], list(scores.candidates_rank)
@@ -136,18 +155,8 @@ def main() -> None:
         f"{settings.input_length} tokens, passages cut at {settings.max_passage_tokens}, {threads} threads, "
         f"torch CPU capability {torch.backends.cpu.get_cpu_capability()}, {args.rounds} rounds"
     )
-    for engine in engines.values():
-        score_prefix(engine, *prefixes[0], settings)  # warm-up
-    labels = {name: [] for name in engines}
-    seconds = dict.fromkeys(engines, 0.0)
-    for round_ in range(args.rounds):
-        for tokens, passages in prefixes:
-            for name, engine in engines.items():
-                start = time.perf_counter()
-                scores = score_prefix(engine, tokens, passages, settings)
-                seconds[name] += time.perf_counter() - start
-                if round_ == 0:
-                    labels[name].append(_labels(scores))
+    scored, seconds = score_in_turns(engines, prefixes, settings, args.rounds)
+    labels = {name: [_labels(s) for s in scores] for name, scores in scored.items()}
     pairs = args.rounds * len(prefixes) * k
     best_torch = min(v for n, v in seconds.items() if n.startswith("torch"))
     print(
