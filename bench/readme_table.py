@@ -55,7 +55,7 @@ SHORT_DROPS = ("no-retrieval-matched", "random", "bm25-above", "oracle-or-none")
 
 def exports(run: str, short: bool = False) -> dict[str, str]:
     """``trained-seedN`` -> what seed N's training exported and the step selection chose (summary.json);
-    `short`: the export alone, with the threshold T of a ``bm25-above`` export."""
+    `short`: the export alone, with the threshold T of a ``bm25-above`` export (M of ``zero-shot-above``)."""
     out = {}
     for path in glob.glob(os.path.join(run, "reranker-*", "summary.json")):
         with open(path) as f:
@@ -66,6 +66,8 @@ def exports(run: str, short: bool = False) -> dict[str, str]:
             what += f" (selected: step {step})"
         elif summary["decision"] == "bm25-above":
             what += f" (T = {summary['threshold']:.1f})"
+        elif summary["decision"] == "zero-shot-above":
+            what += f" (M = {summary['rank_threshold']:.1f})"
         out[f"trained-seed{summary['config']['seed']}"] = what
     return out
 
@@ -73,6 +75,8 @@ def exports(run: str, short: bool = False) -> dict[str, str]:
 def label(name: str, metrics: dict, exported: dict[str, str]) -> str:
     if name == "bm25-above":
         return f"BM25 top-1 if its score \u2265 {float(metrics['rule']):.2f}"
+    if name == "zero-shot-above":
+        return f"zero-shot LM rerank if its y' gain \u2265 {float(metrics['rule']):.2f} nats"
     if name in LABELS:
         return LABELS[name]
     if not name.startswith("trained-seed"):

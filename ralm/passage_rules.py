@@ -37,6 +37,7 @@ BM25 = "bm25"
 RANDOM = "random"
 BM25_ABOVE = "bm25-above"
 ZERO_SHOT = "zero-shot"
+ZERO_SHOT_ABOVE = "zero-shot-above"
 TRAINED = "trained"
 ORACLE = "oracle"
 ORACLE_OR_NONE = "oracle-or-none"
@@ -61,6 +62,8 @@ class Row(Protocol):
     @property
     def no_passage_nll(self) -> float | None: ...
     @property
+    def no_passage_rank_logprob(self) -> float | None: ...
+    @property
     def candidates(self) -> Sequence[Candidate]: ...
 
 
@@ -80,15 +83,19 @@ class ScoredRow:
     window: int
     candidates: tuple[Scored, ...]
     no_passage_nll: float | None = None
+    no_passage_rank_logprob: float | None = None
 
 
 Pick = Callable[[Row, int, "float | None"], "int | None"]
 """(row, seed, threshold) -> the candidate prepended (its BM25 rank), or None for no passage."""
 
-Reads = Literal["bm25", "lm-targets", "lm-ranking-tokens", "no-passage", "encoder", "seed"]
+Reads = Literal[
+    "bm25", "lm-targets", "lm-ranking-tokens", "no-passage", "no-passage-ranking-tokens", "encoder", "seed"
+]
 """What a rule reads to pick: BM25's scores, the LM's NLL of the true targets under each candidate (a bound,
 not a method), the LM's log-prob of the prefix's own last tokens y' under each candidate, the targets' NLL
-with no passage, a trained encoder's scores, or a seeded draw."""
+with no passage (a bound too), y's log-prob with no passage, a trained encoder's scores, or a seeded
+draw."""
 
 
 @dataclass(frozen=True)
@@ -99,9 +106,11 @@ class Cost:
     """Frozen-LM inputs (passage + prefix) read to choose, per candidate (the zero-shot rule: one)."""
     encoder_pairs_per_candidate: int = 0
     """Encoder (prefix, passage) pairs scored to choose, per candidate (a trained reranker: one)."""
+    lm_inputs_per_retrieval: int = 0
+    """Frozen-LM inputs read once per retrieval whatever k (the prefix alone, to abstain by y')."""
 
     def lm_inputs(self, k: int) -> int:
-        return self.lm_inputs_per_candidate * k
+        return self.lm_inputs_per_candidate * k + self.lm_inputs_per_retrieval
 
     def encoder_pairs(self, k: int) -> int:
         return self.encoder_pairs_per_candidate * k
@@ -111,8 +120,8 @@ class Cost:
 class ExportForm:
     """What an export whose decision is this rule holds, and what it tells a user."""
 
-    needs: Literal["nothing", "threshold", "rank_tokens", "weights"]
-    """The ``ralm_reranker.json`` field (or the weights) a caller needs to play it."""
+    needs: tuple[Literal["threshold", "rank_tokens", "weights"], ...]
+    """The ``ralm_reranker.json`` fields (or the weights) a caller needs to play it; () for nothing."""
     exported: str
     """What the export plays, as ``ralm train``'s summary prints it."""
     note: str | None = None
@@ -170,6 +179,19 @@ def _best_ranked(row: Row, seed: int, threshold: float | None) -> int:
     return best_first([c.rank_logprob for c in row.candidates])[0]
 
 
+def rank_gain(row: Row) -> float:
+    """How much the zero-shot rule's candidate raises the log-prob of y' over no passage (nats): the LM's
+    own evidence that the passage informs the text it reads, against the context the passage displaces."""
+    best = row.candidates[_best_ranked(row, 0, None)]
+    return best.rank_logprob - row.no_passage_rank_logprob
+
+
+def _ranked_above(row: Row, seed: int, threshold: float | None) -> int | None:
+    if threshold is None:
+        raise ValueError(f"the {ZERO_SHOT_ABOVE} rule needs its threshold M (nats of y')")
+    return _best_ranked(row, seed, threshold) if rank_gain(row) >= threshold else None
+
+
 def _smallest_nll(row: Row, seed: int, threshold: float | None) -> int:
     return first_smallest([c.nll for c in row.candidates])
 
@@ -186,7 +208,7 @@ _DECLARED = (
         _nothing,
         frozenset(),
         export=ExportForm(
-            "nothing",
+            (),
             "no retrieval (every ralm caller prepends nothing)",
             f"This export never retrieves: its export decision is `{NO_RETRIEVAL}` (no passage beat "
             "prepending nothing on the held-out decision prefixes), so prepend no passage; it is not a "
@@ -202,7 +224,7 @@ _DECLARED = (
         _top1,
         frozenset({"bm25"}),
         export=ExportForm(
-            "nothing",
+            (),
             "BM25's order (every ralm caller takes candidate 0)",
             f"This export ranks as BM25: its export decision is `{BM25}` "
             "(the trained picks did not beat BM25's top-1 on the held-out decision prefixes), "
@@ -217,7 +239,7 @@ _DECLARED = (
         _above,
         frozenset({"bm25"}),
         export=ExportForm(
-            "threshold",
+            ("threshold",),
             "BM25's top-1 when its score is at least T, else no passage (every ralm caller applies T)",
             f"This export retrieves by a threshold: its export decision is `{BM25_ABOVE}`, so prepend BM25's "
             "top-1 when its BM25 score is at least the `threshold` in ralm_reranker.json, else nothing; "
@@ -232,7 +254,7 @@ _DECLARED = (
         frozenset({"lm-ranking-tokens"}),
         Cost(lm_inputs_per_candidate=1),
         export=ExportForm(
-            "rank_tokens",
+            ("rank_tokens",),
             "the candidate whose y' the LM finds most likely (ralm eval ppl plays it; no encoder)",
             f"This export ranks with the LM itself: its export decision is `{ZERO_SHOT}`, so prepend the "
             "candidate under which the frozen LM finds the prefix's last `rank_tokens` tokens "
@@ -240,13 +262,32 @@ _DECLARED = (
             "was chosen",
         ),
     ),
+    # The zero-shot rule that may abstain: the LM's own evidence on the text it reads decides both.
+    PassageRule(
+        ZERO_SHOT_ABOVE,
+        "zero-shot LM rerank if its y' gain >= M",
+        _ranked_above,
+        frozenset({"lm-ranking-tokens", "no-passage-ranking-tokens"}),
+        Cost(lm_inputs_per_candidate=1, lm_inputs_per_retrieval=1),
+        export=ExportForm(
+            ("threshold", "rank_tokens"),
+            "the candidate whose y' the LM finds most likely when it raises y's log-prob over no passage by "
+            "at least M nats, else no passage (ralm eval ppl plays it; no encoder)",
+            "This export ranks and abstains with the LM itself: its export decision is "
+            f"`{ZERO_SHOT_ABOVE}`, so prepend the candidate under which the frozen LM finds the prefix's "
+            "last `rank_tokens` tokens (ralm_reranker.json) most likely, when their log-probability under "
+            "it exceeds theirs with no passage by at least `threshold` nats, else nothing (`ralm eval ppl` "
+            "plays it); the model's scores are not what was chosen",
+        ),
+        value_label="zero-shot LM rerank if its y' gain >= {value:.1f}",
+    ),
     PassageRule(
         TRAINED,
         "trained reranker",
         None,
         frozenset({"encoder"}),
         Cost(encoder_pairs_per_candidate=1),
-        export=ExportForm("weights", "the selected checkpoint"),
+        export=ExportForm(("weights",), "the selected checkpoint"),
     ),
     PassageRule(ORACLE, "bound: best of k", _smallest_nll, frozenset({"lm-targets"})),
     PassageRule(

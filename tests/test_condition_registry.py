@@ -54,7 +54,7 @@ def test_every_registered_kind_parses_and_says_how_it_is_judged(name, tmp_path):
 def test_every_condition_of_the_demo_table_has_a_label(tmp_path):
     """Fails when a kind is declared without the report's words (the report would print its bare name)."""
     trained = {f"{TRAINED_PREFIX}0": tmp_path, f"{TRAINED_PREFIX}1": tmp_path}
-    conditions = demo_conditions(2.0, trained)
+    conditions = demo_conditions({"bm25-above": 2.0, "zero-shot-above": 1.5}, trained)
     assert {c.kind for c in conditions} == set(KINDS)  # every declared kind is in the demo's table
     labels = [label(c.name) for c in conditions]
     for condition, words in zip(conditions, labels, strict=True):
@@ -64,11 +64,13 @@ def test_every_condition_of_the_demo_table_has_a_label(tmp_path):
     assert label(f"{TRAINED_PREFIX}1", {"exported": "trained"}) == "trained reranker, seed 1"
     assert label(f"{TRAINED_PREFIX}2", {"exported": "zero-shot"}) == "seed 2, exported zero-shot"
     assert label("bm25-above", {"rule": "3.25"}) == "BM25 top-1 if score >= 3.2"
+    assert label("zero-shot-above", {"rule": "1.5"}) == "zero-shot LM rerank if its y' gain >= 1.5"
 
 
 def test_the_demo_table_and_the_references_keep_their_order(tmp_path):
     """The demo's ``--compare`` list and report.json's comparison keys are in the order of existing runs."""
-    names = [c.name for c in demo_conditions(1.5, {"trained-seed0": tmp_path})]
+    fitted = {"bm25-above": 1.5, "zero-shot-above": 2.0}
+    names = [c.name for c in demo_conditions(fitted, {"trained-seed0": tmp_path})]
     assert names == [
         "no-retrieval",
         "no-retrieval-matched",
@@ -76,13 +78,16 @@ def test_the_demo_table_and_the_references_keep_their_order(tmp_path):
         "random",
         "zero-shot",
         "bm25-above",
+        "zero-shot-above",
         "trained-seed0",
         "oracle",
         "oracle-or-none",
     ]
     assert [c.name for c in demo_conditions(None, {})] == [
-        n for n in names if n[:7] not in ("bm25-ab", "trained")
+        n for n in names if not n.endswith("-above") and not n.startswith("trained")
     ]
+    only_t = [c.name for c in demo_conditions({"bm25-above": 1.5}, {})]
+    assert "bm25-above" in only_t and "zero-shot-above" not in only_t
     assert [k.reference.key for k in references()] == [
         "vs_no_retrieval",
         "vs_bm25",

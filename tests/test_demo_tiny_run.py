@@ -72,7 +72,8 @@ def test_demo_writes_report_commands_and_every_stage(finished_run, texts, tiny_l
     run_dir, report = finished_run
     metrics = report["sets"]["eval"]["metrics"]
     forward_rows = [row.name for row in FORWARD_ROWS]  # BM25 with another passage form or query, beside
-    assert list(metrics) == [*BASELINES[:5], "bm25-above", "trained-seed0", *BASELINES[5:], *forward_rows]
+    fitted = ["bm25-above", "zero-shot-above"]  # the threshold rules, each fitted on the training prefixes
+    assert list(metrics) == [*BASELINES[:5], *fitted, "trained-seed0", *BASELINES[5:], *forward_rows]
     assert metrics["no-retrieval"]["token_ppl"] == pytest.approx(
         no_retrieval_ppl(texts["eval"], tiny_lm_dir), rel=1e-5
     )  # TINY runs the LM in fp32 everywhere
@@ -102,9 +103,10 @@ def test_demo_writes_report_commands_and_every_stage(finished_run, texts, tiny_l
     evaluate = commands[3]
     recorded = json.loads(next(run_dir.glob("eval-*/compare.json")).read_text())["conditions"]
     assert evaluate[evaluate.index("--compare") + 1] == ",".join(recorded)
-    rule, trained = (name for name in recorded if "=" in name)
+    rule, rank_rule, trained = (name for name in recorded if "=" in name)
     assert (
         rule.startswith("bm25-above=")
+        and rank_rule.startswith("zero-shot-above=")
         and trained == f"trained-seed0={next(run_dir.glob('reranker-*/reranker'))}"
     )
     # passage_stride reaches the index: a document's second passage starts 15 words into its first.

@@ -21,6 +21,7 @@ from ralm.passage_rules import (
     RULES,
     TRAINED,
     ZERO_SHOT,
+    ZERO_SHOT_ABOVE,
     Scored,
     ScoredRow,
     picks,
@@ -66,7 +67,8 @@ def _rows(seed: int, count: int = 300) -> list[ScoredRow]:
         candidates = tuple(
             Scored(bm25=levels[0, j] * 5, nll=levels[1, j], rank_logprob=-levels[2, j]) for j in range(k)
         )
-        rows.append(ScoredRow(i, candidates, no_passage_nll=float(rng.integers(0, 3))))
+        none = (float(rng.integers(0, 3)), -float(rng.integers(0, 3)))
+        rows.append(ScoredRow(i, candidates, no_passage_nll=none[0], no_passage_rank_logprob=none[1]))
     return rows
 
 
@@ -83,10 +85,16 @@ def test_the_pick_functions_agree_with_numpy():
         None if r.no_passage_nll <= v.min() else int(np.argmin(v)) for r, v in zip(rows, nll, strict=True)
     ]
     assert picks(BM25_ABOVE, rows, threshold=5.0) == [0 if v.max() >= 5.0 else None for v in bm25]
+    for m in (-1.0, 0.0, 1.0):  # the zero-shot pick when its y' log-prob beats no passage's by at least M
+        assert picks(ZERO_SHOT_ABOVE, rows, threshold=m) == [
+            int(np.argmax(v)) if v.max() - r.no_passage_rank_logprob >= m else None
+            for r, v in zip(rows, rank, strict=True)
+        ]
     assert picks(BM25, rows) == [0] * len(rows)
     assert picks(NO_RETRIEVAL, rows) == [None] * len(rows)
-    with pytest.raises(ValueError, match="threshold"):
-        picks(BM25_ABOVE, rows)
+    for rule in (BM25_ABOVE, ZERO_SHOT_ABOVE):
+        with pytest.raises(ValueError, match="threshold"):
+            picks(rule, rows)
     with pytest.raises(ValueError, match="model"):
         picks(TRAINED, rows)
 
@@ -96,7 +104,8 @@ def test_the_exportable_rules_are_the_decisions_choices_and_the_exports_records(
     from ralm.rerank.model_card import DECISION_NOTES
     from ralm.train.decision import CHOICES
 
-    assert EXPORTABLE == CHOICES == (NO_RETRIEVAL, BM25, BM25_ABOVE, ZERO_SHOT, TRAINED)  # simplest first
+    # simplest first
+    assert EXPORTABLE == CHOICES == (NO_RETRIEVAL, BM25, BM25_ABOVE, ZERO_SHOT, ZERO_SHOT_ABOVE, TRAINED)
     assert set(DECISIONS) == set(EXPORTABLE)
     assert set(DECISION_NOTES) == set(EXPORTABLE) - {TRAINED}  # every rule but the model itself warns
     for name in EXPORTABLE:
@@ -104,9 +113,15 @@ def test_the_exportable_rules_are_the_decisions_choices_and_the_exports_records(
 
 
 def test_cost_per_retrieval():
-    """The zero-shot rule reads one LM input per candidate, a trained reranker one encoder pair, BM25 none."""
+    """The zero-shot rule reads one LM input per candidate (one more to abstain), a trained reranker one
+    encoder pair, BM25 none."""
     k = 16
     assert (RULES[ZERO_SHOT].cost.lm_inputs(k), RULES[ZERO_SHOT].cost.encoder_pairs(k)) == (k, 0)
+    # abstaining by y' reads the prefix alone once more
+    assert (RULES[ZERO_SHOT_ABOVE].cost.lm_inputs(k), RULES[ZERO_SHOT_ABOVE].cost.encoder_pairs(k)) == (
+        k + 1,
+        0,
+    )
     assert (RULES[TRAINED].cost.lm_inputs(k), RULES[TRAINED].cost.encoder_pairs(k)) == (0, k)
     assert (RULES[BM25_ABOVE].cost.lm_inputs(k), RULES[BM25_ABOVE].cost.encoder_pairs(k)) == (0, 0)
     assert [name for name, rule in RULES.items() if rule.is_bound] == [ORACLE, ORACLE_OR_NONE]

@@ -61,7 +61,9 @@ def _same(given, parsed) -> bool:
 
 def test_every_rendered_stage_command_parses_back_to_its_typed_arguments(tmp_path, texts):
     settings = resolve_scale(True, ScaleOptions(k=3, train_seeds=[0, 1]))
-    plan = plan_pipeline(tmp_path / "run", texts, "my-lm", "my-encoder", settings, "bf16", threshold=1.25)
+    plan = plan_pipeline(
+        tmp_path / "run", texts, "my-lm", "my-encoder", settings, "bf16", thresholds={"bm25-above": 1.25}
+    )
     # `ralm demo --flare`'s stage, on the same index.
     retrieval = plan.data_gen.arguments.retrieval
     lm = plan.data_gen.arguments.lm
@@ -166,7 +168,9 @@ def _keys(plan) -> dict[str, tuple[str, str]]:
 
 def test_stage_keys_name_no_place_so_a_moved_or_respelled_run_folder_keeps_them(tmp_path, texts, monkeypatch):
     settings = resolve_scale(True, ScaleOptions(k=3, train_seeds=[0, 1]))
-    plan = plan_pipeline(tmp_path / "run", texts, "my-lm", "my-encoder", settings, "fp32", threshold=1.25)
+    plan = plan_pipeline(
+        tmp_path / "run", texts, "my-lm", "my-encoder", settings, "fp32", thresholds={"bm25-above": 1.25}
+    )
     for stage in plan.stages:
         assert stage.places(tmp_path / "run") == [], stage.key
     monkeypatch.chdir(tmp_path)
@@ -178,9 +182,11 @@ def test_stage_keys_name_no_place_so_a_moved_or_respelled_run_folder_keeps_them(
         texts.exclude,
         texts.train_exclude,
     )
-    respelled = plan_pipeline(Path("run"), relative, "my-lm", "my-encoder", settings, "fp32", threshold=1.25)
+    respelled = plan_pipeline(
+        Path("run"), relative, "my-lm", "my-encoder", settings, "fp32", thresholds={"bm25-above": 1.25}
+    )
     moved = plan_pipeline(
-        tmp_path / "elsewhere" / "moved", texts, "my-lm", "my-encoder", settings, "fp32", 1.25
+        tmp_path / "elsewhere" / "moved", texts, "my-lm", "my-encoder", settings, "fp32", {"bm25-above": 1.25}
     )
     assert _keys(respelled) == _keys(plan) == _keys(moved)
     assert len({fingerprint for fingerprint, _ in _keys(plan).values()}) == len(plan.stages)
@@ -189,7 +195,9 @@ def test_stage_keys_name_no_place_so_a_moved_or_respelled_run_folder_keeps_them(
 def test_a_setting_or_an_input_changes_the_keys_of_its_stage_and_of_the_stages_after_it(tmp_path, texts):
     def keys(k: int = 3) -> dict[str, str]:
         settings = resolve_scale(True, ScaleOptions(k=k))
-        plan = plan_pipeline(tmp_path / "run", texts, "my-lm", "my-encoder", settings, "fp32", threshold=1.25)
+        plan = plan_pipeline(
+            tmp_path / "run", texts, "my-lm", "my-encoder", settings, "fp32", thresholds={"bm25-above": 1.25}
+        )
         return {stage.key: stage.fingerprint for stage in plan.stages}
 
     first = keys()
@@ -207,7 +215,9 @@ def test_a_setting_or_an_input_changes_the_keys_of_its_stage_and_of_the_stages_a
 
 def test_the_key_reads_no_command_line(tmp_path, texts, monkeypatch):
     """Renaming an option (or its spelling on the command line) leaves every key as it was."""
-    plan = plan_pipeline(tmp_path / "run", texts, "my-lm", "my-encoder", QUICK, "fp32", threshold=1.25)
+    plan = plan_pipeline(
+        tmp_path / "run", texts, "my-lm", "my-encoder", QUICK, "fp32", thresholds={"bm25-above": 1.25}
+    )
     expected = [stage.fingerprint for stage in plan.stages]
 
     def no_command_line(*_):
@@ -215,7 +225,9 @@ def test_the_key_reads_no_command_line(tmp_path, texts, monkeypatch):
 
     monkeypatch.setattr("ralm.cli.command_render.command_line", no_command_line)
     monkeypatch.setattr("ralm.pipeline.stages._option_names", no_command_line)
-    again = plan_pipeline(tmp_path / "run", texts, "my-lm", "my-encoder", QUICK, "fp32", threshold=1.25)
+    again = plan_pipeline(
+        tmp_path / "run", texts, "my-lm", "my-encoder", QUICK, "fp32", thresholds={"bm25-above": 1.25}
+    )
     assert [stage.fingerprint for stage in again.stages] == expected
 
 
@@ -249,7 +261,7 @@ def test_the_pipeline_never_imports_the_cli():
         "folder = Path(tempfile.mkdtemp())\n"
         "(folder / 'a.txt').write_text('words')\n"
         "texts = PipelineTexts(folder / 'a.txt', folder / 'a.txt', {'e': folder / 'a.txt'}, {})\n"
-        "plan = plan_pipeline(folder / 'run', texts, 'lm', 'encoder', QUICK, 'fp32', threshold=1.0)\n"
+        "plan = plan_pipeline(folder / 'run', texts, 'lm', 'encoder', QUICK, 'fp32', {'bm25-above': 1.0})\n"
         "print([len(stage.command) for stage in plan.stages])\n"
         "assert 'ralm.cli.main' not in sys.modules, 'ralm.cli.main imported'\n"
     )
@@ -301,7 +313,9 @@ def test_the_eval_stage_takes_typed_conditions_keyed_and_rendered_as_their_text(
     """The eval's conditions are Condition objects; its key is the key of their --compare text (so finished
     run folders stay), and commands.sh spells them as that text, byte for byte."""
     settings = resolve_scale(True, ScaleOptions(k=3, train_seeds=[0, 1]))
-    plan = plan_pipeline(tmp_path / "run", texts, "my-lm", "my-encoder", settings, "fp32", threshold=1.25)
+    plan = plan_pipeline(
+        tmp_path / "run", texts, "my-lm", "my-encoder", settings, "fp32", thresholds={"bm25-above": 1.25}
+    )
     (evaluate,) = plan.evals
     conditions = evaluate.arguments.compare
     assert isinstance(conditions, list) and conditions and all(isinstance(c, Condition) for c in conditions)
@@ -326,7 +340,9 @@ def test_the_eval_stage_takes_typed_conditions_keyed_and_rendered_as_their_text(
 def test_the_bf16_check_passes_typed_conditions_too(tmp_path, texts, monkeypatch):
     from ralm.pipeline import dtype_check
 
-    plan = plan_pipeline(tmp_path / "run", texts, "my-lm", "my-encoder", QUICK, "bf16", threshold=1.25)
+    plan = plan_pipeline(
+        tmp_path / "run", texts, "my-lm", "my-encoder", QUICK, "bf16", thresholds={"bm25-above": 1.25}
+    )
     (evaluate,) = plan.evals
     ran = []
     monkeypatch.setattr(dtype_check, "read_config", lambda _: {"dtype": "bfloat16", "max_length": 512})
@@ -361,7 +377,9 @@ def test_stage_keys_stay_those_of_finished_run_folders(tmp_path, texts):
     change to how arguments are passed or typed must leave these values (and the folder names) alone.
     They change only with a stage's settings themselves (a new option, another default), and then every
     finished run recomputes."""
-    plan = plan_pipeline(tmp_path / "run", texts, "my-lm", "my-encoder", QUICK, "fp32", threshold=1.25)
+    plan = plan_pipeline(
+        tmp_path / "run", texts, "my-lm", "my-encoder", QUICK, "fp32", thresholds={"bm25-above": 1.25}
+    )
     assert {stage.key: stage.fingerprint for stage in plan.stages} == PINNED_KEYS
     (evaluate,) = plan.evals
     assert evaluate.output.parent.name == f"eval-eval-{PINNED_KEYS['eval'][:8]}"
@@ -372,9 +390,9 @@ def test_the_passage_form_reaches_data_gen_and_eval_and_keys_them_only_when_set(
     """`--passage-form continuation` is a data-gen and an eval argument (commands.sh spells it); left at the
     paper's `retrieved`, the stages keep the keys (and folders) they had before the option existed."""
     run = tmp_path / "run"
-    plain = plan_pipeline(run, texts, "my-lm", "my-encoder", QUICK, "fp32", threshold=1.0)
+    plain = plan_pipeline(run, texts, "my-lm", "my-encoder", QUICK, "fp32", thresholds={"bm25-above": 1.0})
     settings = resolve_scale(True, ScaleOptions(passage_form="continuation"))
-    cont = plan_pipeline(run, texts, "my-lm", "my-encoder", settings, "fp32", threshold=1.0)
+    cont = plan_pipeline(run, texts, "my-lm", "my-encoder", settings, "fp32", thresholds={"bm25-above": 1.0})
     for before, after in ((plain.data_gen, cont.data_gen), *zip(plain.evals, cont.evals, strict=True)):
         assert after.arguments.passage_form == "continuation" and before.arguments.passage_form == "retrieved"
         assert "--passage-form continuation" in " ".join(after.command)

@@ -147,7 +147,8 @@ def test_the_lms_own_y_prime_score_is_exported_when_it_is_the_best_rule(
     the zero-shot rule gains 3 nats a prefix over no passage on every data-gen prefix and beats BM25's
     random top-1 on the decision prefixes, so it is exported; the export holds its y' length, the card
     says the LM ranks, and ralm's `rank` refuses without the LM. Data without the column (/1) has no such
-    rule (the other tests of this file)."""
+    rule (the other tests of this file). A budget of k = 3 LM inputs keeps out ``zero-shot-above``, which
+    reads the prefix alone once more (here it would tie: the y' gain is the same on every prefix)."""
     from ralm.rerank.inference import PredictiveReranker
     from ralm.rerank.model_card import DECISION_NOTES
     from tests.rerank_fixtures import KEYWORD_LOGPROB, NO_RETRIEVAL_LOGPROB
@@ -160,8 +161,11 @@ def test_the_lms_own_y_prime_score_is_exported_when_it_is_the_best_rule(
         row["no_retrieval_rank_logprob"] = -2.0
     meta = {"format": "ralm-rerank-data/2", "rank_tokens": 16}
     data = save_rows(rows, tmp_path / "data", meta=meta)
-    summary = _run_paper_config(tmp_path, data, tiny_encoder_dir, "--abstain", "true")
+    summary = _run_paper_config(
+        tmp_path, data, tiny_encoder_dir, "--abstain", "true", "--max-rerank-lm-inputs", "3"
+    )
     evidence = summary["decision_evidence"]
+    assert evidence["costs"]["over_budget"] == ["zero-shot-above"]
     tests = evidence["promise"]["tests"]
     assert tests["zero-shot"]["prefixes"] == "every data-gen prefix" and tests["zero-shot"]["items"] == 40
     assert tests["zero-shot"]["difference"] == pytest.approx(KEYWORD_LOGPROB - NO_RETRIEVAL_LOGPROB)
@@ -193,6 +197,7 @@ def test_each_rules_cost_per_retrieval_is_counted_from_the_vocabulary():
 
     costs = rule_costs(4, abstain=True, lm_ms=100.0, encoder_ms=2.0)
     assert costs["zero-shot"] == {"lm_inputs": 4, "encoder_pairs": 0, "ms": 400.0}
+    assert costs["zero-shot-above"] == {"lm_inputs": 5, "encoder_pairs": 0, "ms": 500.0}  # + the prefix alone
     assert costs["trained"] == {"lm_inputs": 0, "encoder_pairs": 5, "ms": 10.0}
     assert (
         costs["bm25-above"]
@@ -228,14 +233,14 @@ def test_a_budget_of_no_lm_inputs_keeps_the_zero_shot_rule_from_the_export(
         tmp_path, data, tiny_encoder_dir, "--abstain", "true", "--max-rerank-lm-inputs", "0"
     )
     costs = summary["decision_evidence"]["costs"]
-    assert summary["decision"] != "zero-shot" and costs["over_budget"] == ["zero-shot"]
+    assert summary["decision"] != "zero-shot" and costs["over_budget"] == ["zero-shot-above", "zero-shot"]
     assert "zero-shot" not in summary["decision_evidence"]["decision"]["mean_logprob"]
     assert costs["max_lm_inputs"] == 0 and summary["config"]["max_rerank_lm_inputs"] == 0
     assert costs["per_retrieval"]["zero-shot"]["lm_inputs"] == 3
     assert costs["per_retrieval"]["trained"]["encoder_pairs"] == 4  # three candidates and the empty passage
     card = (Path(summary["reranker"]) / "README.md").read_text()
     assert "**Cost per retrieval**" in card and "zero-shot 3 LM inputs" in card
-    assert "budget 0 LM inputs per retrieval, which excludes zero-shot" in card
+    assert "budget 0 LM inputs per retrieval, which excludes zero-shot-above, zero-shot" in card
 
 
 def test_the_report_and_the_card_state_each_rules_cost(tmp_path):
@@ -252,7 +257,8 @@ def test_the_report_and_the_card_state_each_rules_cost(tmp_path):
     }
     expected = (
         "no-retrieval nothing beyond BM25; bm25 nothing beyond BM25; bm25-above nothing beyond BM25; "
-        "zero-shot 4 LM inputs (~400.0 ms); trained 5 encoder pairs (~10.0 ms); "
+        "zero-shot 4 LM inputs (~400.0 ms); zero-shot-above 5 LM inputs (~500.0 ms); "
+        "trained 5 encoder pairs (~10.0 ms); "
         "budget 0 LM inputs per retrieval, which excludes zero-shot"
     )
     assert cost_text(costs) == expected and cost_text({}) == ""
@@ -261,3 +267,58 @@ def test_the_report_and_the_card_state_each_rules_cost(tmp_path):
     )
     (line,) = decision_lines({"seed 0": tmp_path})
     assert line.endswith(f"; cost per retrieval: {expected}")
+
+
+def test_the_lms_own_abstention_is_exported_where_the_passage_helps_only_the_text_it_informs(
+    tmp_path, real_documents, tiny_encoder_dir
+):
+    """Half the documents are informed by a candidate (the key word's: the target gains 3 nats over no
+    passage, and y' gains 2 under it), half by none (every candidate costs the target 3 nats, and y' loses
+    half a nat under the LM's favourite). The zero-shot rule then gains on the first and loses as much on
+    the second, so it fails the promise; "zero-shot-above", M fitted on the training prefixes at the y'
+    gain of 2, retrieves on the first alone and is exported with M and its y' length. ralm's `order`
+    refuses it without the LM, and ``ralm eval ppl`` plays it on the evaluated LM's rows."""
+    from ralm.eval.ppl.chooser_loading import play_exports
+    from ralm.eval.ppl.conditions import Condition, pick
+    from ralm.eval.ppl.records import CandidateScores, WindowScores
+    from ralm.rerank.inference import PredictiveReranker
+    from tests.rerank_fixtures import KEYWORD_LOGPROB, NO_RETRIEVAL_LOGPROB
+
+    rows = keyword_rows(real_documents, 40, k=3, seed=2)
+    for row in rows:
+        informed = int(row["doc_id"].removeprefix("doc")) % 2 == 0
+        key = max(range(3), key=lambda i: row["lm_logprobs"][i])
+        row["lm_logprobs"] = [KEYWORD_LOGPROB if i == key and informed else -9.0 for i in range(3)]
+        row["lm_rank_logprobs"] = [-1.0 if i == key else -2.0 for i in range(3)]
+        row["no_retrieval_rank_logprob"] = -3.0 if informed else -0.5
+    meta = {"format": "ralm-rerank-data/2", "rank_tokens": 16}
+    data = save_rows(rows, tmp_path / "data", meta=meta)
+    summary = _run_paper_config(tmp_path, data, tiny_encoder_dir, "--abstain", "true")
+    evidence = summary["decision_evidence"]
+    tests = evidence["promise"]["tests"]
+    assert evidence["promise"]["rank_threshold"] == summary["rank_threshold"] == 2.0
+    assert tests["zero-shot"]["difference"] == pytest.approx(0.0) and not tests["zero-shot"]["passes"]
+    assert tests["zero-shot-above"]["passes"] and tests["zero-shot-above"]["prefixes"] == "decision prefixes"
+    decided = evidence["decision"]["mean_logprob"]
+    informed = [r for r in rows if int(r["doc_id"].removeprefix("doc")) % 2 == 0]
+    assert decided["zero-shot-above"] > decided["no-retrieval"] == pytest.approx(NO_RETRIEVAL_LOGPROB)
+    assert evidence["costs"]["per_retrieval"]["zero-shot-above"]["lm_inputs"] == 4
+    if summary["decision"] == "trained":  # three steps may learn the key word and when to abstain
+        assert decided["trained"] >= decided["zero-shot-above"]
+        return
+    assert summary["decision"] == "zero-shot-above" and len(informed) == 20
+    folder = summary["reranker"]
+    info = json.loads((Path(folder) / "ralm_reranker.json").read_text())
+    assert (info["decision"], info["threshold"], info["rank_tokens"]) == ("zero-shot-above", 2.0, 16)
+    card = (Path(folder) / "README.md").read_text()
+    assert card.split("# ralm predictive reranker\n\n", 1)[1].startswith("**This export ranks and abstains")
+    with pytest.raises(RalmInputError, match="cannot order passages without that LM"):
+        PredictiveReranker.from_pretrained(folder).rank(["a prefix"], [["one", "two"]])
+    (played,) = play_exports([Condition("trained", "mine", model=folder)], rank_tokens=16)
+    assert (played.played_as, played.played_threshold) == ("zero-shot-above", 2.0)
+    candidates = [CandidateScores("a", 9.0, nll=5.0, rank_logprob=-4.0), CandidateScores("b", 8.0, 4.0, -2.5)]
+    for none_rank, chosen in ((-4.5, 1), (-4.0, None)):  # y' gains 2.0 (>= M: its pick), then 1.5
+        row = WindowScores(
+            1, 40, 4, no_passage_nll=6.0, no_passage_rank_logprob=none_rank, candidates=candidates
+        )
+        assert pick(played, row) == chosen

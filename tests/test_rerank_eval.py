@@ -59,6 +59,16 @@ def setup(tmp_path_factory, real_documents, tiny_encoder_dir):
         decision="zero-shot",
         rank_tokens=8,
     )
+    # And under the zero-shot rule that abstains when y' gains less than M = 0.015 nats with the passage.
+    export_reranker(
+        summary["best_checkpoint"],
+        str(root / "zero-shot-above-export"),
+        hyper_parameters={},
+        trained_on={},
+        decision="zero-shot-above",
+        threshold=0.015,
+        rank_tokens=8,
+    )
     return root, Path(folder)
 
 
@@ -117,6 +127,37 @@ def test_a_zero_shot_export_is_played_by_the_evaluated_lm_as_the_zero_shot_condi
     reranker = PredictiveReranker.from_pretrained(folder)
     with pytest.raises(RalmInputError, match="ranks with the LM itself.*last 8 tokens"):
         reranker.rank(["a prefix"], [["one", "two"]])
+
+
+def test_a_zero_shot_above_export_run_alone_picks_as_the_compared_rule_with_its_threshold(setup, tiny_lm_dir):
+    """`--reranker FOLDER` alone (no comparison table: the run must still score y' with no passage) picks
+    window by window as `--compare zero-shot-above=0.015`, and the picks follow the table: the zero-shot
+    candidate where its y' log-prob beats the no-passage row's by at least 0.015 nats (the tiny LM moves y'
+    little), else nothing."""
+    root, _ = setup
+    alone, compared = root / "eval-zsa-alone", root / "eval-zsa-compared"
+    eval_ppl_main(
+        _eval_args(
+            root, tiny_lm_dir, alone, "--reranker", str(root / "zero-shot-above-export"), "--rank-tokens", "8"
+        )
+    )
+    eval_ppl_main(
+        _eval_args(root, tiny_lm_dir, compared, "--compare", "zero-shot-above=0.015", "--rank-tokens", "8")
+    )
+    mine = [json.loads(line) for line in (alone / "windows.jsonl").read_text().splitlines()]
+    rule = [
+        json.loads(line) for line in (compared / "zero-shot-above" / "windows.jsonl").read_text().splitlines()
+    ]
+    table = [json.loads(line) for line in (compared / "candidates.jsonl").read_text().splitlines()]
+    assert [(r["chosen_rank"], r["nll"]) for r in mine] == [(r["chosen_rank"], r["nll"]) for r in rule]
+    expected = []
+    for row in table:
+        ranks = [c["rank_logprob"] for c in row["candidates"]]
+        best = ranks.index(max(ranks)) if ranks else None
+        keep = best is not None and ranks[best] - row["no_passage_rank_logprob"] >= 0.015
+        expected.append(best if keep else None)
+    assert [r["chosen_rank"] for r in rule] == expected
+    assert None in expected and any(e is not None for e in expected)  # the rule both retrieves and abstains
 
 
 def test_eval_ppl_prepends_the_rerankers_pick(setup, tiny_lm_dir):

@@ -13,7 +13,7 @@ import torch
 
 from ralm import __version__
 from ralm.errors import RalmInputError
-from ralm.passage_rules import BM25, BM25_ABOVE, NO_RETRIEVAL, RULES, TRAINED, ZERO_SHOT
+from ralm.passage_rules import BM25, BM25_ABOVE, NO_RETRIEVAL, RULES, TRAINED, ZERO_SHOT, ZERO_SHOT_ABOVE
 from ralm.rerank.export import export_reranker
 from ralm.rerank.export_record import (
     DECISION_FIELDS,
@@ -71,8 +71,8 @@ def _as_written_before(hp: dict, state: dict, decision: str, checkpoint: str | N
         "abstain": bool(hp["abstain"]),
         "bm25_prior": prior,
         "decision": decision,
-        **({"threshold": decided["threshold"]} if decision == BM25_ABOVE else {}),
-        **({"rank_tokens": decided["rank_tokens"]} if decision == ZERO_SHOT else {}),
+        **({"threshold": decided["threshold"]} if decision in (BM25_ABOVE, ZERO_SHOT_ABOVE) else {}),
+        **({"rank_tokens": decided["rank_tokens"]} if decision in (ZERO_SHOT, ZERO_SHOT_ABOVE) else {}),
         "decision_evidence": EVIDENCE,
         "loss": hp["loss"],
         "trained_on": TRAINED_ON,
@@ -91,6 +91,7 @@ def _as_written_before(hp: dict, state: dict, decision: str, checkpoint: str | N
         (BM25, {"bm25_prior": True}, True),
         (BM25_ABOVE, {"bm25_prior": True, "abstain": True}, True),
         (ZERO_SHOT, {"abstain": True}, True),
+        (ZERO_SHOT_ABOVE, {"abstain": True}, True),
         (NO_RETRIEVAL, {"abstain": True}, False),
     ],
 )
@@ -98,7 +99,7 @@ def test_each_decisions_record_is_written_as_before_and_reads_back_to_the_same_b
     tmp_path, tiny_encoder_dir, decision, module_args, weights
 ):
     checkpoint, hp, state = _checkpoint(tmp_path, tiny_encoder_dir, **module_args)
-    # Every decision is given both fields: only the one its rule needs may be written.
+    # Every decision is given both fields: only those its rule needs may be written.
     decided = {"threshold": 6.5, "rank_tokens": 8}
     folder = export_reranker(
         str(checkpoint) if weights else None,
@@ -117,13 +118,13 @@ def test_each_decisions_record_is_written_as_before_and_reads_back_to_the_same_b
     record.write(tmp_path)
     assert (tmp_path / RERANKER_FILE).read_bytes() == (Path(folder) / RERANKER_FILE).read_bytes()
     assert [key for key in DECISION_FIELDS if key in json.loads(written)] == [
-        key for key in DECISION_FIELDS if RULES[decision].export.needs == key
+        key for key in DECISION_FIELDS if key in RULES[decision].export.needs
     ]
 
 
 def test_every_exportable_rule_is_a_decision_the_record_reads():
     assert set(DECISIONS) == {name for name, rule in RULES.items() if rule.export is not None}
-    needs = {RULES[name].export.needs for name in DECISIONS}
+    needs = {field for name in DECISIONS for field in RULES[name].export.needs}
     assert set(DECISION_FIELDS) <= needs  # each decision-only field belongs to a rule that needs it
 
 

@@ -194,5 +194,5 @@ def test_without_no_retrieval_the_reference_is_bm25_and_the_rule_is_one_sentence
     outcome = export_decision({"bm25": base, "trained": base - 10.0}, target_tokens=32)
     assert outcome.reference == "bm25" and outcome.choice == "bm25"
     assert list(outcome.promise) == ["trained"] and not outcome.promise["trained"]["passes"]
-    assert CHOICES == ("no-retrieval", "bm25", "bm25-above", "zero-shot", "trained")
+    assert CHOICES == ("no-retrieval", "bm25", "bm25-above", "zero-shot", "zero-shot-above", "trained")
     assert RULE_SENTENCE.count(". ") == 0 and "no worse than no retrieval" in RULE_SENTENCE

@@ -19,9 +19,10 @@ UPPER_BOUNDS = tuple(k.name for k in KINDS.values() if k.reads_targets)
 """Conditions that read the true targets: bounds, not methods."""
 
 
-def demo_conditions(threshold: float | None, trained: Mapping[str, Path]) -> list[Condition]:
+def demo_conditions(thresholds: Mapping[str, float] | None, trained: Mapping[str, Path]) -> list[Condition]:
     """The demo table's conditions in the registry's order: every kind declared ``in_demo``; a threshold rule
-    when `threshold` was fitted; a trained reranker per entry of `trained` (name -> exported folder)."""
+    when `thresholds` holds its fitted value (kind -> value); a trained reranker per entry of `trained`
+    (name -> exported folder)."""
     conditions = []
     for kind in KINDS.values():
         if not kind.in_demo:
@@ -29,7 +30,8 @@ def demo_conditions(threshold: float | None, trained: Mapping[str, Path]) -> lis
         if kind.value == "folder":
             conditions += [Condition(kind.name, name, model=str(path)) for name, path in trained.items()]
         elif kind.value == "threshold":
-            conditions += [] if threshold is None else [Condition(kind.name, kind.name, threshold=threshold)]
+            value = (thresholds or {}).get(kind.name)
+            conditions += [] if value is None else [Condition(kind.name, kind.name, threshold=value)]
         else:
             conditions.append(Condition(kind.name, kind.name))
     return conditions

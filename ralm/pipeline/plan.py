@@ -12,6 +12,7 @@ whatever the run folder is called or where it is.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -103,10 +104,10 @@ def plan_pipeline(
     encoder: str,
     settings: ScaleSettings,
     dtype: str,
-    threshold: float | None = None,
+    thresholds: Mapping[str, float] | None = None,
 ) -> PipelinePlan:
-    """Every stage of a run. `threshold` (fitted on the data-gen rows, so known only after that stage)
-    adds the `bm25-above` rule to the eval's conditions."""
+    """Every stage of a run. `thresholds` (rule -> its value fitted on the data-gen rows, so known only
+    after that stage) add the threshold rules (`bm25-above`, `zero-shot-above`) to the eval's conditions."""
     index = index_stage(run_dir, texts, settings)
     passages = str(Path(f"{index.output}.passages.jsonl"))
     retrieval = RetrievalOptions(index=str(index.output), passages=passages, k=settings.k)
@@ -129,7 +130,7 @@ def plan_pipeline(
             lm_options(lm, settings, dtype),
             settings,
             trained,
-            threshold,
+            thresholds,
             key="eval" if len(texts.evals) == 1 else f"eval {name}",
             known=known,
         )
@@ -257,7 +258,7 @@ def eval_stage(
     lm: LMOptions,
     settings: ScaleSettings,
     trained: dict[str, Path],
-    threshold: float | None,
+    thresholds: Mapping[str, float] | None,
     key: str,
     known: Identities | None = None,
 ) -> StagePlan:
@@ -273,7 +274,7 @@ def eval_stage(
         window=window_options(settings),
         max_tokens=settings.eval_tokens,
         retrieval=retrieval,
-        compare=demo_conditions(threshold, trained),
+        compare=demo_conditions(thresholds, trained),
         print_table=False,
         passage_form=settings.passage_form,
     )

@@ -102,12 +102,15 @@ def decision_lines(train_dirs: dict[str, Path]) -> list[str]:
             f"{rule} {d['difference']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]"
             for rule, d in (evidence.get("comparisons") or {}).items()
         ]
-        threshold = promise.get("threshold")
+        threshold, rank_threshold = promise.get("threshold"), promise.get("rank_threshold")
+        fitted = f"T = {'n/a' if threshold is None else f'{threshold:.2f}'}"
+        if rank_threshold is not None:
+            fitted += f", M = {rank_threshold:.2f}"
         lines.append(
             f"{name}: exported {summary.get('decision', '?')} on {decided.get('prefixes', '?')} decision "
             f"prefixes; the promise (not worse than {promise.get('reference', 'no retrieval')} by more than "
             f"{promise.get('margin', 0.0):.0%}), nats per prefix, one-sided 95% bound: "
-            f"{'; '.join(kept) or 'n/a'}; T = {'n/a' if threshold is None else f'{threshold:.2f}'} "
+            f"{'; '.join(kept) or 'n/a'}; {fitted} "
             f"(training prefixes); the ranking, 95% CI: {'; '.join(parts) or 'n/a'}"
             + (f"; cost per retrieval: {cost}" if (cost := cost_text(evidence.get("costs") or {})) else "")
         )

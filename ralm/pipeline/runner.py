@@ -4,11 +4,12 @@ the report. `ralm run` calls it with the user's texts, `ralm demo` with the offl
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 
 from ralm.eval.ppl.compare import COMPARE_FILE
-from ralm.passage_rules import BM25, BM25_ABOVE
+from ralm.passage_rules import BM25, BM25_ABOVE, ZERO_SHOT_ABOVE
 from ralm.pipeline.dtype_check import check_dtype, resolved_dtype
 from ralm.pipeline.plan import plan_pipeline
 from ralm.pipeline.report import build_report
@@ -61,7 +62,8 @@ def _run_stages(
     """Run (or reuse) every stage, recording seconds in `times` and printing each stage's progress line
     (`label`, `started`: `run_pipeline`'s); returns each eval set's conditions' results files, the
     rerankers' training folders by seed, the exclusions line, and the bf16 check (or None)."""
-    from ralm.train.selection import fit_bm25_threshold  # imports Lightning: not for `--help`
+    from ralm.train.decision import fit_rank_threshold  # imports Lightning: not for `--help`
+    from ralm.train.selection import fit_bm25_threshold
 
     dtype = resolved_dtype(settings.dtype)
     plan = plan_pipeline(out, texts, lm, encoder, settings, dtype)
@@ -71,11 +73,18 @@ def _run_stages(
     runner = CountingStageRunner(out, progress)
     for stage in (plan.index, plan.data_gen, *plan.trains):
         times[stage.key] = runner.run(stage)
-    # The trivial abstention rule, fitted on the training prefixes, joins the eval as a baseline.
-    threshold = fit_bm25_threshold(str(plan.data_gen.output))
-    rule = f"{BM25_ABOVE} rule fitted on the training prefixes: retrieve when BM25 >= {threshold:.3f}"
-    print(f"[{progress.label}] {rule}", flush=True)
-    plan = plan_pipeline(out, texts, lm, encoder, settings, dtype, threshold)
+    # The trivial abstention rule and the LM's own, fitted on the training prefixes, join the eval.
+    thresholds = {BM25_ABOVE: fit_bm25_threshold(str(plan.data_gen.output))}
+    rank_threshold = fit_rank_threshold(str(plan.data_gen.output))
+    if rank_threshold is not None and math.isfinite(rank_threshold):
+        thresholds[ZERO_SHOT_ABOVE] = rank_threshold
+    rules = (
+        f"fitted on the training prefixes: {BM25_ABOVE} retrieves when BM25 >= {thresholds[BM25_ABOVE]:.3f}"
+    )
+    if ZERO_SHOT_ABOVE in thresholds:
+        rules += f", {ZERO_SHOT_ABOVE} when the zero-shot pick raises y' by >= {rank_threshold:.3f} nats"
+    print(f"[{progress.label}] {rules}", flush=True)
+    plan = plan_pipeline(out, texts, lm, encoder, settings, dtype, thresholds)
     results = {}
     for name, stage in zip(texts.evals, plan.evals, strict=True):
         times[stage.key] = runner.run(stage)

@@ -27,7 +27,8 @@ DECISIONS = tuple(reversed(EXPORTABLE))
 scores; ``bm25-above``: BM25's order when the best BM25 score is at least ``threshold``, else no passage;
 ``no-retrieval``: never prepend a passage; ``zero-shot``: the LM's own score of the prefix's last
 ``rank_tokens`` tokens after each candidate, which needs the LM (``ralm eval ppl`` plays it; ``order``
-refuses)."""
+refuses); ``zero-shot-above``: that candidate when its score beats the same tokens' with no passage by at
+least ``threshold`` nats, else no passage (the LM too)."""
 ANCHORS = ("zero", "top")
 """What the empty passage's score adds to f(x, "") + b + c * t under the prior: nothing, or BM25's top-1
 prior w * z_top (``ralm.train.lit_module``, which trains with it)."""
@@ -109,9 +110,9 @@ class RerankerExport:
     bm25_prior: BM25Prior | None = None
     decision: str = TRAINED
     threshold: float | None = None
-    """The ``bm25-above`` decision's T (only under that decision)."""
+    """The ``bm25-above`` decision's T, or the ``zero-shot-above`` decision's M (only under those)."""
     rank_tokens: int | None = None
-    """The ``zero-shot`` decision's y' length (only under that decision)."""
+    """The y' length of the ``zero-shot`` and ``zero-shot-above`` decisions (only under those)."""
     decision_evidence: dict = field(default_factory=dict)
     loss: str | None = None
     trained_on: dict = field(default_factory=dict)
@@ -141,16 +142,16 @@ class RerankerExport:
         if self.decision not in DECISIONS:
             raise RecordError(f"field 'decision' is {self.decision!r}, expected one of {DECISIONS}")
         needs = self.needs
-        if needs == "threshold" and not _number(self.threshold):
+        if "threshold" in needs and not _number(self.threshold):
             raise RecordError(f"field 'threshold' must be a number (the decision is {self.decision})")
-        if needs == "rank_tokens" and not (_integer(self.rank_tokens) and self.rank_tokens > 0):
+        if "rank_tokens" in needs and not (_integer(self.rank_tokens) and self.rank_tokens > 0):
             raise RecordError(
                 f"field 'rank_tokens' must be a positive integer (the decision is {self.decision})"
             )
 
     @property
-    def needs(self) -> str:
-        """What a caller needs to play the decision (``ExportForm.needs``): a field, weights or nothing."""
+    def needs(self) -> tuple[str, ...]:
+        """What a caller needs to play the decision (``ExportForm.needs``): fields, weights or nothing."""
         return RULES[self.decision].export.needs
 
     @classmethod
@@ -195,7 +196,7 @@ class RerankerExport:
         out = {}
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name in DECISION_FIELDS and f.name != self.needs:
+            if f.name in DECISION_FIELDS and f.name not in self.needs:
                 continue
             out[f.name] = value.to_dict() if isinstance(value, BM25Prior) else value
         return out

@@ -15,7 +15,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from ralm.devices import resolve_device, resolve_dtype
 from ralm.errors import RalmInputError
-from ralm.passage_rules import BM25, BM25_ABOVE, NO_RETRIEVAL, TRAINED, ZERO_SHOT
+from ralm.passage_rules import BM25, BM25_ABOVE, NO_RETRIEVAL, TRAINED, ZERO_SHOT, ZERO_SHOT_ABOVE
 from ralm.progress import library_bars_quiet_in_logs
 from ralm.ranking import best_first
 from ralm.rerank.export_record import RerankerExport
@@ -47,9 +47,11 @@ class PredictiveReranker:
         self.anchor: str = (prior.anchor or "zero") if prior else "zero"
         """``top``: the empty passage's score adds BM25's top-1 prior (``ralm.train.lit_module``)."""
         self.threshold: float | None = export.threshold
-        """The ``bm25-above`` decision's T: BM25's top-1 when its score is at least T, else no passage."""
+        """The ``bm25-above`` decision's T: BM25's top-1 when its score is at least T, else no passage (or
+        the ``zero-shot-above`` decision's M, which needs the LM)."""
         self.rank_tokens: int | None = export.rank_tokens
-        """The ``zero-shot`` decision's y' length (the prefix's last tokens the LM scores)."""
+        """The y' length of the ``zero-shot`` and ``zero-shot-above`` decisions (the prefix's last tokens the
+        LM scores)."""
         self.decision: str = export.decision
         """``bm25``: ``rank``/``order`` give BM25's order (candidate 0 first); ``no-retrieval``: they always
         decline (the held-out decision prefixes preferred that rule to the trained picks)."""
@@ -176,9 +178,9 @@ class PredictiveReranker:
         """
         if self.decision == NO_RETRIEVAL:
             return [[None] for _ in prefixes]
-        if self.decision == ZERO_SHOT:
+        if self.decision in (ZERO_SHOT, ZERO_SHOT_ABOVE):
             raise RalmInputError(
-                f"{DECISION_NOTES[ZERO_SHOT]}: this reranker cannot order passages without that LM "
+                f"{DECISION_NOTES[self.decision]}: this reranker cannot order passages without that LM "
                 f"(ralm eval ppl --reranker FOLDER scores y' = the last {self.rank_tokens} tokens with it; "
                 "in ralm eval qa|flare, --reranker zero-shot ranks with the LM itself)"
             )

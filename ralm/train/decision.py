@@ -18,6 +18,10 @@ mean). The rules, simplest first (``CHOICES``, ``ralm.passage_rules.EXPORTABLE``
 - ``zero-shot``: the candidate under which the frozen LM finds the prefix's own last tokens y' most likely
   (the paper's zero-shot reranking, §6.1, with the labelling LM: no parameter fitted, no abstention);
   available when the data records y' (``ralm-rerank-data/2``);
+- ``zero-shot-above``: that candidate when it raises y's log-prob over no passage by at least M nats, M
+  fitted on the training prefixes only (``best_threshold``), else nothing: the LM's own evidence that the
+  passage informs the text decides whether to retrieve (with ``--abstain``, which scores y' with no
+  passage);
 - ``trained``: the checkpoint selection chose.
 
 Why the best mean and not "the most learned rule no other beats": every candidate has already passed the
@@ -38,8 +42,9 @@ rule with ``--abstain``: ``ralm.train.scalar_init``) and chose the best on them;
 from other documents (``ralm.train.dataset``) and are scored here, once, for that one model. No LM runs: each
 data-gen row holds the LM log-prob of its target given every candidate and given no passage, so the decision
 costs the reranker's encoder passes over each prefix's k (+1) pairs. ``decide_export`` gathers the rule's
-inputs (the threshold rule's T fitted on the training prefixes; BM25 and the zero-shot rule against no
-retrieval on every data-gen prefix, since none is fitted on any) and records what decided it (``evidence``).
+inputs (the threshold rule's T and the zero-shot rule's M fitted on the training prefixes; BM25 and the
+zero-shot rule against no retrieval on every data-gen prefix, since none is fitted on any) and records what
+decided it (``evidence``).
 
 The rule's functions (``margin_nats`` to ``export_decision``) are pure: no model, no files.
 """
@@ -66,6 +71,7 @@ from ralm.passage_rules import (
     RULES,
     TRAINED,
     ZERO_SHOT,
+    ZERO_SHOT_ABOVE,
     Scored,
     ScoredRow,
     picks,
@@ -84,6 +90,7 @@ from ralm.train.dataset import GroupDataset, RerankData
 from ralm.train.lit_module import RerankerModule
 from ralm.train.metrics import gain_recovered, per_prefix_logprobs
 from ralm.train.scalar_init import read_rule_columns
+from ralm.train.selection import best_threshold
 
 CHOICES = EXPORTABLE
 """Simplest first; an exact tie between two rules that keep the promise goes to the later one."""
@@ -99,7 +106,8 @@ RULE_SENTENCE = (
     "export the rule that keeps the promise (its one-sided 95% block-bootstrap bound is no worse than no "
     "retrieval by more than the margin, 1% token perplexity by default) and is best on the decision "
     "prefixes (the highest mean log-prob; an exact tie goes to the more learned rule: trained, then "
-    "zero-shot LM reranking, then BM25 above T, then BM25, then no retrieval)"
+    "zero-shot LM reranking above M, then zero-shot LM reranking, then BM25 above T, then BM25, then no "
+    "retrieval)"
 )
 """The rule in one sentence: ``ralm train --help``, summary.json and the README say it."""
 
@@ -279,7 +287,8 @@ class Decision:
     (BM25 itself), None for the other rules (not validated as a reranker)."""
     evidence: dict
     threshold: float | None = None
-    """The threshold rule's T (fitted on the training prefixes; None: never retrieve, or unavailable)."""
+    """The exported rule's threshold: T of ``bm25-above`` or M of ``zero-shot-above`` (fitted on the training
+    prefixes; None for the other rules)."""
 
 
 def load_selected(
@@ -315,11 +324,15 @@ class DecisionLogprobs:
     ``--abstain``."""
     zero_shot: np.ndarray | None = None
     """The zero-shot rule (the candidate whose y' log-prob is highest); None when the data lacks y'."""
+    zero_shot_above: np.ndarray | None = None
+    """The zero-shot rule when its y' gain over no passage is at least M, else no passage; None without
+    ``--abstain`` or y'."""
 
     def rules(self, abstain: bool) -> dict[str, np.ndarray | None]:
         """``export_decision``'s values: each of ``CHOICES`` and its log-probs, None where unavailable."""
         return {
             TRAINED: self.trained,
+            ZERO_SHOT_ABOVE: self.zero_shot_above if abstain else None,
             BM25_ABOVE: self.above if abstain else None,
             ZERO_SHOT: self.zero_shot,
             BM25: self.bm25,
@@ -414,6 +427,15 @@ def decide_export(
     values = score_decision_prefixes(data, module, batch_size=batch_size, device=device)
     scoring = time.perf_counter() - scoring
     values, promise_samples = _untrained_rules(data, values, threshold)
+    rank_threshold = None
+    if data.abstain and (train_columns := rank_gain_columns(data.path, data.train_rows)) is not None:
+        rank_threshold = train_columns.fit()
+        if math.isfinite(
+            rank_threshold
+        ):  # infinite: y' gains on no training prefix, the rule is no retrieval
+            values = replace(
+                values, zero_shot_above=rank_gain_columns(data.path, data.decision_rows).above(rank_threshold)
+            )
     candidates = values.rules(data.abstain)
     # Selection kept the untrained model: "trained" is then the start, the threshold rule (BM25 without
     # --abstain) as a model, and that rule competes for it under its own name (no encoder at inference).
@@ -434,7 +456,9 @@ def decide_export(
         seed=seed,
     )
     finite = threshold if threshold is not None and math.isfinite(threshold) else None
+    finite_m = rank_threshold if rank_threshold is not None and math.isfinite(rank_threshold) else None
     evidence = _evidence(data, selected, step, values, candidates, outcome, finite)
+    evidence["promise"]["rank_threshold"] = finite_m
     evidence["decision"].update(trained_is_start=start_won, seconds=round(time.perf_counter() - started, 2))
     pairs = len(data.decision_rows) * (k + int(data.abstain))
     encoder_ms = 1000.0 * scoring / pairs if module is not None and pairs else None
@@ -447,7 +471,7 @@ def decide_export(
     choice = outcome.choice
     exported = {TRAINED: selected.checkpoint, BM25: step0 or selected.checkpoint}
     recovered = {TRAINED: selected.gain_recovered, BM25: 0.0}
-    kept_threshold = finite if choice == BM25_ABOVE else None
+    kept_threshold = {BM25_ABOVE: finite, ZERO_SHOT_ABOVE: finite_m}.get(choice)
     # the other rules: the step-0 weights (or none); not validated as rerankers
     return Decision(choice, exported.get(choice, step0), recovered.get(choice), evidence, kept_threshold)
 
@@ -586,6 +610,61 @@ def zero_shot_logprobs(path: str, rows: list[int]) -> np.ndarray | None:
     table = ds.select_columns(["lm_logprobs", "lm_rank_logprobs"]).select(rows)
     picks = zero_shot_picks(table["lm_rank_logprobs"])
     return _float64([lp[i] for lp, i in zip(table["lm_logprobs"], picks, strict=True)])
+
+
+@dataclass(frozen=True)
+class RankGainColumns:
+    """Per row, what the ``zero-shot-above`` rule reads and gives: the zero-shot pick's y' gain over no
+    passage (nats), the target's log-prob under that pick and with no passage."""
+
+    gain: np.ndarray
+    picked: np.ndarray
+    none: np.ndarray
+
+    def fit(self) -> float:
+        """M on these rows: the y' gain from which retrieving gains most in sum (``best_threshold``)."""
+        return best_threshold(self.gain.tolist(), (self.picked - self.none).tolist())
+
+    def above(self, threshold: float) -> np.ndarray:
+        """The rule's log-prob per row: the zero-shot pick when its y' gain is at least M, else none."""
+        return np.where(self.gain >= threshold, self.picked, self.none)
+
+
+def rank_gain_columns(path: str, rows: list[int]) -> RankGainColumns | None:
+    """``RankGainColumns`` of `rows` (in their order); None for data without y' scored with no passage."""
+    import datasets
+
+    ds = datasets.load_from_disk(path)
+    needed = ["lm_logprobs", "lm_rank_logprobs", "no_retrieval_logprob", "no_retrieval_rank_logprob"]
+    if any(c not in ds.column_names for c in needed):
+        return None
+    table = ds.select_columns(needed).select(rows)
+    ranks, none_rank, none = (
+        table["lm_rank_logprobs"],
+        table["no_retrieval_rank_logprob"],
+        table["no_retrieval_logprob"],
+    )
+    # A prefix whose query found nothing has no pick: the rule prepends nothing there, whatever M.
+    chosen = [zero_shot_picks([r])[0] if r else None for r in ranks]
+    return RankGainColumns(
+        gain=_float64(
+            [-math.inf if i is None else r[i] - n for r, i, n in zip(ranks, chosen, none_rank, strict=True)]
+        ),
+        picked=_float64(
+            [n if i is None else lp[i] for lp, i, n in zip(table["lm_logprobs"], chosen, none, strict=True)]
+        ),
+        none=_float64(none),
+    )
+
+
+def fit_rank_threshold(data_dir: str) -> float | None:
+    """M of ``zero-shot-above`` on every row of a ``ralm data-gen`` dataset (``RankGainColumns.fit``; the
+    pipeline's eval rule, as ``fit_bm25_threshold`` is for T); None for data without y'."""
+    import datasets
+
+    rows = len(datasets.load_from_disk(data_dir))
+    columns = rank_gain_columns(data_dir, list(range(rows)))
+    return None if columns is None else columns.fit()
 
 
 def on_every_prefix(data: RerankData, rule: str) -> PairedSample:

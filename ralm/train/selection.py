@@ -10,7 +10,8 @@ fifteen (issue 23).
 
 ``bm25_threshold`` fits the rule "BM25's top-1 only when its score is at least T" on training prefixes:
 a rule of the export decision, the reranker's starting point (``ralm.train.scalar_init``) and a row of
-every report.
+every report. ``best_threshold`` is its fit for any score (the zero-shot rule's y' gain,
+``ralm.train.decision``).
 """
 
 from __future__ import annotations
@@ -80,24 +81,28 @@ class ValidationHistory(Callback):
         return next((metrics for s, metrics in self.steps if s == step), {})
 
 
-def bm25_threshold(best_bm25: Sequence[float], gains: Sequence[float]) -> float:
-    """The reviewer's rule fitted on training prefixes: retrieve BM25's top-1 only when the best BM25 score
-    is at least T, with T maximising the summed gain of top-1 over no retrieval (`gains`, one per prefix).
-
-    T is one of the observed scores; ``math.inf`` (never retrieve) when no threshold gains anything.
-    The rule is what a reranker with abstention must beat to have learned more than "strong match".
-    """
-    if len(best_bm25) != len(gains):
-        raise ValueError(f"{len(best_bm25)} scores but {len(gains)} gains")
-    order = sorted(range(len(gains)), key=lambda i: -best_bm25[i])
+def best_threshold(scores: Sequence[float], gains: Sequence[float]) -> float:
+    """The T that maximises the summed `gains` of the prefixes whose score is at least T (one gain and one
+    score per prefix): T is one of the observed scores, ``math.inf`` (never act) when no T gains anything."""
+    if len(scores) != len(gains):
+        raise ValueError(f"{len(scores)} scores but {len(gains)} gains")
+    order = sorted(range(len(gains)), key=lambda i: -scores[i])
     best_total, threshold, total = 0.0, math.inf, 0.0
     for rank, i in enumerate(order):
         total += gains[i]
         # Only cut between distinct scores: prefixes with equal scores are on the same side of any T.
-        next_score = best_bm25[order[rank + 1]] if rank + 1 < len(order) else -math.inf
-        if next_score < best_bm25[i] and total > best_total:
-            best_total, threshold = total, best_bm25[i]
+        next_score = scores[order[rank + 1]] if rank + 1 < len(order) else -math.inf
+        if next_score < scores[i] and total > best_total:
+            best_total, threshold = total, scores[i]
     return threshold
+
+
+def bm25_threshold(best_bm25: Sequence[float], gains: Sequence[float]) -> float:
+    """The reviewer's rule fitted on training prefixes: retrieve BM25's top-1 only when the best BM25 score
+    is at least T, with T maximising the summed gain of top-1 over no retrieval (`gains`, one per prefix;
+    ``best_threshold``). The rule is what a reranker with abstention must beat to have learned more than
+    "strong match"."""
+    return best_threshold(best_bm25, gains)
 
 
 def fit_bm25_threshold(data_dir: str) -> float:

@@ -255,6 +255,7 @@ class ExportDecided(Callback):
             "decision_rule": RULE_SENTENCE,
             "margin": s.margin,
             "threshold": decision.evidence["promise"].get("threshold"),
+            "rank_threshold": decision.evidence["promise"].get("rank_threshold"),
             "start": s.start,
             "decision_evidence": decision.evidence,
             "validation_at_best": at_best,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from ralm.errors import RalmInputError
 from ralm.eval.ppl.conditions import Condition
 from ralm.lm.options import window_fits
-from ralm.passage_rules import TRAINED, ZERO_SHOT
+from ralm.passage_rules import TRAINED, ZERO_SHOT, ZERO_SHOT_ABOVE
 
 if TYPE_CHECKING:
     from ralm.eval.ppl.choosers import RerankLM
@@ -18,21 +18,22 @@ if TYPE_CHECKING:
 
 
 def play_exports(conditions: list[Condition], rank_tokens: int) -> list[Condition]:
-    """`conditions` with each trained export whose decision is ``zero-shot`` played by the evaluated LM
-    (``Condition.played_as``): its y' log-probs rank the candidates, as the export decided on data-gen's
-    rows. Its y' must be this run's ``--rank-tokens`` (a folder that is not an export fails here)."""
+    """`conditions` with each trained export whose decision is ``zero-shot`` or ``zero-shot-above`` played by
+    the evaluated LM (``Condition.played_as``): its y' log-probs rank the candidates (and, with the export's
+    threshold, abstain), as the export decided on data-gen's rows. Its y' must be this run's
+    ``--rank-tokens`` (a folder that is not an export fails here)."""
     from ralm.rerank.export_record import RerankerExport
 
     played = []
     for c in conditions:
         export = RerankerExport.read(str(c.model)) if c.kind == TRAINED else None
-        if export is not None and export.decision == ZERO_SHOT:
+        if export is not None and export.decision in (ZERO_SHOT, ZERO_SHOT_ABOVE):
             if export.rank_tokens != rank_tokens:
                 raise RalmInputError(
-                    f"{c.model}: its export decision is zero-shot with y' of {export.rank_tokens} tokens; "
-                    f"this run ranks {rank_tokens} (pass --rank-tokens {export.rank_tokens})"
+                    f"{c.model}: its export decision is {export.decision} with y' of {export.rank_tokens} "
+                    f"tokens; this run ranks {rank_tokens} (pass --rank-tokens {export.rank_tokens})"
                 )
-            c = replace(c, played_as=ZERO_SHOT)
+            c = replace(c, played_as=export.decision, played_threshold=export.threshold)
         played.append(c)
     return played
 

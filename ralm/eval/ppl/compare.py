@@ -26,9 +26,9 @@ from ralm.eval.ppl.records import PointResults, WindowScores
 from ralm.eval.ppl.windows import Window, retrieving_windows
 from ralm.statistics import DEFAULT_RESAMPLES, DEFAULT_SEED
 
-TABLE_FORMAT = 3
+TABLE_FORMAT = 4
 """Version of the table's rows (2: ``copies_target`` per candidate; 3: ``matched_nll``, the context-matched
-no-passage row); a partial table of another is redone."""
+no-passage row; 4: ``no_passage_rank_logprob``, y' with no passage); a partial table of another is redone."""
 TABLE_FILE = "candidates.jsonl"
 COMPARE_FILE = "compare.json"
 COMPARE_FORMAT = "ralm-eval-ppl-compare/1"

@@ -55,7 +55,10 @@ class Condition:
     """bm25-above: the BM25 score from which BM25's top-1 is prepended."""
     played_as: str | None = field(default=None, compare=False)
     """trained: the kind that plays the export on the evaluated LM's rows instead of its model (``zero-shot``
-    when the export decided so: ``ralm.eval.ppl.chooser_loading.play_exports``); not part of the spec."""
+    or ``zero-shot-above`` when the export decided so: ``ralm.eval.ppl.chooser_loading.play_exports``); not
+    part of the spec."""
+    played_threshold: float | None = field(default=None, compare=False)
+    """trained, played as a rule with a threshold: the export's (its ``ralm_reranker.json``)."""
 
     @property
     def declared(self) -> ConditionKind:
@@ -192,7 +195,8 @@ def pick(condition: Condition, row: WindowScores, chosen: int | None = None, see
         return None
     if condition.chooses_first:
         return chosen
-    return condition.playing.pick(row, seed, condition.threshold)
+    threshold = condition.played_threshold if condition.played_as else condition.threshold
+    return condition.playing.pick(row, seed, threshold)
 
 
 @dataclass(frozen=True)
@@ -233,7 +237,7 @@ def plan_rows(
     every = baselines or any(c.reads_every_candidate for c in conditions)
     plain = [c for c in conditions if not c.reads_every_candidate and not c.declared.matched_row]
     picks = {pick(c, row, chosen.get(c.name), seed) for c in plain}
-    bare = baselines or None in picks or any(c.declared.reads_no_passage for c in conditions)
+    bare = baselines or None in picks or any(c.playing.reads_no_passage for c in conditions)
     wanted = tuple(range(count)) if every else tuple(sorted(p for p in picks if p is not None))
     matched = any(c.declared.matched_row for c in conditions)
     return RowPlan(bare, wanted, rank_tokens=any(c.ranks for c in conditions), matched=matched)

@@ -42,13 +42,16 @@ def window_request(
     return ScoreRequest(tuple(passage), tokens[start:target_from], tokens[target_from : window.end])
 
 
-def bare_request(tokens: Sequence[int], window: Window, lead: Sequence[int] = ()) -> ScoreRequest:
+def bare_request(
+    tokens: Sequence[int], window: Window, lead: Sequence[int] = (), target_from: int | None = None
+) -> ScoreRequest:
     """No passage: `lead` (the LM's start of an input without a passage, ``LanguageModel.lead``) then the
     window's context, from which ``compose`` drops the fewest first tokens to fit: the lead plus the
-    window's last ``input_length - len(lead)`` tokens (with no lead, eval_lm.py's plain window)."""
-    return ScoreRequest(
-        (), tokens[window.begin : window.target_start], tokens[window.target_start : window.end], tuple(lead)
-    )
+    window's last ``input_length - len(lead)`` tokens (with no lead, eval_lm.py's plain window). With
+    `target_from` before the targets, the tokens from there on are scored too (the ranking tokens y'): the
+    input is the same either way."""
+    target_from = window.target_start if target_from is None else target_from
+    return ScoreRequest((), tokens[window.begin : target_from], tokens[target_from : window.end], tuple(lead))
 
 
 def matched_request(
@@ -91,7 +94,8 @@ def _requests(
     target_from = window.target_start
     if plan.rank_tokens and plan.candidates:
         target_from = ranking_span(window, settings.rank_tokens, settings.max_passage_tokens)[0]
-    requests = [bare_request(tokens, window, lead)] if plan.bare else []
+    # The no-passage row scores y' too: the same input, so its targets' log-probs are unchanged.
+    requests = [bare_request(tokens, window, lead, target_from)] if plan.bare else []
     if plan.matched:
         requests.append(matched_request(tokens, window, len(candidates[0].tokens), lead))
     requests += [window_request(tokens, window, candidates[i].tokens, target_from) for i in plan.candidates]
@@ -128,7 +132,10 @@ def score_rows(
             plan, row = plans[w.index], blank_row(w, candidates[w.index])
             scored = iter(scores[start : start + plan.rows])
             if plan.bare:
-                row.no_passage_nll = -float(next(scored).double().sum())
+                s = next(scored)
+                row.no_passage_nll = -float(s[n_rank:].double().sum())
+                if plan.rank_tokens:  # as the candidates' y' below
+                    row.no_passage_rank_logprob = float((s[:n_rank] if n_rank else s).double().sum())
             if plan.matched:
                 row.matched_nll = -float(next(scored).double().sum())
             for i in plan.candidates:

@@ -154,7 +154,9 @@ def eval_ppl(
             from Python a list of ``Condition``s (``parse_conditions`` reads the text). Writes
             OUTPUT/<condition>/results.json and windows.jsonl, OUTPUT/candidates.jsonl and compare.json.
             Built-in conditions: no-retrieval, bm25, random (seeded, among the top k),
-            zero-shot, oracle (best of k), oracle-or-none (best of k or no passage). Each is compared with
+            zero-shot, oracle (best of k), oracle-or-none (best of k or no passage); with a value:
+            bm25-above=T (BM25's top-1 when its score is >= T) and zero-shot-above=M (the zero-shot pick
+            when it raises the log-prob of y' over no passage by >= M nats). Each is compared with
             BM25 and with no retrieval by a paired bootstrap (95% CI, see --bootstrap).
         query: What each retrieving window's BM25 query is: the past --query-tokens tokens (the paper's),
             the LM's greedy look-ahead of its next tokens with unsure ones masked (FLARE's), both, or the

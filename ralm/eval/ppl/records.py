@@ -40,6 +40,10 @@ class WindowScores:
     no_passage_nll: float | None = None
     matched_nll: float | None = None
     """No passage, the context cut as BM25's top-1 passage cuts it (``no-retrieval-matched``)."""
+    no_passage_rank_logprob: float | None = None
+    """The ranking tokens' log-probability with no passage (scored in the no-passage row's forward when
+    the candidates' y' is): what the zero-shot rule's best candidate must beat to be prepended
+    (``zero-shot-above``)."""
     candidates: list[CandidateScores] = field(default_factory=list)
 
     def to_json(self) -> dict:

@@ -22,6 +22,9 @@ The kinds:
   abstention rule a reranker must beat; `ralm run` fits T on the training prefixes);
 - ``zero-shot``: the candidate with the largest log-probability of the ranking tokens y' (§6.1) under the
   evaluated LM, or under ``--rerank-lm`` (another tokenizer: it chooses before the LM scores anything);
+- ``zero-shot-above=M``: the zero-shot candidate (under the evaluated LM) when it raises y's log-prob over
+  no passage by at least M nats, else nothing (the LM's own abstention; `ralm run` fits M on the training
+  prefixes);
 - ``oracle``: the smallest target NLL among the candidates (best of k, Figure 7's bound);
 - ``oracle-or-none``: the smallest of the candidates' and the no-passage NLL (the bound of a reranker that
   may abstain);
@@ -49,6 +52,7 @@ from ralm.passage_rules import (
     RULES,
     TRAINED,
     ZERO_SHOT,
+    ZERO_SHOT_ABOVE,
     PassageRule,
     Pick,
 )
@@ -124,8 +128,9 @@ class ConditionKind:
 
     @property
     def reads_no_passage(self) -> bool:
-        """Its pick also reads the no-passage row's NLL (abstention on the true targets)."""
-        return "no-passage" in self.rule.reads
+        """Its pick also reads the no-passage row: the targets' NLL (abstention on the true targets) or y's
+        log-prob (abstention by the LM's evidence)."""
+        return bool(self.rule.reads & {"no-passage", "no-passage-ranking-tokens"})
 
     @property
     def reads_targets(self) -> bool:
@@ -154,6 +159,7 @@ _DECLARED = (
     ConditionKind(RULES[RANDOM], "shown"),
     ConditionKind(RULES[ZERO_SHOT], "shown", reranker=ZERO_SHOT, model_chooses=True),
     ConditionKind(RULES[BM25_ABOVE], "reference", value="threshold", reference=Reference("vs_threshold", 3)),
+    ConditionKind(RULES[ZERO_SHOT_ABOVE], "shown", value="threshold"),
     ConditionKind(RULES[TRAINED], "judged", value="folder", model_chooses=True),
     ConditionKind(RULES[ORACLE], "shown", reranker=ORACLE),
     ConditionKind(RULES[ORACLE_OR_NONE], "shown"),
