@@ -427,15 +427,7 @@ def decide_export(
     values = score_decision_prefixes(data, module, batch_size=batch_size, device=device)
     scoring = time.perf_counter() - scoring
     values, promise_samples = _untrained_rules(data, values, threshold)
-    rank_threshold = None
-    if data.abstain and (train_columns := rank_gain_columns(data.path, data.train_rows)) is not None:
-        rank_threshold = train_columns.fit()
-        if math.isfinite(
-            rank_threshold
-        ):  # infinite: y' gains on no training prefix, the rule is no retrieval
-            values = replace(
-                values, zero_shot_above=rank_gain_columns(data.path, data.decision_rows).above(rank_threshold)
-            )
+    values, rank_threshold = _rank_abstention(data, values)
     candidates = values.rules(data.abstain)
     # Selection kept the untrained model: "trained" is then the start, the threshold rule (BM25 without
     # --abstain) as a model, and that rule competes for it under its own name (no encoder at inference).
@@ -496,6 +488,20 @@ def _untrained_rules(
         if data.abstain:
             promise_samples[ZERO_SHOT] = on_every_prefix(data, ZERO_SHOT)
     return values, promise_samples
+
+
+def _rank_abstention(data: RerankData, values: DecisionLogprobs) -> tuple[DecisionLogprobs, float | None]:
+    """`values` with ``zero-shot-above``'s log-probs on the decision prefixes, and its M fitted on the
+    training prefixes (None without ``--abstain`` or y'; infinite: y' gains on no training prefix, so the
+    rule is no retrieval itself and is left out)."""
+    train = rank_gain_columns(data.path, data.train_rows) if data.abstain else None
+    if train is None:
+        return values, None
+    threshold = train.fit()
+    if math.isfinite(threshold):
+        decision = rank_gain_columns(data.path, data.decision_rows)
+        values = replace(values, zero_shot_above=decision.above(threshold))
+    return values, threshold
 
 
 def _evidence(
@@ -635,26 +641,16 @@ def rank_gain_columns(path: str, rows: list[int]) -> RankGainColumns | None:
     import datasets
 
     ds = datasets.load_from_disk(path)
-    needed = ["lm_logprobs", "lm_rank_logprobs", "no_retrieval_logprob", "no_retrieval_rank_logprob"]
+    needed = ["lm_logprobs", "lm_rank_logprobs", "no_retrieval_rank_logprob", "no_retrieval_logprob"]
     if any(c not in ds.column_names for c in needed):
         return None
     table = ds.select_columns(needed).select(rows)
-    ranks, none_rank, none = (
-        table["lm_rank_logprobs"],
-        table["no_retrieval_rank_logprob"],
-        table["no_retrieval_logprob"],
-    )
+    ranks, none_rank, none = (table[c] for c in needed[1:])
     # A prefix whose query found nothing has no pick: the rule prepends nothing there, whatever M.
     chosen = [zero_shot_picks([r])[0] if r else None for r in ranks]
-    return RankGainColumns(
-        gain=_float64(
-            [-math.inf if i is None else r[i] - n for r, i, n in zip(ranks, chosen, none_rank, strict=True)]
-        ),
-        picked=_float64(
-            [n if i is None else lp[i] for lp, i, n in zip(table["lm_logprobs"], chosen, none, strict=True)]
-        ),
-        none=_float64(none),
-    )
+    gain = [-math.inf if i is None else r[i] - n for r, i, n in zip(ranks, chosen, none_rank, strict=True)]
+    picked = [n if i is None else lp[i] for lp, i, n in zip(table["lm_logprobs"], chosen, none, strict=True)]
+    return RankGainColumns(gain=_float64(gain), picked=_float64(picked), none=_float64(none))
 
 
 def fit_rank_threshold(data_dir: str) -> float | None:
