@@ -1,6 +1,7 @@
 """When to retrieve: BM25's score against the LM's own y' gain, each a threshold fitted on other documents.
 
-    .venv/bin/python bench/rank_abstention.py RUN/rerank-data-XXXXXXXX [--folds 5] [--seed 0]
+    .venv/bin/python bench/rank_abstention.py RUN/rerank-data-XXXXXXXX [--folds 5] [--seed 0] \
+        [--tables RUN/eval-*/candidates.jsonl]
 
 Two abstention rules of the export decision, judged on data-gen's rows alone (training books; no LM runs:
 the rows hold every label they need):
@@ -13,15 +14,23 @@ Each threshold is fitted (``ralm.train.selection.best_threshold``, the decision'
 folds of documents and applied to its own fold, so every prefix is judged by a threshold that never saw its
 document. Printed in nats per target against no retrieval and between the rules, with paired bootstrap 95%
 intervals (documents as blocks), beside the share of prefixes each rule retrieves on, the zero-shot rule
-without abstention and the best of k or none (a bound). A diagnostic on training books: it chooses nothing.
+without abstention and the best of k or none (a bound), and how well each rule's score predicts its pick's
+gain (the correlation over prefixes). A diagnostic on training books: it chooses nothing.
+
+With ``--tables`` (``ralm eval ppl --compare`` tables that ranked, format 4), per table: on its retrieving
+windows, the median y' gain of the zero-shot pick and the windows where it reaches M fitted on every
+data-gen prefix (the rule's row in the demo's table reads the same M).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 
 import numpy as np
 
+from ralm.eval.ppl.records import WindowScores
+from ralm.passage_rules import rank_gain
 from ralm.statistics import paired_mean_difference
 from ralm.train.decision import rank_gain_columns
 from ralm.train.scalar_init import read_rule_columns
@@ -46,11 +55,25 @@ def cross_fitted(score: np.ndarray, value: np.ndarray, none: np.ndarray, folds: 
     return out, retrieved
 
 
+def print_table_gains(path: str, threshold: float) -> None:
+    """On an eval table's retrieving windows: the zero-shot pick's median y' gain and where it reaches M."""
+    with open(path) as f:
+        rows = [WindowScores.from_json(json.loads(line)) for line in f]
+    if any(r.candidates and r.no_passage_rank_logprob is None for r in rows):
+        raise SystemExit(f"{path}: no y' with no passage (a table of format 3, or one that did not rank)")
+    gains = np.array([rank_gain(r) for r in rows if r.candidates])
+    print(
+        f"{path}: {len(gains)} retrieving windows, median y' gain {np.median(gains):.2f} nats, "
+        f"{int((gains >= threshold).sum())} reach M"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("data", help="a ralm data-gen folder (format ralm-rerank-data/2)")
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--tables", nargs="*", default=[], help="eval tables (candidates.jsonl) to read M on")
     args = parser.parse_args()
 
     import datasets
@@ -82,8 +105,16 @@ def main() -> None:
         shown = "" if share is None else f"   retrieves {share:.0%}"
         print(f"  {label:34s} {interval(values, none, docs)}{shown}")
     print(f"zero-shot-above - bm25-above: {interval(ranked, above, docs)}")
+    corr_rank = np.corrcoef(rank.gain[np.isfinite(rank.gain)], (rank.picked - none)[np.isfinite(rank.gain)])
+    corr_bm25 = np.corrcoef(bm25.best_bm25, bm25.top1 - none)
+    print(
+        f"correlation of each score with its pick's gain: y' gain {corr_rank[0, 1]:.2f}, "
+        f"BM25 {corr_bm25[0, 1]:.2f}"
+    )
     every = best_threshold(rank.gain.tolist(), (rank.picked - none).tolist())
     print(f"M fitted on every prefix: {every:.3f}")
+    for path in args.tables:
+        print_table_gains(path, every)
 
 
 if __name__ == "__main__":

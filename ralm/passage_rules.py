@@ -14,8 +14,9 @@ Adding a rule is one ``PassageRule`` in ``_DECLARED`` plus its pick function; ad
 ``ralm eval ppl`` for it is one entry in the registry.
 
 A pick function reads one retrieval's ``Row``: its index (``window``: the seeded random draw depends on
-it), the targets' NLL with no passage, and per candidate, in BM25 order, its BM25 score, the targets' NLL
-and the ranking tokens' log-probability with it (None where nothing was scored). A comparison table's row
+it), the targets' NLL and the ranking tokens' log-probability with no passage, and per candidate, in BM25
+order, its BM25 score, the targets' NLL and the ranking tokens' log-probability with it (None where nothing
+was scored). A comparison table's row
 (``ralm.eval.ppl.records.WindowScores``) is one; ``ralm.train.decision`` builds them from data-gen rows.
 Ties go to the earlier (higher BM25) candidate, as ``torch.argmin`` does in eval_lm.py; between passages
 and no passage, no passage wins.
@@ -94,7 +95,7 @@ Reads = Literal[
 ]
 """What a rule reads to pick: BM25's scores, the LM's NLL of the true targets under each candidate (a bound,
 not a method), the LM's log-prob of the prefix's own last tokens y' under each candidate, the targets' NLL
-with no passage (a bound too), y's log-prob with no passage, a trained encoder's scores, or a seeded
+with no passage (a bound too), the log-prob of y' with no passage, a trained encoder's scores, or a seeded
 draw."""
 
 
@@ -271,8 +272,8 @@ _DECLARED = (
         Cost(lm_inputs_per_candidate=1, lm_inputs_per_retrieval=1),
         export=ExportForm(
             ("threshold", "rank_tokens"),
-            "the candidate whose y' the LM finds most likely when it raises y's log-prob over no passage by "
-            "at least M nats, else no passage (ralm eval ppl plays it; no encoder)",
+            "the candidate whose y' the LM finds most likely when it raises the log-prob of y' over no "
+            "passage by at least M nats, else no passage (ralm eval ppl plays it; no encoder)",
             "This export ranks and abstains with the LM itself: its export decision is "
             f"`{ZERO_SHOT_ABOVE}`, so prepend the candidate under which the frozen LM finds the prefix's "
             "last `rank_tokens` tokens (ralm_reranker.json) most likely, when their log-probability under "

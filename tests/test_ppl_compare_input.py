@@ -73,7 +73,9 @@ def test_zero_shot_in_the_list_needs_room_for_the_ranking_tokens(ppl_setup, tmp_
 def test_a_threshold_rule_that_is_not_a_number_is_refused():
     from ralm.eval.ppl.conditions import parse_conditions
 
-    with pytest.raises(RalmInputError, match="bm25-above=T with T a number"):
+    with pytest.raises(RalmInputError, match="bm25-above=VALUE with VALUE a number"):
         parse_conditions("bm25,bm25-above=high")
+    with pytest.raises(RalmInputError, match="zero-shot-above=VALUE with VALUE a number"):
+        parse_conditions("zero-shot-above=")
     (rule,) = parse_conditions("bm25-above=inf")
     assert rule.kind == "bm25-above" and float(rule.recorded_reranker) == float("inf")

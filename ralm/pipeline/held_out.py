@@ -2,7 +2,7 @@
 
 The eval documents, and everything ``--exclude`` names, are left out of the retrieval corpus (the index
 stage's ``--exclude``) and out of the training text (data-gen's ``--exclude``, which also keeps them out
-of the validation prefixes and of the ``bm25-above`` threshold fitted on data-gen's rows), whether the
+of the validation prefixes and of the thresholds fitted on data-gen's rows), whether the
 training text is the corpus (the default) or ``--train-text``.
 
 A document of the corpus or the training text is a copy of an eval document when

@@ -1,10 +1,9 @@
-"""Run a pipeline: every stage of the plan (or reuse it), the fitted `bm25-above` rule, the bf16 check, and
+"""Run a pipeline: every stage of the plan (or reuse it), the fitted threshold rules, the bf16 check, and
 the report. `ralm run` calls it with the user's texts, `ralm demo` with the offline presets."""
 
 from __future__ import annotations
 
 import json
-import math
 import time
 from pathlib import Path
 
@@ -76,7 +75,7 @@ def _run_stages(
     # The trivial abstention rule and the LM's own, fitted on the training prefixes, join the eval.
     thresholds = {BM25_ABOVE: fit_bm25_threshold(str(plan.data_gen.output))}
     rank_threshold = fit_rank_threshold(str(plan.data_gen.output))
-    if rank_threshold is not None and math.isfinite(rank_threshold):
+    if rank_threshold is not None:  # None: data without y'; inf (never retrieve) is a row, as T's is
         thresholds[ZERO_SHOT_ABOVE] = rank_threshold
     rules = (
         f"fitted on the training prefixes: {BM25_ABOVE} retrieves when BM25 >= {thresholds[BM25_ABOVE]:.3f}"

@@ -179,10 +179,16 @@ class PredictiveReranker:
         if self.decision == NO_RETRIEVAL:
             return [[None] for _ in prefixes]
         if self.decision in (ZERO_SHOT, ZERO_SHOT_ABOVE):
+            # --reranker zero-shot ranks as both rules do but never abstains: no stand-in for the second
+            instead = (
+                "in ralm eval qa|flare, --reranker zero-shot ranks with the LM itself"
+                if self.decision == ZERO_SHOT
+                else "ralm eval qa|flare cannot play its abstention"
+            )
             raise RalmInputError(
                 f"{DECISION_NOTES[self.decision]}: this reranker cannot order passages without that LM "
                 f"(ralm eval ppl --reranker FOLDER scores y' = the last {self.rank_tokens} tokens with it; "
-                "in ralm eval qa|flare, --reranker zero-shot ranks with the LM itself)"
+                f"{instead})"
             )
         if self.decision in (BM25, BM25_ABOVE):
             if len(prefixes) != len(candidates):

@@ -18,7 +18,7 @@ mean). The rules, simplest first (``CHOICES``, ``ralm.passage_rules.EXPORTABLE``
 - ``zero-shot``: the candidate under which the frozen LM finds the prefix's own last tokens y' most likely
   (the paper's zero-shot reranking, §6.1, with the labelling LM: no parameter fitted, no abstention);
   available when the data records y' (``ralm-rerank-data/2``);
-- ``zero-shot-above``: that candidate when it raises y's log-prob over no passage by at least M nats, M
+- ``zero-shot-above``: that candidate when it raises the log-prob of y' over no passage by at least M nats, M
   fitted on the training prefixes only (``best_threshold``), else nothing: the LM's own evidence that the
   passage informs the text decides whether to retrieve (with ``--abstain``, which scores y' with no
   passage);
@@ -448,9 +448,7 @@ def decide_export(
         seed=seed,
     )
     finite = threshold if threshold is not None and math.isfinite(threshold) else None
-    finite_m = rank_threshold if rank_threshold is not None and math.isfinite(rank_threshold) else None
-    evidence = _evidence(data, selected, step, values, candidates, outcome, finite)
-    evidence["promise"]["rank_threshold"] = finite_m
+    evidence = _evidence(data, selected, step, values, candidates, outcome, finite, rank_threshold)
     evidence["decision"].update(trained_is_start=start_won, seconds=round(time.perf_counter() - started, 2))
     pairs = len(data.decision_rows) * (k + int(data.abstain))
     encoder_ms = 1000.0 * scoring / pairs if module is not None and pairs else None
@@ -463,7 +461,7 @@ def decide_export(
     choice = outcome.choice
     exported = {TRAINED: selected.checkpoint, BM25: step0 or selected.checkpoint}
     recovered = {TRAINED: selected.gain_recovered, BM25: 0.0}
-    kept_threshold = {BM25_ABOVE: finite, ZERO_SHOT_ABOVE: finite_m}.get(choice)
+    kept_threshold = {BM25_ABOVE: finite, ZERO_SHOT_ABOVE: rank_threshold}.get(choice)
     # the other rules: the step-0 weights (or none); not validated as rerankers
     return Decision(choice, exported.get(choice, step0), recovered.get(choice), evidence, kept_threshold)
 
@@ -492,16 +490,14 @@ def _untrained_rules(
 
 def _rank_abstention(data: RerankData, values: DecisionLogprobs) -> tuple[DecisionLogprobs, float | None]:
     """`values` with ``zero-shot-above``'s log-probs on the decision prefixes, and its M fitted on the
-    training prefixes (None without ``--abstain`` or y'; infinite: y' gains on no training prefix, so the
-    rule is no retrieval itself and is left out)."""
+    training prefixes (None without ``--abstain`` or y', or when y' gains on no training prefix: the rule
+    is then no retrieval itself and is left out)."""
     train = rank_gain_columns(data.path, data.train_rows) if data.abstain else None
-    if train is None:
+    threshold = train.fit() if train is not None else math.inf
+    if not math.isfinite(threshold):
         return values, None
-    threshold = train.fit()
-    if math.isfinite(threshold):
-        decision = rank_gain_columns(data.path, data.decision_rows)
-        values = replace(values, zero_shot_above=decision.above(threshold))
-    return values, threshold
+    decision = rank_gain_columns(data.path, data.decision_rows)
+    return replace(values, zero_shot_above=decision.above(threshold)), threshold
 
 
 def _evidence(
@@ -512,6 +508,7 @@ def _evidence(
     candidates: dict[str, np.ndarray | None],
     outcome: Outcome,
     threshold: float | None,
+    rank_threshold: float | None,
 ) -> dict:
     """What chose the checkpoint and what decided the export (``decision_evidence``, docs/formats.md §5)."""
     n = len(data.decision_rows)
@@ -546,6 +543,7 @@ def _evidence(
             "margin": outcome.margin,
             "margin_nats": outcome.margin_nats,
             "threshold": threshold,
+            "rank_threshold": rank_threshold,
             "tests": outcome.promise,
         },
         "overlap": data.overlap,

@@ -52,7 +52,8 @@ class Condition:
     """trained: the reranker folder; zero-shot: the reranking LM (``--rerank-lm``), None for the evaluated
     LM."""
     threshold: float | None = None
-    """bm25-above: the BM25 score from which BM25's top-1 is prepended."""
+    """bm25-above: the BM25 score from which BM25's top-1 is prepended; zero-shot-above: the y' gain (nats)
+    from which the zero-shot pick is."""
     played_as: str | None = field(default=None, compare=False)
     """trained: the kind that plays the export on the evaluated LM's rows instead of its model (``zero-shot``
     or ``zero-shot-above`` when the export decided so: ``ralm.eval.ppl.chooser_loading.play_exports``); not
@@ -155,7 +156,7 @@ def _parse_item(item: str) -> Condition:
             return Condition(name, name, threshold=float(value))
         except ValueError:
             raise RalmInputError(
-                f"--compare: {item!r} is not {name}=T with T a number (inf: never retrieve)"
+                f"--compare: {item!r} is not {name}=VALUE with VALUE a number (inf: never retrieve)"
             ) from None
     built_in = listed()
     if not eq:

@@ -1,8 +1,8 @@
 """The records of ``ralm eval ppl``'s engine, as typed as the files they are written to (docs/formats.md §6).
 
 - `WindowScores`: one line of a ``--compare`` table (``candidates.jsonl``): a window's no-passage and
-  context-matched NLLs and its candidates' `CandidateScores`, in BM25 order (None: not scored). The
-  condition registry's pick rules read it.
+  context-matched NLLs, the log-prob of y' with no passage and its candidates' `CandidateScores`, in BM25
+  order (None: not scored). The condition registry's pick rules read it.
 - `WindowRecord`: one line of a condition's ``windows.jsonl``: the window, the NLL it was scored with and
   the passage, if any, that was prepended.
 

@@ -5,9 +5,9 @@ command line and in results.json, and how the demo's report judges it.
 Everything else reads this table: ``conditions`` (parsing a ``--compare`` list, ``pick``, the row planner),
 the engine (``point``, ``run``), the pipeline's eval stage (its ``--compare`` list), the report's labels, the
 verdicts and the bf16 check. Adding a condition that picks from the columns a table already holds (BM25
-scores, the candidates' NLLs and ranking log-probs, the no-passage NLL) is one ``PassageRule`` and one
-``ConditionKind`` in ``KINDS`` plus its test; a condition that needs new LM rows also needs the row planner
-and the scorer.
+scores, the candidates' NLLs and ranking log-probs, the no-passage NLL and ranking log-prob) is one
+``PassageRule`` and one ``ConditionKind`` in ``KINDS`` plus its test; a condition that needs new LM rows
+also needs the row planner and the scorer.
 
 The kinds:
 
@@ -22,8 +22,8 @@ The kinds:
   abstention rule a reranker must beat; `ralm run` fits T on the training prefixes);
 - ``zero-shot``: the candidate with the largest log-probability of the ranking tokens y' (§6.1) under the
   evaluated LM, or under ``--rerank-lm`` (another tokenizer: it chooses before the LM scores anything);
-- ``zero-shot-above=M``: the zero-shot candidate (under the evaluated LM) when it raises y's log-prob over
-  no passage by at least M nats, else nothing (the LM's own abstention; `ralm run` fits M on the training
+- ``zero-shot-above=M``: the zero-shot candidate (under the evaluated LM) when it raises the log-prob of y'
+  over no passage by at least M nats, else nothing (the LM's own abstention; `ralm run` fits M on the training
   prefixes);
 - ``oracle``: the smallest target NLL among the candidates (best of k, Figure 7's bound);
 - ``oracle-or-none``: the smallest of the candidates' and the no-passage NLL (the bound of a reranker that
@@ -128,8 +128,8 @@ class ConditionKind:
 
     @property
     def reads_no_passage(self) -> bool:
-        """Its pick also reads the no-passage row: the targets' NLL (abstention on the true targets) or y's
-        log-prob (abstention by the LM's evidence)."""
+        """Its pick also reads the no-passage row: the targets' NLL (abstention on the true targets) or the
+        log-prob of y' (abstention by the LM's evidence)."""
         return bool(self.rule.reads & {"no-passage", "no-passage-ranking-tokens"})
 
     @property
