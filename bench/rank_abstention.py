@@ -28,18 +28,13 @@ import argparse
 import json
 
 import numpy as np
+from rerank_room import interval  # bench/ runs as the script folder: its siblings import by name
 
 from ralm.eval.ppl.records import WindowScores
 from ralm.passage_rules import rank_gain
-from ralm.statistics import paired_mean_difference
 from ralm.train.decision import rank_gain_columns
 from ralm.train.scalar_init import read_rule_columns
 from ralm.train.selection import best_threshold
-
-
-def interval(a: np.ndarray, b: np.ndarray, docs: list[str]) -> str:
-    d = paired_mean_difference(a, b, blocks=docs, resamples=2000, seed=0, level=0.95)
-    return f"{d.difference:+.3f} [{d.low:+.3f}, {d.high:+.3f}]"
 
 
 def cross_fitted(score: np.ndarray, value: np.ndarray, none: np.ndarray, folds: list[np.ndarray]) -> tuple:
