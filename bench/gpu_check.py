@@ -1,4 +1,4 @@
-"""The GPU check of issue 13, in one process: data-gen, training and eval ppl, each in bf16 against fp32.
+"""The GPU check, in one process: data-gen, training and eval ppl, each in bf16 against fp32.
 
     bash bench/gpu_check.sh                  # one H200: under 8 minutes; prints one table
     .venv/bin/python bench/gpu_check.py --smoke --device cpu    # the same code at toy sizes (CPU, ~1 min)

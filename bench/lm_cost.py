@@ -1,4 +1,4 @@
-"""Cost of one LM input for two frozen LMs, A/B in one process: the demo's LM choice (issue 29 item 4).
+"""Cost of one LM input for two frozen LMs, A/B in one process: the demo's LM choice.
 
     OMP_NUM_THREADS=2 .venv/bin/python bench/lm_cost.py --lm-a SMOLLM2.gguf --lm-b GEMMA.gguf \
         --text mark.jsonl [--inputs 12] [--rounds 3] [--max-length 512] [--stride 32] [--dtype bf16]

@@ -1,5 +1,5 @@
 """How much a reranker could learn beyond BM25 from a data-gen folder, and whether cheap text features find it
-(issue 29: why the trained reranker does not beat BM25's top-1 at the demo's scale).
+(why the trained reranker does not beat BM25's top-1 at the demo's scale).
 
     .venv/bin/python bench/rerank_room.py RUN/rerank-data-XXXXXXXX [--folds 5] [--seed 0]
 

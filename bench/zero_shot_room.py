@@ -1,4 +1,4 @@
-"""Does the frozen LM's zero-shot score find the room BM25 leaves, where text features did not (issue 29)?
+"""Does the frozen LM's zero-shot score find the room BM25 leaves, where text features did not?
 
     OMP_NUM_THREADS=2 .venv/bin/python bench/zero_shot_room.py RUN/rerank-data-XXXXXXXX --lm LM.gguf \
         [--dtype bf16] [--rank-tokens 16] [--folds 5] [--seed 0] [--cache scores.npz]

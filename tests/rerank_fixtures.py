@@ -1,4 +1,4 @@
-"""Reranking datasets built in the test: the synthetic key-word task of issue 5, in format ralm-rerank-data/1.
+"""Reranking datasets built in the test: the synthetic key-word task, in format ralm-rerank-data/1.
 
 Each prefix is ordinary words with one key word in it; its k candidates are ordinary words too, each
 with a different key word, and exactly one carries the prefix's key word. The "LM" log-prob is high

@@ -1,5 +1,5 @@
 """The export decision: made on prefixes that chose nothing, sized to see a difference, and obeyed by
-every caller (issue 23 items 3 and 6, issue 24 item 4)."""
+every caller."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""The export decision tests the promise (issue 29 item 1): non-inferiority to no retrieval within δ, the
+"""The export decision tests the promise: non-inferiority to no retrieval within δ, the
 best rule that keeps it exported, a learned rule that fails falling back to the best simpler one.
 
-The simulations draw decision prefixes as the full demo has them (issue 29: 109 decision prefixes from 21
+The simulations draw decision prefixes as the full demo has them (109 decision prefixes from 21
 documents, 32-token targets) with a per-document effect, and per-prefix spreads read off the issue's
 measured intervals: BM25 - no retrieval +0.63 [-0.31, +1.66] and trained - no retrieval +0.04
 [-0.27, +0.43] nats per target on 109 prefixes, i.e. standard errors of about 0.5 and 0.18.
