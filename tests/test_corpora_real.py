@@ -84,3 +84,33 @@ def test_real_apt_refetches_a_corrupt_cached_package(tmp_path):
     assert fetch_package("fortunes", cache=tmp_path) == root
     assert hashlib.sha256(deb.read_bytes()).hexdigest() == manifest["sha256"]
     assert (root / "usr/share/games/fortunes/science").is_file()
+
+
+def _shingles(text: str, n: int = 8) -> set[tuple[str, ...]]:
+    words = text.lower().split()
+    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
+
+
+@pytest.mark.parametrize("domain", ["bible", "python-docs"])
+def test_the_full_demo_foreign_set_is_the_other_domains_unrelated_text_and_shares_nothing(tmp_path, domain):
+    from ralm.demo.assets import PYTHON_DOCS, bible_texts, python_docs_texts
+    from ralm.demo.presets import FULL_BOOKS
+
+    texts = (
+        bible_texts(tmp_path, FULL_BOOKS, "test", foreign=True)
+        if domain == "bible"
+        else python_docs_texts(tmp_path, "test", foreign=True)
+    )
+    assert list(texts.evals) == ["related", "unrelated", "foreign"]
+    expected = list(PYTHON_DOCS["unrelated"]) if domain == "bible" else list(FULL_BOOKS.unrelated_books)
+
+    def rows(path) -> list[dict]:
+        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+    foreign = rows(texts.evals["foreign"])
+    assert [d["id"] for d in foreign] == expected
+    # No 8-word run of the foreign text in the corpus or the training text (the report's copy test).
+    seen = _shingles(" ".join(d["text"] for d in foreign))
+    for path in (texts.corpus, texts.train):
+        assert not seen & _shingles(" ".join(d["text"] for d in rows(path))), path
+    assert list(bible_texts(tmp_path / "q", FULL_BOOKS, "test").evals) == ["related", "unrelated"]

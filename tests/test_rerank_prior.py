@@ -247,26 +247,6 @@ def test_when_no_passage_beats_every_candidate_the_export_never_retrieves(
     assert "exported      no retrieval" in printed
 
 
-def test_the_bm25_threshold_rule_maximises_the_summed_gain_over_every_cut():
-    import math
-
-    from ralm.train.selection import bm25_threshold
-
-    rng = np.random.default_rng(1)
-    for _ in range(50):
-        n = int(rng.integers(1, 9))
-        scores = [float(x) for x in rng.choice([5.0, 8.0, 12.0, 20.0, 31.0], size=n)]
-        gains = [float(x) for x in rng.normal(0, 3, size=n)]
-        t = bm25_threshold(scores, gains)
-        # Brute force: every observed score as T, and never retrieving (T = inf, total 0).
-        totals = {c: sum(g for s, g in zip(scores, gains, strict=True) if s >= c) for c in set(scores)}
-        best = max([0.0, *totals.values()])
-        assert (0.0 if t == math.inf else totals[t]) == pytest.approx(best)
-        if t != math.inf:
-            assert totals[t] > 0
-    assert bm25_threshold([1.0, 2.0], [-1.0, -2.0]) == math.inf  # retrieval never helps: never retrieve
-
-
 def test_the_validation_history_survives_a_checkpoint_round_trip():
     """Resumed runs know the steps validated before the kill (Lightning saves callback state)."""
     from ralm.train.selection import ValidationHistory

@@ -1,4 +1,4 @@
-"""The learner contains the simple rule (issue 29 item 2): with ``--bm25-prior --abstain`` the untrained
+"""The learner contains the simple rule: with ``--bm25-prior --abstain`` the untrained
 reranker *is* "BM25's top-1 when its score is at least T" (T fitted on the training prefixes), step 0
 competes in checkpoint selection, and a run whose training cannot improve on it exports the threshold rule,
 which every caller applies."""
@@ -44,7 +44,11 @@ def _rule(rows: list[dict], threshold: float) -> list[int | None]:
 def _train_threshold(rows: list[dict], train_rows: list[int]) -> float:
     """T fitted on the training rows alone, by the rule's own definition (``bm25_threshold``)."""
     train = [rows[i] for i in train_rows]
-    return bm25_threshold([max(r["bm25_scores"]) for r in train], [r["lm_logprobs"][0] - NONE for r in train])
+    return bm25_threshold(
+        [max(r["bm25_scores"]) for r in train],
+        [r["lm_logprobs"][0] - NONE for r in train],
+        [r["doc_id"] for r in train],
+    )
 
 
 def _start_module(encoder_dir, mean: float, std: float, scalars: tuple[float, float]) -> RerankerModule:

@@ -37,10 +37,13 @@ def check_bible_books(books: BookSplit) -> None:
             )
 
 
-def bible_texts(data_dir: Path, books: BookSplit, split: str = "test") -> PipelineTexts:
+def bible_texts(
+    data_dir: Path, books: BookSplit, split: str = "test", foreign: bool = False
+) -> PipelineTexts:
     """The King James Bible as retrieval corpus, the World English Bible's other books for training, and
     the split's books for evaluation: the dev books (one set), or the related and the unrelated test books
-    (two sets, each scored in its own table).
+    (two sets, each scored in its own table), with `foreign` a third: text the corpus cannot inform
+    (``foreign_rows``).
 
     Both translations file a book under its OSIS id ("Mark"), so one id names a book in every version:
     the index stage excludes the dev and test books from the corpus by id (``ralm index --exclude``), and
@@ -61,7 +64,10 @@ def bible_texts(data_dir: Path, books: BookSplit, split: str = "test") -> Pipeli
     scored = {name: [by_id[b] for b in books] for name, books in sets.items()}
     corpus, train_path = data_dir / "kjv_books.jsonl", data_dir / "web_train_books.jsonl"
     evals = {name: data_dir / f"web_{name}_books.jsonl" for name in sets}
-    for path, rows in ((corpus, kjv), (train_path, train), *((evals[n], scored[n]) for n in sets)):
+    if foreign and split == "test":
+        scored["foreign"] = foreign_rows("bible")
+        evals["foreign"] = data_dir / "foreign_python_docs.jsonl"
+    for path, rows in ((corpus, kjv), (train_path, train), *((evals[n], scored[n]) for n in scored)):
         if not _same_jsonl(path, rows):
             write_jsonl_atomic(path, rows, ensure_ascii=False)
 
@@ -75,11 +81,34 @@ def bible_texts(data_dir: Path, books: BookSplit, split: str = "test") -> Pipeli
         "train": "World English Bible minus the dev and test books: "
         f"{len(train)} books, {words(train):,} words",
         "eval": "; ".join(
-            f"{name}: World English Bible {', '.join(d['id'] for d in rows)} ({words(rows):,} words)"
+            f"{name}: {FOREIGN_SOURCE['bible'] if name == 'foreign' else 'World English Bible'} "
+            f"{', '.join(d['id'] for d in rows)} ({words(rows):,} words)"
             for name, rows in scored.items()
         ),
     }
     return PipelineTexts(corpus, train_path, evals, description, exclude=tuple(books.heldout_books))
+
+
+FOREIGN_SOURCE = {"bible": "Python 3.11 tutorial pages", "python-docs": "World English Bible"}
+"""What each domain's *foreign* set is: the other domain's unrelated test text."""
+
+
+def foreign_rows(domain: str) -> list[dict]:
+    """A domain's *foreign* test set: text its corpus cannot inform, by a rule fixed before any of its
+    numbers: the other domain's unrelated test text. For the Bible, the Python tutorial pages the
+    python-docs domain holds out as unrelated (PYTHON_DOCS); for the Python documentation, the Bible's full
+    unrelated books (Ruth, Jonah, Philippians) in the World English Bible. Neither corpus holds the other
+    domain's text, so nothing needs excluding; the report's copy rate checks it."""
+    if domain == "bible":
+        from ralm.corpora import python_docs
+
+        by_id = {d["id"]: d for d in python_docs()}
+        return [by_id[i] for i in PYTHON_DOCS["unrelated"]]
+    from ralm.corpora import bible_books
+    from ralm.demo.presets import FULL_BOOKS
+
+    by_id = {d["id"]: d for d in bible_books("web")}
+    return [by_id[b] for b in FULL_BOOKS.unrelated_books]
 
 
 PYTHON_DOCS = {
@@ -103,8 +132,9 @@ tour library modules the corpus documents (the standard library tour); *unrelate
 tutorial and the interactive interpreter, which the library reference does not document."""
 
 
-def python_docs_texts(data_dir: Path, split: str = "test") -> PipelineTexts:
-    """The Python documentation split by section (PYTHON_DOCS): a domain far from the Bible."""
+def python_docs_texts(data_dir: Path, split: str = "test", foreign: bool = False) -> PipelineTexts:
+    """The Python documentation split by section (PYTHON_DOCS): a domain far from the Bible; with `foreign`
+    (test split) a third set, text this corpus cannot inform (``foreign_rows``)."""
     from ralm.corpora import python_docs
 
     docs = python_docs()
@@ -119,6 +149,9 @@ def python_docs_texts(data_dir: Path, split: str = "test") -> PipelineTexts:
         "train": pages(PYTHON_DOCS["train"]),
         **{name: [by_id[i] for i in PYTHON_DOCS[name]] for name in sets},
     }
+    if foreign and split == "test":
+        roles["foreign"] = foreign_rows("python-docs")
+        sets = (*sets, "foreign")
     paths = {role: data_dir / f"python_docs_{role}.jsonl" for role in roles}
     for role, rows in roles.items():
         if not _same_jsonl(paths[role], rows):
@@ -133,7 +166,8 @@ def python_docs_texts(data_dir: Path, split: str = "test") -> PipelineTexts:
         "train": "Python 3.11 HOWTOs, FAQ, language reference, extending and using guides: "
         f"{len(roles['train'])} pages, {words(roles['train']):,} words",
         "eval": "; ".join(
-            f"{name}: Python tutorial pages {', '.join(PYTHON_DOCS[name])} ({words(roles[name]):,} words)"
+            f"{name}: {FOREIGN_SOURCE['python-docs'] if name == 'foreign' else 'Python tutorial pages'} "
+            f"{', '.join(d['id'] for d in roles[name])} ({words(roles[name]):,} words)"
             for name in sets
         ),
     }

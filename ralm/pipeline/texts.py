@@ -17,7 +17,9 @@ class PipelineTexts:
     train: Path
     evals: dict[str, Path]
     """Eval sets by name, each scored in its own table: the demo's test split has ``related`` (text the corpus
-    retells: retrieval should help) and ``unrelated`` (it should not); a user's run has one, ``eval``."""
+    retells: retrieval should help), ``unrelated`` (the same domain, not retold: it should not) and, in the
+    full demo, ``foreign`` (another domain, which the corpus cannot inform); a user's run has one,
+    ``eval``."""
     description: dict
     exclude: tuple[str, ...] = ()
     """Titles, ids or ``re:`` patterns the index stage leaves out of the corpus (``ralm index --exclude``)."""

@@ -13,15 +13,16 @@ mean). The rules, simplest first (``CHOICES``, ``ralm.passage_rules.EXPORTABLE``
 - ``no-retrieval``: never prepend a passage (the reference: it keeps the promise by definition);
 - ``bm25``: BM25's top-1 always;
 - ``bm25-above``: BM25's top-1 when its score is at least T, T fitted on the training prefixes only
-  (``ralm.train.selection.bm25_threshold``), else nothing (not a rule of its own when no T gains on the
-  training prefixes: it is then no retrieval);
+  (``ralm.train.selection.bm25_threshold``, a bagged fit), else nothing (not a rule of its own when no T
+  gains on the training prefixes: it is then no retrieval);
 - ``zero-shot``: the candidate under which the frozen LM finds the prefix's own last tokens y' most likely
   (the paper's zero-shot reranking, §6.1, with the labelling LM: no parameter fitted, no abstention);
   available when the data records y' (``ralm-rerank-data/2``);
 - ``zero-shot-above``: that candidate when it raises the log-prob of y' over no passage by at least M nats, M
-  fitted on the training prefixes only (``best_threshold``), else nothing: the LM's own evidence that the
-  passage informs the text decides whether to retrieve (with ``--abstain``, which scores y' with no
-  passage);
+  fitted on the training and selection prefixes (``bagged_threshold``), else nothing: the LM's own evidence
+  that the passage informs the text decides whether to retrieve (with ``--abstain``, which scores y' with no
+  passage). M may read the selection prefixes because no model carries it: T is the trained reranker's
+  start, which selection judges against its later steps, so T is fitted on training prefixes alone;
 - ``trained``: the checkpoint selection chose.
 
 Why the best mean and not "the most learned rule no other beats": every candidate has already passed the
@@ -42,9 +43,9 @@ rule with ``--abstain``: ``ralm.train.scalar_init``) and chose the best on them;
 from other documents (``ralm.train.dataset``) and are scored here, once, for that one model. No LM runs: each
 data-gen row holds the LM log-prob of its target given every candidate and given no passage, so the decision
 costs the reranker's encoder passes over each prefix's k (+1) pairs. ``decide_export`` gathers the rule's
-inputs (the threshold rule's T and the zero-shot rule's M fitted on the training prefixes; BM25 and the
-zero-shot rule against no retrieval on every data-gen prefix, since none is fitted on any) and records what
-decided it (``evidence``).
+inputs (the threshold rule's T fitted on the training prefixes, the zero-shot rule's M on the training and
+selection ones; BM25 and the zero-shot rule against no retrieval on every data-gen prefix, since none is
+fitted on any) and records what decided it (``evidence``).
 
 The rule's functions (``margin_nats`` to ``export_decision``) are pure: no model, no files.
 """
@@ -90,7 +91,7 @@ from ralm.train.dataset import GroupDataset, RerankData
 from ralm.train.lit_module import RerankerModule
 from ralm.train.metrics import gain_recovered, per_prefix_logprobs
 from ralm.train.scalar_init import read_rule_columns
-from ralm.train.selection import best_threshold
+from ralm.train.selection import bagged_threshold
 
 CHOICES = EXPORTABLE
 """Simplest first; an exact tie between two rules that keep the promise goes to the later one."""
@@ -287,8 +288,8 @@ class Decision:
     (BM25 itself), None for the other rules (not validated as a reranker)."""
     evidence: dict
     threshold: float | None = None
-    """The exported rule's threshold: T of ``bm25-above`` or M of ``zero-shot-above`` (fitted on the training
-    prefixes; None for the other rules)."""
+    """The exported rule's threshold: T of ``bm25-above`` (fitted on the training prefixes) or M of
+    ``zero-shot-above`` (on the training and selection prefixes); None for the other rules."""
 
 
 def load_selected(
@@ -490,9 +491,9 @@ def _untrained_rules(
 
 def _rank_abstention(data: RerankData, values: DecisionLogprobs) -> tuple[DecisionLogprobs, float | None]:
     """`values` with ``zero-shot-above``'s log-probs on the decision prefixes, and its M fitted on the
-    training prefixes (None without ``--abstain`` or y', or when y' gains on no training prefix: the rule
-    is then no retrieval itself and is left out)."""
-    train = rank_gain_columns(data.path, data.train_rows) if data.abstain else None
+    training and selection prefixes (None without ``--abstain`` or y', or when y' gains on none of them: the
+    rule is then no retrieval itself and is left out)."""
+    train = rank_gain_columns(data.path, data.train_rows + data.val_rows) if data.abstain else None
     threshold = train.fit() if train is not None else math.inf
     if not math.isfinite(threshold):
         return values, None
@@ -624,10 +625,12 @@ class RankGainColumns:
     gain: np.ndarray
     picked: np.ndarray
     none: np.ndarray
+    docs: list[str]
+    """Each row's source document (the fit resamples whole documents)."""
 
     def fit(self) -> float:
-        """M on these rows: the y' gain from which retrieving gains most in sum (``best_threshold``)."""
-        return best_threshold(self.gain.tolist(), (self.picked - self.none).tolist())
+        """M on these rows: the y' gain from which retrieving gains most in sum (``bagged_threshold``)."""
+        return bagged_threshold(self.gain.tolist(), (self.picked - self.none).tolist(), self.docs)
 
     def above(self, threshold: float) -> np.ndarray:
         """The rule's log-prob per row: the zero-shot pick when its y' gain is at least M, else none."""
@@ -642,13 +645,14 @@ def rank_gain_columns(path: str, rows: list[int]) -> RankGainColumns | None:
     needed = ["lm_logprobs", "lm_rank_logprobs", "no_retrieval_rank_logprob", "no_retrieval_logprob"]
     if any(c not in ds.column_names for c in needed):
         return None
-    table = ds.select_columns(needed).select(rows)
+    table = ds.select_columns([*needed, "doc_id"]).select(rows)
     ranks, none_rank, none = (table[c] for c in needed[1:])
     # A prefix whose query found nothing has no pick: the rule prepends nothing there, whatever M.
     chosen = [zero_shot_picks([r])[0] if r else None for r in ranks]
     gain = [-math.inf if i is None else r[i] - n for r, i, n in zip(ranks, chosen, none_rank, strict=True)]
     picked = [n if i is None else lp[i] for lp, i, n in zip(table["lm_logprobs"], chosen, none, strict=True)]
-    return RankGainColumns(gain=_float64(gain), picked=_float64(picked), none=_float64(none))
+    docs = [str(d) for d in table["doc_id"]]
+    return RankGainColumns(gain=_float64(gain), picked=_float64(picked), none=_float64(none), docs=docs)
 
 
 def fit_rank_threshold(data_dir: str) -> float | None:

@@ -49,6 +49,8 @@ class RuleColumns:
     """LM log-prob of the target given each candidate."""
     none: np.ndarray
     """LM log-prob of the target given no passage."""
+    docs: list[str]
+    """Each row's source document (a threshold's fit resamples whole documents)."""
 
     @property
     def best_bm25(self) -> np.ndarray:
@@ -61,7 +63,12 @@ class RuleColumns:
     def with_candidates(self) -> RuleColumns:
         """The rows that have at least one candidate passage (a threshold needs a BM25 score)."""
         keep = [i for i, s in enumerate(self.bm25) if s]
-        return RuleColumns([self.bm25[i] for i in keep], [self.logprobs[i] for i in keep], self.none[keep])
+        return RuleColumns(
+            [self.bm25[i] for i in keep],
+            [self.logprobs[i] for i in keep],
+            self.none[keep],
+            [self.docs[i] for i in keep],
+        )
 
     def above(self, threshold: float) -> np.ndarray:
         """The threshold rule's log-prob per row: BM25's top-1 when its score is at least T, else none."""
@@ -77,12 +84,13 @@ def read_rule_columns(path: str, rows: list[int]) -> RuleColumns:
         bm25=[[float(x) for x in s] for s in ds["bm25_scores"]],
         logprobs=[[float(x) for x in lp] for lp in ds["lm_logprobs"]],
         none=np.asarray(ds["no_retrieval_logprob"], dtype=np.float64),
+        docs=[str(d) for d in ds["doc_id"]],
     )
 
 
 def fit_threshold(columns: RuleColumns) -> float:
     """T on these rows (``bm25_threshold``: the summed gain of top-1 over no passage above T is largest)."""
-    return bm25_threshold(columns.best_bm25.tolist(), (columns.top1 - columns.none).tolist())
+    return bm25_threshold(columns.best_bm25.tolist(), (columns.top1 - columns.none).tolist(), columns.docs)
 
 
 def threshold_scalars(threshold: float, mean: float, std: float, sharpness: float) -> tuple[float, float]:

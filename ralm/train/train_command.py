@@ -81,10 +81,11 @@ def train(
         abstain: Add the empty passage (no retrieval) to every candidate group. The export is decided on
             held-out decision prefixes (loader.decision_fraction) among no retrieval, BM25's top-1, BM25's
             top-1 when its score is at least T, the LM's zero-shot pick, that pick when it raises the log-prob
-            of the prefix's last tokens over no passage by at least M nats (T and M fitted on the training
-            prefixes) and the trained reranker: export the rule that keeps the promise (its one-sided 95%
-            block-bootstrap bound is no worse than no retrieval by more than the margin) and is best on the
-            decision prefixes (the highest mean log-prob; an exact tie goes to the more learned rule).
+            of the prefix's last tokens over no passage by at least M nats (T fitted on the training
+            prefixes, M on the training and selection ones) and the trained reranker: export the rule that
+            keeps the promise (its one-sided 95% block-bootstrap bound is no worse than no retrieval by more
+            than the margin) and is best on the decision prefixes (the highest mean log-prob; an exact tie
+            goes to the more learned rule).
             Without abstain: BM25's top-1 is the reference and the rules are BM25 and trained.
         bm25_prior: Score = f + w * (BM25 score standardised in its group), f starting at 0 and w at 1,
             so the untrained reranker ranks like BM25 and training learns corrections; with abstain it
@@ -197,7 +198,11 @@ def _promise_lines(promise: dict) -> list[str]:
             if threshold is None
             else f"{threshold:.3f} (fitted on the training prefixes)"
         )
-        + (f"; M = {m:.3f} nats of y'" if (m := promise.get("rank_threshold")) is not None else "")
+        + (
+            f"; M = {m:.3f} nats of y' (fitted on the training and selection prefixes)"
+            if (m := promise.get("rank_threshold")) is not None
+            else ""
+        )
     ]
     for rule, t in (promise.get("tests") or {}).items():
         needed = t.get("prefixes_for_power")
