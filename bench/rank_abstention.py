@@ -37,6 +37,7 @@ from rerank_room import interval  # bench/ runs as the script folder: its siblin
 
 from ralm.eval.ppl.records import WindowScores
 from ralm.passage_rules import rank_gain
+from ralm.pipeline.scale import FULL
 from ralm.train.dataset import load_rerank_data
 from ralm.train.decision import rank_gain_columns
 from ralm.train.scalar_init import read_rule_columns
@@ -96,23 +97,28 @@ def compare_fits(rules: dict, none: np.ndarray, docs: np.ndarray, folds: int, re
 
 
 def compare_splits(path: str, rows: list[int], rules: dict, none, docs, seeds: list[int]) -> None:
-    """Per ``ralm train`` seed's split (the demo's fractions): each rule's threshold fitted on its training
-    prefixes and on its training and selection prefixes, by each fit, and that threshold's mean gain over
-    no retrieval and share retrieved on the split's decision prefixes."""
+    """Per ``ralm train`` seed's split (the full demo's fractions): each rule's threshold fitted on its
+    training prefixes and on its training and selection prefixes, by each fit, and that threshold's mean
+    gain over no retrieval and share retrieved on the split's decision prefixes."""
     at = {r: j for j, r in enumerate(rows)}
     print("per training seed's split: threshold, then on its decision prefixes mean gain and share retrieved")
     for seed in seeds:
-        data = load_rerank_data(path, abstain=True, val_fraction=0.2, decision_fraction=0.3, seed=seed)
+        data = load_rerank_data(
+            path,
+            abstain=True,
+            val_fraction=FULL.val_fraction,
+            decision_fraction=FULL.decision_fraction,
+            seed=seed,
+        )
         parts = {
-            "training": [at[r] for r in data.train_rows if r in at],
-            "training+selection": [at[r] for r in data.train_rows + data.val_rows if r in at],
+            "training": np.array([at[r] for r in data.train_rows if r in at]),
+            "training+selection": np.array([at[r] for r in data.train_rows + data.val_rows if r in at]),
         }
         decision = np.array([at[r] for r in data.decision_rows if r in at])
         for rule, (score, value) in rules.items():
             cells = []
-            for part, fitted in parts.items():
+            for part, f in parts.items():
                 for name, fit in FITS.items():
-                    f = np.array(fitted)
                     t = fit(score[f].tolist(), (value[f] - none[f]).tolist(), docs[f].tolist())
                     on = score[decision] >= t
                     gain = np.where(on, value[decision], none[decision]) - none[decision]

@@ -60,7 +60,7 @@ def test_ralm_run_keeps_the_eval_documents_out_of_training_and_the_threshold_fit
     bm25-above threshold's fit, or a passage of the index; the report counts what left each input."""
     import datasets
 
-    import ralm.train.selection as selection
+    import ralm.train.scalar_init as scalar_init
     from ralm.cli.main import main as ralm_main
 
     held_out, others = real_documents[-3:], real_documents[:9]
@@ -72,9 +72,9 @@ def test_ralm_run_keeps_the_eval_documents_out_of_training_and_the_threshold_fit
     by_rule = others[0]["id"]
     forbidden = {held_out[0]["id"], held_out[1]["id"], "refiled", by_rule}
     fits = []
-    real_fit = selection.fit_bm25_threshold
+    real_fit = scalar_init.fit_bm25_threshold
     monkeypatch.setattr(
-        selection, "fit_bm25_threshold", lambda data_dir: fits.append(data_dir) or real_fit(data_dir)
+        scalar_init, "fit_bm25_threshold", lambda data_dir: fits.append(data_dir) or real_fit(data_dir)
     )
 
     run_dir = tmp_path / "run"

@@ -637,15 +637,17 @@ class RankGainColumns:
         return np.where(self.gain >= threshold, self.picked, self.none)
 
 
-def rank_gain_columns(path: str, rows: list[int]) -> RankGainColumns | None:
-    """``RankGainColumns`` of `rows` (in their order); None for data without y' scored with no passage."""
+def rank_gain_columns(path: str, rows: list[int] | None = None) -> RankGainColumns | None:
+    """``RankGainColumns`` of `rows` (in their order; None: every row); None for data without y' scored with
+    no passage."""
     import datasets
 
     ds = datasets.load_from_disk(path)
     needed = ["lm_logprobs", "lm_rank_logprobs", "no_retrieval_rank_logprob", "no_retrieval_logprob"]
     if any(c not in ds.column_names for c in needed):
         return None
-    table = ds.select_columns([*needed, "doc_id"]).select(rows)
+    table = ds.select_columns([*needed, "doc_id"])
+    table = table if rows is None else table.select(rows)
     ranks, none_rank, none = (table[c] for c in needed[1:])
     # A prefix whose query found nothing has no pick: the rule prepends nothing there, whatever M.
     chosen = [zero_shot_picks([r])[0] if r else None for r in ranks]
@@ -658,10 +660,7 @@ def rank_gain_columns(path: str, rows: list[int]) -> RankGainColumns | None:
 def fit_rank_threshold(data_dir: str) -> float | None:
     """M of ``zero-shot-above`` on every row of a ``ralm data-gen`` dataset (``RankGainColumns.fit``; the
     pipeline's eval rule, as ``fit_bm25_threshold`` is for T); None for data without y'."""
-    import datasets
-
-    rows = len(datasets.load_from_disk(data_dir))
-    columns = rank_gain_columns(data_dir, list(range(rows)))
+    columns = rank_gain_columns(data_dir)
     return None if columns is None else columns.fit()
 
 

@@ -75,11 +75,13 @@ class RuleColumns:
         return np.where(self.best_bm25 >= threshold, self.top1, self.none)
 
 
-def read_rule_columns(path: str, rows: list[int]) -> RuleColumns:
-    """The rows' BM25 scores and LM log-probs (rows with no candidate are the caller's to drop)."""
+def read_rule_columns(path: str, rows: list[int] | None = None) -> RuleColumns:
+    """The rows' BM25 scores and LM log-probs (None: every row; rows with no candidate are the caller's to
+    drop)."""
     from ralm.train.dataset import open_dataset
 
-    ds = open_dataset(path, abstain=True, bm25_prior=True).select(rows)
+    ds = open_dataset(path, abstain=True, bm25_prior=True)
+    ds = ds if rows is None else ds.select(rows)
     return RuleColumns(
         bm25=[[float(x) for x in s] for s in ds["bm25_scores"]],
         logprobs=[[float(x) for x in lp] for lp in ds["lm_logprobs"]],
@@ -91,6 +93,12 @@ def read_rule_columns(path: str, rows: list[int]) -> RuleColumns:
 def fit_threshold(columns: RuleColumns) -> float:
     """T on these rows (``bm25_threshold``: the summed gain of top-1 over no passage above T is largest)."""
     return bm25_threshold(columns.best_bm25.tolist(), (columns.top1 - columns.none).tolist(), columns.docs)
+
+
+def fit_bm25_threshold(data_dir: str) -> float:
+    """T on every row of a ``ralm data-gen`` dataset that has a candidate (the pipeline's eval rule), read
+    and fitted as ``ralm train`` fits it on its training rows."""
+    return fit_threshold(read_rule_columns(data_dir).with_candidates())
 
 
 def threshold_scalars(threshold: float, mean: float, std: float, sharpness: float) -> tuple[float, float]:

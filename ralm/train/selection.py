@@ -141,19 +141,3 @@ def bm25_threshold(best_bm25: Sequence[float], gains: Sequence[float], documents
     ``bagged_threshold`` over the prefixes' `documents`). The rule is what a reranker with abstention must
     beat to have learned more than "strong match"."""
     return bagged_threshold(best_bm25, gains, documents)
-
-
-def fit_bm25_threshold(data_dir: str) -> float:
-    """``bm25_threshold`` on every row of a ``ralm data-gen`` dataset (gain: summed log-probs of the
-    target)."""
-    import datasets
-
-    ds = datasets.load_from_disk(data_dir).select_columns(
-        ["bm25_scores", "lm_logprobs", "no_retrieval_logprob", "doc_id"]
-    )
-    rows = [r for r in ds if r["bm25_scores"]]
-    return bm25_threshold(
-        [max(r["bm25_scores"]) for r in rows],
-        [r["lm_logprobs"][0] - r["no_retrieval_logprob"] for r in rows],
-        [r["doc_id"] for r in rows],
-    )
