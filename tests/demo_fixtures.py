@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from ralm.demo.demo_command import demo
-from ralm.pipeline.plan import FORWARD_ROWS
+from ralm.pipeline.plan import forward_rows
 from ralm.pipeline.scale import ScaleOptions
+from ralm.retrieval.passage_forms import RETRIEVED
 
 # Small enough for two tiny models to run every stage in seconds.
 TINY = ScaleOptions(
@@ -36,8 +37,9 @@ TINY = ScaleOptions(
     val_every=1,
 )
 
-FORWARDS = [f"forward eval {row.slug}" for row in FORWARD_ROWS]
-"""The forward-looking rows' stages of a run whose one eval set is named "eval"."""
+FORWARDS = [f"forward eval {row.slug}" for row in forward_rows(RETRIEVED)]
+"""The forward-looking rows' stages of a run whose one eval set is named "eval" (TINY hands the LM the passage
+as retrieved, the scales' default)."""
 
 
 def stage_commands(run_dir: Path) -> list[list[str]]:

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from ralm.pipeline.plan import FORWARD_ROWS
+from ralm.pipeline.plan import forward_rows
+from ralm.retrieval.passage_forms import RETRIEVED
 
 pytestmark = pytest.mark.slow
 
@@ -39,8 +40,9 @@ def test_the_protocol_is_clean_and_every_number_has_its_interval(quick_demo):
         # The same tokens in every condition: the first 2,560 of the set, 2,048 of them in retrieving windows.
         assert {m["scored_tokens"] for m in metrics.values()} == {2559}, name
         assert {c["scored_tokens"] for c in retrieving.values()} == {2560 - 512}, name
-        # Beside the table, BM25 with the continuation passage and with a query for the true next tokens.
-        forward = [row.name for row in FORWARD_ROWS]
+        # Beside the table (the quick demo's: the paper's passage), BM25's continuation and BM25 with a query
+        # for the true next tokens.
+        forward = [row.name for row in forward_rows(RETRIEVED)]
         assert set(forward) <= set(retrieving), name
         ppl = {n: c["token_ppl"] for n, c in retrieving.items() if n not in forward}
         # Best of k or none bounds every condition on BM25's candidates for the past query; best of k bounds

@@ -6,6 +6,7 @@ demo's books, and bad options refused before any work."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from demo_fixtures import (
 )
 
 from ralm.demo.demo_command import build_parser, demo
-from ralm.demo.presets import FULL_BOOKS, QUICK_BOOKS, BookOptions, resolve_books
+from ralm.demo.presets import FULL_BOOKS, QUICK_BOOKS, BookOptions, bible_scale, resolve_books
 from ralm.errors import RalmInputError
 from ralm.pipeline.report import orderings, relative_change
 from ralm.pipeline.scale import FULL, QUICK, ScaleOptions, resolve_scale
@@ -55,8 +56,22 @@ def test_bare_quick_switch_parses():
 )
 def test_shipped_yaml_spells_out_the_preset(name, preset, books):
     values = yaml.safe_load((CONFIGS / name).read_text())
-    assert resolve_scale(values["quick"], ScaleOptions(**values["scale"])) == preset
+    spelled = ScaleOptions(**values["scale"])
+    assert bible_scale(values["quick"], spelled) == bible_scale(values["quick"], ScaleOptions())
+    form = "retrieved" if values["quick"] else "continuation"  # the Bible demo's (ralm.demo.presets)
+    assert resolve_scale(values["quick"], spelled) == replace(preset, passage_form=form)
     assert resolve_books(values["quick"], BookOptions(**values["books"])) == books
+
+
+def test_the_full_bible_demo_hands_the_lm_continuations_unless_told_otherwise():
+    """The full Bible demo's passage form (chosen on its dev book) replaces the scale's, the paper's passage,
+    which the quick scale and `ralm run` keep; `--passage-form` still sets it."""
+    assert (QUICK.passage_form, FULL.passage_form) == ("retrieved", "retrieved")
+    assert bible_scale(True, ScaleOptions()) == QUICK
+    assert bible_scale(False, ScaleOptions(k=3)) == replace(FULL, k=3, passage_form="continuation")
+    assert bible_scale(False, ScaleOptions(passage_form="retrieved")) == FULL
+    continued = ScaleOptions(passage_form="continuation")
+    assert bible_scale(True, continued) == replace(QUICK, passage_form="continuation")
 
 
 def _condition(high_vs_bm25: float, high_vs_none: float) -> dict:

@@ -25,8 +25,9 @@ from demo_fixtures import (
 
 from ralm.demo.demo_command import demo
 from ralm.errors import RalmInputError
-from ralm.pipeline.plan import FORWARD_ROWS
+from ralm.pipeline.plan import forward_rows
 from ralm.pipeline.report import BASELINES
+from ralm.retrieval.passage_forms import RETRIEVED
 
 
 @pytest.fixture(scope="module")
@@ -71,9 +72,9 @@ def no_retrieval_ppl(eval_path: Path, lm_dir: Path) -> float:
 def test_demo_writes_report_commands_and_every_stage(finished_run, texts, tiny_lm_dir):
     run_dir, report = finished_run
     metrics = report["sets"]["eval"]["metrics"]
-    forward_rows = [row.name for row in FORWARD_ROWS]  # BM25 with another passage form or query, beside
+    forward = [row.name for row in forward_rows(RETRIEVED)]  # BM25 with another passage form or query, beside
     fitted = ["bm25-above", "zero-shot-above"]  # the threshold rules, each fitted on the training prefixes
-    assert list(metrics) == [*BASELINES[:5], *fitted, "trained-seed0", *BASELINES[5:], *forward_rows]
+    assert list(metrics) == [*BASELINES[:5], *fitted, "trained-seed0", *BASELINES[5:], *forward]
     assert metrics["no-retrieval"]["token_ppl"] == pytest.approx(
         no_retrieval_ppl(texts["eval"], tiny_lm_dir), rel=1e-5
     )  # TINY runs the LM in fp32 everywhere
@@ -93,9 +94,9 @@ def test_demo_writes_report_commands_and_every_stage(finished_run, texts, tiny_l
     # The forward-looking rows come from runs of their own: the whole text's table names them beside it,
     # and the retrieving windows' table pairs them with its BM25 row.
     whole, retrieving = table.split("whole text:")[1].split("\nretrieving windows  ", 1)
-    assert not [line for line in whole.splitlines() if line.startswith(tuple(forward_rows))]
-    assert f"paired in the next table): {', '.join(forward_rows)}" in whole
-    assert all(any(line.startswith(name) for line in retrieving.splitlines()) for name in forward_rows)
+    assert not [line for line in whole.splitlines() if line.startswith(tuple(forward))]
+    assert f"paired in the next table): {', '.join(forward)}" in whole
+    assert all(any(line.startswith(name) for line in retrieving.splitlines()) for name in forward)
     commands = stage_commands(run_dir)
     assert [c[0] for c in commands] == ["index", "data-gen", "train", *["eval"] * (1 + len(FORWARDS))]
     assert "--compare" in commands[3]  # one table serves every condition
@@ -122,7 +123,7 @@ def test_demo_writes_report_commands_and_every_stage(finished_run, texts, tiny_l
     assert set(stages) == {"index", "data-gen", "train", "eval", *FORWARDS}
     # The oracle picks the best candidate by the true targets, so no retrieval-based condition beats it
     # on the same windows and candidates.
-    ppl = {c: m["token_ppl"] for c, m in metrics.items() if c not in forward_rows}
+    ppl = {c: m["token_ppl"] for c, m in metrics.items() if c not in forward}
     assert ppl["oracle"] <= min(ppl["bm25"], ppl["trained-seed0"], ppl["zero-shot"], ppl["random"]) * (
         1 + 1e-4
     )

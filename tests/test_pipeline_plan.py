@@ -21,7 +21,7 @@ from ralm.demo.flare_demo import QUICK_FLARE, flare_stage
 from ralm.eval.ppl.conditions import Condition
 from ralm.fingerprints import fingerprint
 from ralm.lm.options import LMOptions
-from ralm.pipeline.plan import plan_pipeline
+from ralm.pipeline.plan import forward_rows, plan_pipeline
 from ralm.pipeline.scale import QUICK, ScaleOptions, resolve_scale
 from ralm.pipeline.stage_arguments import STAGE_ARGUMENTS, DataGenArguments
 from ralm.pipeline.stage_keys import keyed_arguments
@@ -400,3 +400,20 @@ def test_the_passage_form_reaches_data_gen_and_eval_and_keys_them_only_when_set(
         assert after.fingerprint != before.fingerprint
         assert before.fingerprint == _main_fingerprint(before)  # the key main gave these arguments
     assert cont.index.fingerprint == plain.index.fingerprint  # the index does not read it
+
+
+def test_the_forward_rows_put_the_other_passage_form_beside_the_table(tmp_path, texts):
+    """A run in one passage form gets BM25's top-1 in the other beside its table (the table's BM25 row is its
+    own form) and the future-query bound in its own form; each row is one BM25 candidate per window."""
+    run = tmp_path / "run"
+    for form, other in (("retrieved", "continuation"), ("continuation", "retrieved")):
+        settings = resolve_scale(True, ScaleOptions(passage_form=form))
+        plan = plan_pipeline(
+            run, texts, "my-lm", "my-encoder", settings, "fp32", thresholds={"bm25-above": 1.0}
+        )
+        rows = {row.slug: stage for _, row, stage in plan.forwards}
+        assert list(rows) == [other, "future-query"]
+        assert rows[other].arguments.passage_form == other
+        assert rows["future-query"].arguments.passage_form == form
+        assert {stage.arguments.retrieval.k for stage in rows.values()} == {1}
+        assert [row.slug for row in forward_rows(form)] == list(rows)

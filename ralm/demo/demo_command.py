@@ -3,19 +3,22 @@
     ralm demo --quick                 # the small scale (one seed; README: its time on a 2-core CPU)
     ralm demo                         # the full demo (three training seeds)
     ralm demo --split dev             # the dev book, for choosing settings (never reported)
-    ralm demo --domain python-docs    # the same on the Python documentation
+    ralm demo --domain python-docs    # the same on the Python documentation (the paper's passage)
     ralm demo --flare [--quick]       # FLARE against its baselines on long-form generation
 
 King James Bible as retrieval corpus minus the dev and test books, the World English Bible's other books as
-training text; then `ralm index` -> `ralm data-gen` -> `ralm train` (one reranker per seed, with
-abstention) -> one `ralm eval ppl --compare` table per eval set: no retrieval, no retrieval with the context
-cut as BM25's passage cuts it, BM25 top-1, random among the top k, zero-shot LM reranking, the rule "BM25 only
-above a score", each trained reranker, and the best of k (with and without the option of no passage); beside
-them BM25's continuation passage and BM25's top-1 for the true next tokens (a bound); each with paired
+training text, each BM25 candidate handed to the LM as its continuation at the full scale (from its
+best-matching sentence into the next passage of its document; chosen on the dev book); then `ralm index` ->
+`ralm data-gen` -> `ralm train` (one reranker per seed, with abstention) -> one `ralm eval ppl --compare`
+table per eval set: no retrieval, no retrieval with the context cut as BM25's passage cuts it, BM25 top-1,
+random among the top k, zero-shot LM reranking, the threshold rules, each trained reranker, and the best of
+k (with and without the option of no passage); beside them BM25's top-1 in the other passage form and for
+the true next tokens (a bound); each with paired
 bootstrap CIs against BM25 and no retrieval, and a report (tables, verdicts, plot) in the run folder beside
 the exact commands of each stage. The window keeps the paper's proportions: a passage takes at most a quarter
-of the LM's input (the presets: 128 of 512 tokens; the paper: 256 of 1,024). The test split has two eval
-sets: text the corpus retells (retrieval should help) and text it does not (the reranker should abstain).
+of the LM's input (the presets: 128 of 512 tokens; the paper: 256 of 1,024). The test split has text the
+corpus retells (retrieval should help), text it does not and (the full demo) text it cannot inform (the
+reranker should abstain on both).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Literal
 
 from ralm.cli.command_args import call_with_args, parser_for
 from ralm.demo.assets import bible_texts, check_bible_books, python_docs_texts
-from ralm.demo.presets import BookOptions, describe_books, resolve_books
+from ralm.demo.presets import BookOptions, bible_scale, describe_books, resolve_books
 from ralm.errors import RalmInputError
 from ralm.pipeline.models import default_encoder, default_lm
 from ralm.pipeline.runner import run_pipeline
@@ -79,7 +82,9 @@ def demo(
             own continuation (default folder: runs/demo-flare or runs/demo-flare-quick).
     """
     started = time.perf_counter()
-    settings, split_books = resolve_scale(quick, scale), resolve_books(quick, books)
+    bible = corpus is None and domain == "bible"
+    settings = bible_scale(quick, scale) if bible else resolve_scale(quick, scale)
+    split_books = resolve_books(quick, books)
     if (corpus is None) != (eval_text is None):
         raise RalmInputError("--corpus and --eval-text: give both (your own texts) or neither (the Bibles)")
     if corpus is None and exclude:
@@ -107,7 +112,6 @@ def demo(
     lm_path, encoder_path = lm or default_lm(), encoder or default_encoder()
     out = Path(output or default_dir)
     out.mkdir(parents=True, exist_ok=True)
-    bible = domain == "bible"
     print(
         f"[demo] {'quick' if quick else 'full'} demo in {out}, {split} split\n"
         f"[demo] settings: {describe(settings)}" + (f"  {describe_books(split_books)}" if bible else ""),

@@ -28,7 +28,7 @@ from ralm.pipeline.stage_keys import Identities, identities_of, stage_fingerprin
 from ralm.pipeline.stages import StagePlan
 from ralm.pipeline.texts import PipelineTexts
 from ralm.retrieval.options import RetrievalOptions
-from ralm.retrieval.passage_forms import CONTINUATION, PassageForm
+from ralm.retrieval.passage_forms import CONTINUATION, RETRIEVED, PassageForm
 
 
 @dataclass(frozen=True)
@@ -51,11 +51,19 @@ class ForwardRow:
 
 FORWARD_ROWS = (
     ForwardRow("BM25, continuation passage", "continuation", passage_form=CONTINUATION),
+    ForwardRow("BM25, the paper's passage", "retrieved", passage_form=RETRIEVED),
     ForwardRow("bound: BM25 for the next tokens", "future-query", query=QueryOptions(query_form=FUTURE)),
 )
-"""What comes next, beside BM25's top-1 for the past query: the passage continued past its best sentence
-(``ralm.retrieval.passage_forms``), and the bound a query for the true next stride tokens sets (it reads the
-targets: how much a better query could gain on this text)."""
+"""Beside BM25's top-1 for the past query in the run's passage form: BM25's top-1 in the other passage form
+(the passage continued past its best sentence, ``ralm.retrieval.passage_forms``, or the paper's passage as
+retrieved), and the bound a query for the true next stride tokens sets (it reads the targets: how much a
+better query could gain on this text)."""
+
+
+def forward_rows(passage_form: PassageForm) -> tuple[ForwardRow, ...]:
+    """The rows a run in `passage_form` adds: a passage-form row only where its form is not the run's own
+    (the table's BM25 row is that one)."""
+    return tuple(row for row in FORWARD_ROWS if row.passage_form != passage_form)
 
 
 @dataclass(frozen=True)
@@ -145,8 +153,7 @@ def plan_pipeline(
             ),
         )
         for name, path in texts.evals.items()
-        for row in FORWARD_ROWS
-        if row.passage_form is None or row.passage_form != settings.passage_form
+        for row in forward_rows(settings.passage_form)
     )
     return PipelinePlan(index, data_gen, trains, evals, forwards)
 
