@@ -9,8 +9,8 @@ block-bootstrap 95% intervals (``tie`` when the interval holds 0, ``same picks``
 and the copy rate from the whole-text table; the forward-looking rows last, paired on the same windows.
 Labels are the report's, with the threshold's T filled in and, for each trained seed, what its training
 exported and the step selection chose (its ``summary.json``). ``--short`` is the README's table: the
-conditions a reader compares first (no retrieval, BM25's top-1, the zero-shot rule, each seed's export with
-its threshold, the bound and the forward-looking rows) and the changes against no retrieval and BM25.
+conditions a reader compares first (no retrieval, BM25's top-1, the zero-shot rule, each seed's exports with
+their thresholds, the bound and the forward-looking rows) and the changes against no retrieval and BM25.
 Reads only the JSON files.
 """
 
@@ -54,13 +54,15 @@ SHORT_DROPS = ("no-retrieval-matched", "random", "bm25-above", "oracle-or-none")
 
 
 def exports(run: str, short: bool = False) -> dict[str, str]:
-    """``trained-seedN`` -> what seed N's training exported and the step selection chose (summary.json);
+    """``trained-seedN`` -> what seed N's training exported and the step selection chose (summary.json), and
+    ``no-lm-seedN`` -> its export with no LM at rerank time;
     `short`: the export alone, with the threshold T of a ``bm25-above`` export (M of ``zero-shot-above``)."""
     out = {}
     for path in glob.glob(os.path.join(run, "reranker-*", "summary.json")):
         with open(path) as f:
             summary = json.load(f)
         step = summary["decision_evidence"]["selection"]["step"]
+        seed = summary["config"]["seed"]
         what = f"exported `{summary['decision']}`"
         if not short:
             what += f" (selected: step {step})"
@@ -68,7 +70,10 @@ def exports(run: str, short: bool = False) -> dict[str, str]:
             what += f" (T = {summary['threshold']:.1f})"
         elif summary["decision"] == "zero-shot-above":
             what += f" (M = {summary['rank_threshold']:.1f})"
-        out[f"trained-seed{summary['config']['seed']}"] = what
+        out[f"trained-seed{seed}"] = what
+        if no_lm := summary.get("no_lm_export"):  # the best rule with no LM at rerank time
+            threshold = f" (T = {no_lm['threshold']:.1f})" if no_lm["decision"] == "bm25-above" else ""
+            out[f"no-lm-seed{seed}"] = f"no LM: exported `{no_lm['decision']}`{threshold}"
     return out
 
 
@@ -79,9 +84,9 @@ def label(name: str, metrics: dict, exported: dict[str, str]) -> str:
         return f"zero-shot LM rerank if its y' gain \u2265 {float(metrics['rule']):.2f} nats"
     if name in LABELS:
         return LABELS[name]
-    if not name.startswith("trained-seed"):
+    if not name.startswith(("trained-seed", "no-lm-seed")):
         return name  # the forward-looking rows are keyed by their report label
-    seed = name.removeprefix("trained-seed")
+    seed = name.removeprefix("trained-seed").removeprefix("no-lm-seed")
     return f"seed {seed}, {exported[name]}" if name in exported else f"trained reranker ({name})"
 
 

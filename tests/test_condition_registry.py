@@ -148,3 +148,31 @@ def test_a_new_condition_needs_the_fields_that_make_it_one():
             PassageRule("unjudged", "a label", lambda r, s, t: 0, frozenset())
         )  # no verdict behaviour
     assert Condition("bm25", "bm25").declared is KINDS["bm25"]
+
+
+def test_a_seeds_no_lm_export_is_compared_with_the_zero_shot_rule_it_does_without():
+    """Its NLL is the zero-shot rule's plus 4 · log 1.1 in every window of 4 targets: token perplexity
+    exactly 10% higher, in every resample (the interval is the point); the main export gets no such row."""
+    import math
+
+    def windows(shift: float) -> list[WindowRecord]:
+        return [
+            WindowRecord(i, 0, 0, 10 + i, 4, 8.0 + i % 3 + shift, None, None, None, False) for i in range(12)
+        ]
+
+    rows = {
+        "no-retrieval": windows(1.0),
+        "bm25": windows(0.5),
+        "zero-shot": windows(0.0),
+        f"{TRAINED_PREFIX}0": windows(0.0),
+        "no-lm-seed0": windows(4 * math.log(1.1)),
+    }
+    comparisons = retrieving_comparisons(rows, 10, resamples=50)
+    change = comparisons["no-lm-seed0"]["vs_zero_shot"]
+    assert change["change"] == change["low"] == change["high"] == pytest.approx(0.10)
+    assert "vs_zero_shot" not in comparisons[f"{TRAINED_PREFIX}0"]
+    lines = verdicts("related", comparisons, {"no-lm-seed0": "bm25-above"})
+    assert lines[-1] == (
+        "seed 0, no LM: exported bm25-above vs the zero-shot LM rerank, which it does without: "
+        "+10.0% [+10.0, +10.0], higher"
+    )

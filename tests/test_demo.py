@@ -89,8 +89,16 @@ def test_the_export_keeps_its_promise_and_abstains_where_the_corpus_does_not_ret
     # Below BM25's top-1 on the unrelated set (its whole interval): exporting BM25 there would fail this.
     assert trained["vs_bm25"]["high"] < 0, trained["vs_bm25"]
     # The goal's verdict line says what the interval says.
-    (line,) = [v for v in report["sets"]["unrelated"]["verdicts"] if "vs no retrieval" in v and "+1%" in v]
+    lines = [v for v in report["sets"]["unrelated"]["verdicts"] if "vs no retrieval" in v and "+1%" in v]
+    (line,) = [v for v in lines if ", no LM:" not in v]
     assert ("NOT within" in line) == (trained["vs_no_retrieval"]["high"] >= 0.01), line
+    # The second export, for users without the LM at rerank time, kept its promise on the same prefixes.
+    no_lm = summary["no_lm_export"]["decision"]
+    assert no_lm == "no-retrieval" or tests[no_lm]["passes"], tests.get(no_lm)
+    assert (
+        no_lm not in ("zero-shot", "zero-shot-above")
+        and no_lm in report["sets"]["related"]["metrics"]["no-lm-seed0"]["exported"]
+    )
     # What it exported is what it did: an export decided as a rule the report also scores (no retrieval,
     # BM25, the zero-shot LM rerank) makes that row's picks on both sets, so its perplexity is that row's.
     assert summary["decision_evidence"]["overlap"] == 0

@@ -93,3 +93,13 @@ def test_verdicts_say_each_claim_with_its_interval_side():
     )
     comparisons["trained-seed0"]["vs_no_retrieval"] = _change(-0.002, 0.009)
     assert "; within +1%" in verdicts("unrelated", comparisons)[1]
+    # The seed's second export, the best rule with no LM at rerank time, is judged as its export is.
+    comparisons["no-lm-seed0"] = {"vs_no_retrieval": _change(0.0, 0.0), "vs_bm25": _change(-0.05, -0.02)}
+    no_lm = verdicts("unrelated", comparisons, {"no-lm-seed0": "bm25-above"})[2]
+    assert no_lm == (
+        "seed 0, no LM: exported bm25-above vs no retrieval: +0.0% [+0.0, +0.0], a tie; within +1% "
+        "(the goal: the upper end below +1%)"
+    )
+    assert verdicts("related", comparisons, {"no-lm-seed0": "trained"})[2].startswith(
+        "seed 0, no LM: trained reranker vs BM25: -3.5% [-5.0, -2.0], lower"
+    )

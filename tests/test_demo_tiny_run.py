@@ -25,6 +25,7 @@ from demo_fixtures import (
 
 from ralm.demo.demo_command import demo
 from ralm.errors import RalmInputError
+from ralm.passage_rules import RULES
 from ralm.pipeline.plan import forward_rows
 from ralm.pipeline.report import BASELINES
 from ralm.retrieval.passage_forms import RETRIEVED
@@ -74,7 +75,8 @@ def test_demo_writes_report_commands_and_every_stage(finished_run, texts, tiny_l
     metrics = report["sets"]["eval"]["metrics"]
     forward = [row.name for row in forward_rows(RETRIEVED)]  # BM25 with another passage form or query, beside
     fitted = ["bm25-above", "zero-shot-above"]  # the threshold rules, each fitted on the training prefixes
-    assert list(metrics) == [*BASELINES[:5], *fitted, "trained-seed0", *BASELINES[5:], *forward]
+    exports = ["trained-seed0", "no-lm-seed0"]  # the seed's export, and its export that runs no LM
+    assert list(metrics) == [*BASELINES[:5], *fitted, *exports, *BASELINES[5:], *forward]
     assert metrics["no-retrieval"]["token_ppl"] == pytest.approx(
         no_retrieval_ppl(texts["eval"], tiny_lm_dir), rel=1e-5
     )  # TINY runs the LM in fp32 everywhere
@@ -91,6 +93,16 @@ def test_demo_writes_report_commands_and_every_stage(finished_run, texts, tiny_l
     seed_row = "trained reranker, seed 0" if exported == "trained" else f"seed 0, exported {exported}"
     for label in ("no retrieval", "BM25 top-1", "random", seed_row, "best of k or none", "stage times"):
         assert label in table
+    # The second export: the rule the decision keeps when no frozen LM may run at rerank time.
+    no_lm = json.loads(next(run_dir.glob("reranker-*/reranker-no-lm/ralm_reranker.json")).read_text())
+    assert (
+        RULES[no_lm["decision"]].cost.lm_inputs(4) == 0
+        and metrics["no-lm-seed0"]["exported"] == no_lm["decision"]
+    )
+    no_lm_row = "trained reranker" if no_lm["decision"] == "trained" else f"exported {no_lm['decision']}"
+    assert f"seed 0, no LM: {no_lm_row}" in table
+    if no_lm["decision"] == exported:  # the same rule from the same scores: the same picks
+        assert metrics["no-lm-seed0"]["token_ppl"] == metrics["trained-seed0"]["token_ppl"]
     # The forward-looking rows come from runs of their own: the whole text's table names them beside it,
     # and the retrieving windows' table pairs them with its BM25 row.
     whole, retrieving = table.split("whole text:")[1].split("\nretrieving windows  ", 1)
@@ -104,11 +116,12 @@ def test_demo_writes_report_commands_and_every_stage(finished_run, texts, tiny_l
     evaluate = commands[3]
     recorded = json.loads(next(run_dir.glob("eval-*/compare.json")).read_text())["conditions"]
     assert evaluate[evaluate.index("--compare") + 1] == ",".join(recorded)
-    rule, rank_rule, trained = (name for name in recorded if "=" in name)
+    rule, rank_rule, trained, no_lm_trained = (name for name in recorded if "=" in name)
     assert (
         rule.startswith("bm25-above=")
         and rank_rule.startswith("zero-shot-above=")
         and trained == f"trained-seed0={next(run_dir.glob('reranker-*/reranker'))}"
+        and no_lm_trained == f"no-lm-seed0={next(run_dir.glob('reranker-*/reranker-no-lm'))}"
     )
     # passage_stride reaches the index: a document's second passage starts 15 words into its first.
     first_doc = []

@@ -322,13 +322,16 @@ def test_the_eval_stage_takes_typed_conditions_keyed_and_rendered_as_their_text(
     seed0, seed1 = (str(train.output) for train in plan.trains)
     text = (
         "no-retrieval,no-retrieval-matched,bm25,random,zero-shot,bm25-above=1.25,"
-        f"trained-seed0={seed0},trained-seed1={seed1},oracle,oracle-or-none"
+        f"trained-seed0={seed0},trained-seed1={seed1},no-lm-seed0={Path(seed0).parent / 'reranker-no-lm'},"
+        f"no-lm-seed1={Path(seed1).parent / 'reranker-no-lm'},oracle,oracle-or-none"
     )
     command = evaluate.command
     assert command[command.index("--compare") + 1] == text
     assert [c for c in conditions if c.model] == [
         Condition("trained", "trained-seed0", model=seed0),
         Condition("trained", "trained-seed1", model=seed1),
+        Condition("trained", "no-lm-seed0", model=str(Path(seed0).parent / "reranker-no-lm")),
+        Condition("trained", "no-lm-seed1", model=str(Path(seed1).parent / "reranker-no-lm")),
     ]
     for stage in plan.stages:
         assert stage.fingerprint == _main_fingerprint(stage), stage.key
@@ -361,14 +364,15 @@ def test_the_bf16_check_passes_typed_conditions_too(tmp_path, texts, monkeypatch
 PINNED_KEYS = {
     "index": "fe26c3a6a4c6375a914d9b4c13a77c5498d14a54c554251e00d69ae29e5501ee",
     "data-gen": "dde951abdd367af90913dd3c51090bca2ab81f0c23ddd5ffdd55c043b5f0c966",
-    "train": "a64d8cf8ce2edb6dec31510e3d444984747f8edcbfbdd86d4cf111196e756c9d",
-    "eval": "b652c8eec48749b6af1bb9c293ae3acfe48000b39c9ca548b16534a557ceb2d3",
+    "train": "9033b4ade4265575b0d70a28a7145a7bbe8d2d8818f5988aee9333f870a6d604",
+    "eval": "0206dcd6812f76b256c2b4be645104ae03e99ec1190a593cc025db77dd5b51b5",
     "forward eval continuation": "6a4d99b59e30e7d9c5003e2d76ee0fe6a975a88f9bf2ad5ba6facc7749c7aa49",
     "forward eval future-query": "813b300591794308a53274766b6d20c1721ff354f1582372e39c97d67bd31812",
 }
 """Every stage's key for the `texts` fixture at the quick scale. The index's and data-gen's are ralm
-0.2.0's; train's (and so the eval's, which reads the trained reranker) changed once, with the training
-settings `optim.rank_weight` and `optim.rank_temperature`: a run folder finished by 0.2.0 reuses its index
+0.2.0's; train's (and so the eval's, which reads the trained reranker) changed twice: with the training
+settings `optim.rank_weight` and `optim.rank_temperature`, and with `no_lm_export` (each seed's second export,
+the best rule with no LM at rerank time, a row of the table): a run folder finished earlier reuses its index
 and labels and retrains. The forward-looking rows' stages came later, beside the others' unchanged keys."""
 
 

@@ -243,6 +243,46 @@ def test_a_budget_of_no_lm_inputs_keeps_the_zero_shot_rule_from_the_export(
     assert "budget 0 LM inputs per retrieval, which excludes zero-shot-above, zero-shot" in card
 
 
+def test_the_no_lm_export_is_the_budget_decision_beside_the_best_rule(
+    tmp_path, real_documents, tiny_encoder_dir
+):
+    """--no-lm-export on the data of the test above (the zero-shot rule the best): OUTPUT/reranker holds the
+    zero-shot export, OUTPUT/reranker-no-lm the rule that a separate run under --max-rerank-lm-inputs 0
+    exports from the same seed, with the same evidence of the ranking; summary.json records both."""
+    from ralm.rerank.inference import PredictiveReranker
+    from tests.rerank_fixtures import KEYWORD_LOGPROB
+
+    rows = keyword_rows(real_documents, 40, k=3, seed=2)
+    for row in rows:
+        key = max(range(3), key=lambda i: row["lm_logprobs"][i])
+        row["lm_logprobs"] = [KEYWORD_LOGPROB if i == key else -9.0 for i in range(3)]
+        row["lm_rank_logprobs"] = [-1.0 if i == key else -2.0 for i in range(3)]
+        row["no_retrieval_rank_logprob"] = -2.0
+    data = save_rows(
+        rows, tmp_path / "data", meta={"format": "ralm-rerank-data/2", "rank_tokens": 16, "k": 3}
+    )
+    both = _run_paper_config(
+        tmp_path / "both", data, tiny_encoder_dir, "--abstain", "true", "--no-lm-export", "true"
+    )
+    budget = _run_paper_config(
+        tmp_path / "budget", data, tiny_encoder_dir, "--abstain", "true", "--max-rerank-lm-inputs", "0"
+    )
+    assert both["decision"] in ("zero-shot", "zero-shot-above")
+    no_lm = both["no_lm_export"]
+    assert no_lm["decision"] == budget["decision"] and no_lm["over_budget"] == [
+        "zero-shot-above",
+        "zero-shot",
+    ]
+    folder = PredictiveReranker.from_pretrained(no_lm["reranker"])
+    assert folder.decision == budget["decision"] and Path(no_lm["reranker"]).name == "reranker-no-lm"
+    record = json.loads((Path(no_lm["reranker"]) / "ralm_reranker.json").read_text())
+    assert record["decision_evidence"]["comparisons"] == budget["decision_evidence"]["comparisons"]
+    assert (
+        _run_paper_config(tmp_path / "plain", data, tiny_encoder_dir, "--abstain", "true")["no_lm_export"]
+        is None
+    )
+
+
 def test_the_report_and_the_card_state_each_rules_cost(tmp_path):
     """One seed's summary.json with the costs the decision records: the report's decision line and the
     card's cost line both give them, the budget and what it excluded."""
@@ -267,6 +307,16 @@ def test_the_report_and_the_card_state_each_rules_cost(tmp_path):
     )
     (line,) = decision_lines({"seed 0": tmp_path})
     assert line.endswith(f"; cost per retrieval: {expected}")
+    # A seed's no-LM export is priced against the zero-shot rule it does without: 10 ms / 400 ms.
+    no_lm = {"decision": "trained", "reranker": "reranker-no-lm"}
+    (tmp_path / "summary.json").write_text(
+        json.dumps({"decision": "zero-shot", "no_lm_export": no_lm, "decision_evidence": {"costs": costs}})
+    )
+    (line,) = decision_lines({"seed 0": tmp_path})
+    assert line.endswith(
+        "; with no LM at rerank time: exported trained "
+        "(cost per retrieval: ~10 ms, 0.025x the zero-shot rule's ~400 ms)"
+    )
 
 
 def test_the_lms_own_abstention_is_exported_where_the_passage_helps_only_the_text_it_informs(

@@ -13,6 +13,9 @@ from ralm.passage_rules import TRAINED
 
 TRAINED_PREFIX = "trained-seed"
 """The demo's trained rerankers are compared as ``trained-seed<seed>``."""
+NO_LM_PREFIX = "no-lm-seed"
+"""Each seed's export among the rules that read no frozen LM at rerank time (``ralm train --no-lm-export``),
+compared as ``no-lm-seed<seed>``."""
 BASELINES = tuple(k.name for k in KINDS.values() if k.in_demo and k.value == "none")
 """The built-in conditions of the demo's one `ralm eval ppl --compare` table (trained ones go between)."""
 UPPER_BOUNDS = tuple(k.name for k in KINDS.values() if k.reads_targets)
@@ -38,15 +41,26 @@ def demo_conditions(thresholds: Mapping[str, float] | None, trained: Mapping[str
 
 
 def trained_seed(name: str) -> str | None:
-    """The seed of a demo condition that is a trained reranker (judged by the verdicts), else None."""
+    """The seed of a demo condition that is a seed's export (judged by the verdicts), else None; the
+    no-LM export (``no_lm_seed``) is not one."""
     if kind_named(name).verdict != "judged" or not name.startswith(TRAINED_PREFIX):
         return None
     return name.removeprefix(TRAINED_PREFIX)
 
 
-def seed_label(seed: str, exported: str | None) -> str:
+def no_lm_seed(name: str) -> str | None:
+    """The seed of a demo condition that is a seed's no-LM export, else None."""
+    if kind_named(name).verdict != "judged" or not name.startswith(NO_LM_PREFIX):
+        return None
+    return name.removeprefix(NO_LM_PREFIX)
+
+
+def seed_label(seed: str, exported: str | None, no_lm: bool = False) -> str:
     """A demo seed's row as what it plays: ``seed 0, exported zero-shot`` when the export decided a rule
-    (the trained model then picks nothing), ``trained reranker, seed 0`` when it exports the model."""
+    (the trained model then picks nothing), ``trained reranker, seed 0`` when it exports the model; with
+    `no_lm`, its export among the rules that read no frozen LM: ``seed 0, no LM: exported bm25-above``."""
+    if no_lm:
+        return f"seed {seed}, no LM: {'trained reranker' if exported == TRAINED else f'exported {exported}'}"
     if exported and exported != TRAINED:
         return f"seed {seed}, exported {exported}"
     return f"{KINDS[TRAINED].label}, seed {seed}"
@@ -58,6 +72,9 @@ def label(name: str, metrics: dict | None = None) -> str:
     seed = trained_seed(name)
     if seed is not None:
         return seed_label(seed, (metrics or {}).get("exported"))
+    seed = no_lm_seed(name)
+    if seed is not None:
+        return seed_label(seed, (metrics or {}).get("exported", "?"), no_lm=True)
     if name not in KINDS:
         return name
     declared, value = KINDS[name], (metrics or {}).get("rule")

@@ -21,12 +21,13 @@ from ralm.eval.ppl.conditions import Condition
 from ralm.eval.ppl.options import FUTURE, QueryOptions
 from ralm.lm.options import LMOptions, WindowOptions
 from ralm.passage_rules import BM25
-from ralm.pipeline.labels import TRAINED_PREFIX, demo_conditions
+from ralm.pipeline.labels import NO_LM_PREFIX, TRAINED_PREFIX, demo_conditions
 from ralm.pipeline.scale import ScaleSettings
 from ralm.pipeline.stage_arguments import DataGenArguments, EvalPplArguments, IndexArguments, TrainArguments
 from ralm.pipeline.stage_keys import Identities, identities_of, stage_fingerprint
 from ralm.pipeline.stages import StagePlan
 from ralm.pipeline.texts import PipelineTexts
+from ralm.rerank.export_record import EXPORT_FOLDER, NO_LM_EXPORT_FOLDER
 from ralm.retrieval.options import RetrievalOptions
 from ralm.retrieval.passage_forms import CONTINUATION, RETRIEVED, PassageForm
 
@@ -128,7 +129,11 @@ def plan_pipeline(
     )
     for train in trains:
         known |= train.produced()
+        known[str(no_lm_export(train))] = f"train {train.fingerprint} no-lm export"
     trained = {f"{TRAINED_PREFIX}{s}": t.output for s, t in zip(settings.train_seeds, trains, strict=True)}
+    trained |= {
+        f"{NO_LM_PREFIX}{s}": no_lm_export(t) for s, t in zip(settings.train_seeds, trains, strict=True)
+    }
     evals = tuple(
         eval_stage(
             run_dir,
@@ -249,12 +254,20 @@ def _train_stage(
         abstain=settings.abstain,
         seed=seed,
         margin=settings.margin,
+        # The table shows, beside each seed's export, what a user who cannot run the LM per retrieval gets.
+        no_lm_export=True,
     )
     key = "train" if len(settings.train_seeds) == 1 else f"train seed {seed}"
     draft = StagePlan(key, arguments, run_dir, identities=identities_of([data_dir, encoder], known))
     train_dir = run_dir / f"reranker-{draft.fingerprint[:8]}"
     arguments = replace(arguments, output=str(train_dir))
-    return replace(draft, arguments=arguments, output=train_dir / "reranker")
+    return replace(draft, arguments=arguments, output=train_dir / EXPORT_FOLDER)
+
+
+def no_lm_export(train: StagePlan) -> Path:
+    """The train stage's second export (``ralm train --no-lm-export``): the best rule that reads no frozen
+    LM at rerank time, beside ``reranker``."""
+    return Path(train.output).parent / NO_LM_EXPORT_FOLDER
 
 
 def eval_stage(

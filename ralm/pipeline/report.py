@@ -19,11 +19,11 @@ from ralm.eval.ppl.compare_stats import TableRow, format_compare_table
 from ralm.eval.ppl.outputs import read_config, read_windows
 from ralm.eval.ppl.registry import kind_named
 from ralm.lm.special_tokens import describe as describe_special_tokens
-from ralm.passage_rules import BM25, TRAINED
+from ralm.passage_rules import BM25, TRAINED, ZERO_SHOT
 
 # The demo's conditions come from the registry through ralm.pipeline.labels; re-exported for importers.
 from ralm.pipeline.labels import BASELINES as BASELINES
-from ralm.pipeline.labels import TRAINED_PREFIX, label, trained_seed
+from ralm.pipeline.labels import NO_LM_PREFIX, TRAINED_PREFIX, label, trained_seed
 from ralm.pipeline.labels import UPPER_BOUNDS as UPPER_BOUNDS
 from ralm.pipeline.plan import FORWARD_ROWS
 from ralm.pipeline.report_plot import plot
@@ -84,6 +84,27 @@ def _decision(train_dir: Path) -> str:
     return summary.get("decision", TRAINED) if summary else "?"
 
 
+def _no_lm_decision(train_dir: Path) -> str:
+    """The seed's export among the rules that read no frozen LM (``--no-lm-export``), from summary.json."""
+    return ((_summary(train_dir) or {}).get("no_lm_export") or {}).get("decision", "?")
+
+
+def _no_lm_text(no_lm: dict | None, costs: dict) -> str:
+    """The decision line's part on the seed's no-LM export: the rule, and its cost per retrieval as a share
+    of the zero-shot rule's (the milliseconds the decision measured; unknown without both rates)."""
+    if not no_lm:
+        return ""
+    per_retrieval = costs.get("per_retrieval") or {}
+    own, lm = (per_retrieval.get(r, {}).get("ms") for r in (no_lm["decision"], ZERO_SHOT))
+    if own is None or not lm:
+        cost = "n/a"
+    elif own == 0:
+        cost = f"nothing beyond BM25, against the zero-shot rule's ~{lm:.0f} ms"
+    else:
+        cost = f"~{own:.0f} ms, {own / lm:.2g}x the zero-shot rule's ~{lm:.0f} ms"
+    return f"; with no LM at rerank time: exported {no_lm['decision']} (cost per retrieval: {cost})"
+
+
 def decision_lines(train_dirs: dict[str, Path]) -> list[str]:
     """Per seed: the export decision, on how many decision prefixes (disjoint from those that selected the
     checkpoint), and the comparisons behind it."""
@@ -113,6 +134,7 @@ def decision_lines(train_dirs: dict[str, Path]) -> list[str]:
             f"{'; '.join(kept) or 'n/a'}; {fitted} "
             f"(training prefixes); the ranking, 95% CI: {'; '.join(parts) or 'n/a'}"
             + (f"; cost per retrieval: {cost}" if (cost := cost_text(evidence.get("costs") or {})) else "")
+            + _no_lm_text(summary.get("no_lm_export"), evidence.get("costs") or {})
         )
     return lines
 
@@ -254,6 +276,9 @@ def build_report(
     sets, sections = {}, []
     # What each seed's row plays: its export decision, by the condition name the eval compared it under.
     exported = {f"{TRAINED_PREFIX}{n.removeprefix('seed ')}": _decision(d) for n, d in train_dirs.items()}
+    exported |= {
+        f"{NO_LM_PREFIX}{n.removeprefix('seed ')}": _no_lm_decision(d) for n, d in train_dirs.items()
+    }
     for name, paths in results.items():
         sets[name], section = _read_eval_set(name, paths, exported)
         sections.append(section)

@@ -143,6 +143,8 @@ class TrainArguments(StageArguments):
     abstain: bool
     seed: int
     margin: float
+    no_lm_export: bool = keyed_when_set(False)
+    """Also export the best rule that reads no frozen LM at rerank time (``reranker-no-lm``)."""
     output: str | None = writes()
     ckpt_path: str | None = when_resuming("last")
     """A killed run continues from its last checkpoint."""

@@ -13,8 +13,10 @@ The verdicts are the questions the two test sets ask, each answered with its int
 - *unrelated* (it does not): does the trained reranker stay within +1% of no retrieval (the interval's upper
   end below +1%)?
 Each trained reranker is also compared with the threshold rule "BM25's top-1 when its score is at least T"
-(``bm25-above``), which a learned reranker must not lose to. Which conditions the others are compared with,
-and which are judged, is declared in the condition registry (``ralm.eval.ppl.registry``: ``verdict``).
+(``bm25-above``), which a learned reranker must not lose to, and each seed's export with no LM at rerank
+time with the LM's zero-shot rerank, whose frozen-LM inputs it saves. Which conditions the others are
+compared with, and which are judged, is declared in the condition registry (``ralm.eval.ppl.registry``:
+``verdict``).
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ import numpy as np
 
 from ralm.eval.ppl.records import WindowRecord
 from ralm.eval.ppl.registry import KINDS, references
-from ralm.passage_rules import BM25, CONTEXT_MATCHED, NO_RETRIEVAL
-from ralm.pipeline.labels import seed_label, trained_seed
+from ralm.passage_rules import BM25, CONTEXT_MATCHED, NO_RETRIEVAL, ZERO_SHOT
+from ralm.pipeline.labels import no_lm_seed, seed_label, trained_seed
 from ralm.statistics import dependent_blocks, format_change, paired_bootstrap
 
 UNRELATED_LIMIT = 0.01
@@ -62,7 +64,9 @@ def retrieving_comparisons(
             "scored_tokens": sum(n),
             "token_ppl": float(np.exp(sum(values) / sum(n))),
         }
-        for key, base in baselines.items():
+        # A no-LM export is also compared with the LM's own rerank, the rule it does without.
+        extra = {"vs_zero_shot": ZERO_SHOT} if no_lm_seed(name) is not None else {}
+        for key, base in {**baselines, **extra}.items():
             if base in nll:
                 change = paired_bootstrap(values, nll[base], n, blocks=blocks, resamples=resamples, seed=seed)
                 entry[key] = change.as_dict()
@@ -97,11 +101,16 @@ def verdicts(
         )
     # Rows beside the table (``ralm.pipeline.plan.FORWARD_ROWS``): BM25 with another passage or query.
     for name, c in comparisons.items():
-        if name not in KINDS and trained_seed(name) is None:
+        if name not in KINDS and trained_seed(name) is None and no_lm_seed(name) is None:
             lines.append(f"{name} vs BM25's top-1: {_words(c['vs_bm25'])}")
-    trained = {n: c for n, c in comparisons.items() if trained_seed(n) is not None}
-    for name, c in trained.items():
-        who = seed_label(str(trained_seed(name)), (exports or {}).get(name))
+    exported = {
+        n: c for n, c in comparisons.items() if trained_seed(n) is not None or no_lm_seed(n) is not None
+    }
+    for name, c in exported.items():
+        seed, no_lm = trained_seed(name), no_lm_seed(name)
+        who = seed_label(
+            str(seed if seed is not None else no_lm), (exports or {}).get(name), no_lm is not None
+        )
         if set_name in PROMISE_SETS:
             ok = is_below(c["vs_no_retrieval"], UNRELATED_LIMIT)
             lines.append(
@@ -116,4 +125,8 @@ def verdicts(
             )
         if "vs_threshold" in c:
             lines.append(f"{who} vs the threshold rule: {_words(c['vs_threshold'])}")
+        if "vs_zero_shot" in c:
+            lines.append(
+                f"{who} vs the zero-shot LM rerank, which it does without: {_words(c['vs_zero_shot'])}"
+            )
     return lines

@@ -22,6 +22,11 @@ from ralm.rerank.inputs import INPUT_FORMAT, PRIOR_RULE
 
 RERANKER_FORMAT = "ralm-reranker/1"
 RERANKER_FILE = "ralm_reranker.json"
+EXPORT_FOLDER = "reranker"
+"""``ralm train OUTPUT/reranker``: the decided export."""
+NO_LM_EXPORT_FOLDER = "reranker-no-lm"
+"""``ralm train OUTPUT/reranker-no-lm``: the best rule that reads no frozen LM at rerank time
+(``--no-lm-export``)."""
 DECISIONS = tuple(reversed(EXPORTABLE))
 """What the export decision chose (ralm.train.decision): ``bm25``: BM25's order, whatever the model
 scores; ``bm25-above``: BM25's order when the best BM25 score is at least ``threshold``, else no passage;

@@ -290,6 +290,9 @@ class Decision:
     threshold: float | None = None
     """The exported rule's threshold: T of ``bm25-above`` (fitted on the training prefixes) or M of
     ``zero-shot-above`` (on the training and selection prefixes); None for the other rules."""
+    no_lm: Decision | None = None
+    """The same decision among the rules that read no frozen-LM input at rerank time (``--no-lm-export``);
+    None when not asked for."""
 
 
 def load_selected(
@@ -408,10 +411,13 @@ def decide_export(
     margin: float = DEFAULT_MARGIN,
     threshold: float | None = None,
     max_lm_inputs: int | None = None,
+    no_lm_export: bool = False,
 ) -> Decision:
     """Score the decision prefixes for the selected checkpoint, decide, and say what the export holds.
     `threshold`: T fitted on the training prefixes (``ralm.train.fit``), needed with ``--abstain``;
-    `max_lm_inputs`: the most frozen-LM inputs a rule may read per retrieval to be exported (None: any)."""
+    `max_lm_inputs`: the most frozen-LM inputs a rule may read per retrieval to be exported (None: any);
+    `no_lm_export`: also decide among the rules that read no frozen LM at rerank time (``Decision.no_lm``),
+    from the same scores: a second export for users who cannot afford the LM per retrieval."""
     started = time.perf_counter()
     print(
         f"export decision: scoring {len(data.decision_rows)} decision prefixes "
@@ -436,6 +442,52 @@ def decide_export(
     if start_won:
         candidates[TRAINED] = None
     k = int(data.meta.get("k") or 0)
+    pairs = len(data.decision_rows) * (k + int(data.abstain))
+    encoder_ms = 1000.0 * scoring / pairs if module is not None and pairs else None
+    scored = _Scored(
+        data=data,
+        selected=selected,
+        step=step,
+        step0=step0,
+        start_won=start_won,
+        values=values,
+        candidates=candidates,
+        promise_samples=promise_samples,
+        threshold=threshold,
+        rank_threshold=rank_threshold,
+        encoder_ms=encoder_ms,
+    )
+    decision = _decide_within(scored, max_lm_inputs, seed=seed, margin=margin, started=started)
+    if no_lm_export:
+        no_lm = _decide_within(scored, 0, seed=seed, margin=margin, started=started)
+        decision = replace(decision, no_lm=no_lm)
+    return decision
+
+
+@dataclass(frozen=True)
+class _Scored:
+    """What one scoring of the decision prefixes gives every budget's decision."""
+
+    data: RerankData
+    selected: Selected
+    step: int | None
+    step0: str | None
+    start_won: bool
+    values: DecisionLogprobs
+    candidates: dict[str, np.ndarray | None]
+    promise_samples: dict[str, PairedSample]
+    threshold: float | None
+    rank_threshold: float | None
+    encoder_ms: float | None
+
+
+def _decide_within(
+    scored: _Scored, max_lm_inputs: int | None, *, seed: int, margin: float, started: float
+) -> Decision:
+    """The decision among `scored`'s rules that read at most `max_lm_inputs` frozen-LM inputs per retrieval
+    (the others are left out, as unavailable ones are), with its evidence."""
+    data, selected, k = scored.data, scored.selected, int(scored.data.meta.get("k") or 0)
+    candidates = dict(scored.candidates)
     over_budget = [
         n for n, v in candidates.items() if v is not None and not within_budget(n, k, max_lm_inputs)
     ]
@@ -445,26 +497,34 @@ def decide_export(
         documents=data.decision_documents,
         margin=margin,
         target_tokens=data.meta.get("s"),
-        promise_samples=promise_samples,
+        promise_samples=scored.promise_samples,
         seed=seed,
     )
+    threshold = scored.threshold
     finite = threshold if threshold is not None and math.isfinite(threshold) else None
-    evidence = _evidence(data, selected, step, values, candidates, outcome, finite, rank_threshold)
-    evidence["decision"].update(trained_is_start=start_won, seconds=round(time.perf_counter() - started, 2))
-    pairs = len(data.decision_rows) * (k + int(data.abstain))
-    encoder_ms = 1000.0 * scoring / pairs if module is not None and pairs else None
+    evidence = _evidence(
+        data, selected, scored.step, scored.values, candidates, outcome, finite, scored.rank_threshold
+    )
+    evidence["decision"].update(
+        trained_is_start=scored.start_won,
+        seconds=round(time.perf_counter() - started, 2),
+    )
     evidence["costs"] = {
-        "per_retrieval": rule_costs(k, abstain=data.abstain, lm_ms=_lm_ms(data.meta), encoder_ms=encoder_ms),
+        "per_retrieval": rule_costs(
+            k, abstain=data.abstain, lm_ms=_lm_ms(data.meta), encoder_ms=scored.encoder_ms
+        ),
         "max_lm_inputs": max_lm_inputs,
         "over_budget": over_budget,
         "measured": COSTS_MEASURED,
     }
     choice = outcome.choice
-    exported = {TRAINED: selected.checkpoint, BM25: step0 or selected.checkpoint}
+    exported = {TRAINED: selected.checkpoint, BM25: scored.step0 or selected.checkpoint}
     recovered = {TRAINED: selected.gain_recovered, BM25: 0.0}
-    kept_threshold = {BM25_ABOVE: finite, ZERO_SHOT_ABOVE: rank_threshold}.get(choice)
+    kept_threshold = {BM25_ABOVE: finite, ZERO_SHOT_ABOVE: scored.rank_threshold}.get(choice)
     # the other rules: the step-0 weights (or none); not validated as rerankers
-    return Decision(choice, exported.get(choice, step0), recovered.get(choice), evidence, kept_threshold)
+    return Decision(
+        choice, exported.get(choice, scored.step0), recovered.get(choice), evidence, kept_threshold
+    )
 
 
 def _untrained_rules(

@@ -174,9 +174,11 @@ def fit_reranker(
     seed: int = 0,
     margin: float = DEFAULT_MARGIN,
     max_rerank_lm_inputs: int | None = None,
+    no_lm_export: bool = False,
     extra_callbacks: Sequence[Callback] = (),
 ) -> dict:
-    """Train, keep the best checkpoint by gain recovered, export the decided model to ``OUTPUT/reranker``;
+    """Train, keep the best checkpoint by gain recovered, export the decided model to ``OUTPUT/reranker``
+    (and, with `no_lm_export`, the best rule that reads no frozen LM to ``OUTPUT/reranker-no-lm``);
     returns the summary (empty on ranks other than zero). `trainer`: pl.Trainer keyword arguments over
     ralm's (``ralm.train.settings.TRAINER_DEFAULTS``)."""
     settings = trainer_settings(trainer, optim)
@@ -202,7 +204,18 @@ def fit_reranker(
     best, last = checkpoint_callbacks(os.path.join(output, "checkpoints"), run.save_every)
     history = ValidationHistory()
     config = _run_config(
-        data, encoder, loader, optim, run, settings, abstain, bm25_prior, seed, margin, max_rerank_lm_inputs
+        data,
+        encoder,
+        loader,
+        optim,
+        run,
+        settings,
+        abstain,
+        bm25_prior,
+        seed,
+        margin,
+        max_rerank_lm_inputs,
+        no_lm_export,
     )
     export_settings = _export_settings(
         output, rerank_data, module, hardware, config, run, loader, loggers, fitted
@@ -282,6 +295,7 @@ def _run_config(
     seed: int,
     margin: float,
     max_rerank_lm_inputs: int | None,
+    no_lm_export: bool,
 ) -> dict:
     """The run's options as given, for summary.json."""
     return {
@@ -295,6 +309,7 @@ def _run_config(
         "seed": seed,
         "margin": margin,
         "max_rerank_lm_inputs": max_rerank_lm_inputs,
+        "no_lm_export": no_lm_export,
         "data": data,
     }
 
@@ -329,6 +344,7 @@ def _export_settings(
         threshold=fitted.threshold,
         margin=config["margin"],
         max_lm_inputs=config["max_rerank_lm_inputs"],
+        no_lm_export=config["no_lm_export"],
     )
 
 

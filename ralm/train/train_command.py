@@ -65,6 +65,7 @@ def train(
     seed: int = 0,
     margin: HalfOpenUnitInterval = DEFAULT_MARGIN,
     max_rerank_lm_inputs: NonNegativeInt | None = None,
+    no_lm_export: bool = False,
     push_to_hub: str | None = None,
 ) -> dict:
     """Train the predictive reranker (In-Context RALM §6.2) and export the best checkpoint.
@@ -95,6 +96,10 @@ def train(
         max_rerank_lm_inputs: Export only a rule that reads at most this many frozen-LM inputs per
             retrieval (0: no LM at rerank time, so not the zero-shot rules, which read one per candidate);
             summary.json gives every rule's cost per retrieval. Default: no budget.
+        no_lm_export: Also export, to OUTPUT/reranker-no-lm, the best rule that reads no frozen LM at
+            rerank time (the same decision under max_rerank_lm_inputs 0, from the same scores: the trained
+            reranker, BM25's top-1, the threshold rule or no retrieval), beside the export of the rule the
+            budget allows; summary.json's no_lm_export records it.
         ckpt_path: Resume from this checkpoint; `last` means OUTPUT/checkpoints/last.ckpt.
         seed: Seed for the split, the batch order and initialisation.
         push_to_hub: Upload the exported reranker (with its model card) to this hub repo (owner/name,
@@ -129,6 +134,7 @@ def train(
         seed=seed,
         margin=margin,
         max_rerank_lm_inputs=max_rerank_lm_inputs,
+        no_lm_export=no_lm_export,
     )
     if summary:
         _print_summary(summary)
@@ -182,6 +188,12 @@ def _print_summary(summary: dict) -> None:
         f"  exported      {_exported(choice)}: {summary['reranker']}"
         + ("" if summary.get("exported_checkpoint") else " (no model weights)"),
     ]
+    if no_lm := summary.get("no_lm_export"):
+        lines.append(
+            f"  no LM         {_exported(no_lm['decision'])}: {no_lm['reranker']}"
+            + ("" if no_lm.get("exported_checkpoint") else " (no model weights)")
+            + " (the best rule that reads no frozen LM at rerank time)"
+        )
     print("\n".join(lines))
 
 

@@ -20,6 +20,7 @@ from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
 
 from ralm.atomic_files import atomic_path, write_text_atomic
 from ralm.rerank.export import export_reranker
+from ralm.rerank.export_record import EXPORT_FOLDER, NO_LM_EXPORT_FOLDER
 from ralm.train.dataset import RerankData, describe, finite_or_none
 from ralm.train.decision import (
     DEFAULT_MARGIN,
@@ -123,6 +124,8 @@ class ExportSettings:
     """δ of the promise (``ralm.train.decision``)."""
     max_lm_inputs: int | None = None
     """The most frozen-LM inputs per retrieval an exported rule may read (None: any)."""
+    no_lm_export: bool = False
+    """Also export the best rule that reads no frozen LM at rerank time, to ``OUTPUT/reranker-no-lm``."""
 
 
 class ExportDecided(Callback):
@@ -188,9 +191,12 @@ class ExportDecided(Callback):
             margin=s.margin,
             max_lm_inputs=s.max_lm_inputs,
             threshold=s.threshold,
+            no_lm_export=s.no_lm_export,
         )
         at_best = self.history.at_step(decision.evidence["selection"]["step"])
-        export_dir = self._write_reranker(decision, at_best)
+        export_dir = self._write_reranker(decision, at_best, EXPORT_FOLDER)
+        if decision.no_lm is not None:  # before the checkpoints go: it may hold the trained weights
+            self._write_reranker(decision.no_lm, at_best, NO_LM_EXPORT_FOLDER)
         if not s.keep_checkpoints:  # the export is complete: it needs none of these any more
             shutil.rmtree(os.path.join(s.out_dir, "checkpoints"), ignore_errors=True)
             if step0 is not None:
@@ -200,8 +206,8 @@ class ExportDecided(Callback):
         log_final_summary(s.loggers, summary)
         return summary
 
-    def _write_reranker(self, decision: Decision, at_best: dict) -> str:
-        """``OUTPUT/reranker``: the decided weights (or none) with what they were trained on and why."""
+    def _write_reranker(self, decision: Decision, at_best: dict, folder: str) -> str:
+        """``OUTPUT/<folder>``: the decided weights (or none) with what they were trained on and why."""
         s, data = self.settings, self.settings.rerank_data
         trained_on = {
             "path": os.path.abspath(s.data),
@@ -216,7 +222,7 @@ class ExportDecided(Callback):
         }
         return export_reranker(
             decision.exported,
-            os.path.join(s.out_dir, "reranker"),
+            os.path.join(s.out_dir, folder),
             hyper_parameters=s.hparams,
             trained_on=trained_on,
             metrics={"best_" + BEST_METRIC: decision.gain_recovered, "validation_at_best": at_best},
@@ -261,5 +267,19 @@ class ExportDecided(Callback):
             "validation_at_best": at_best,
             "last_validation": metrics,
             "reranker": export_dir,
+            "no_lm_export": _no_lm_summary(decision.no_lm, s.out_dir),
             "config": s.config,
         }
+
+
+def _no_lm_summary(decision: Decision | None, out_dir: str) -> dict | None:
+    """summary.json's record of the ``--no-lm-export`` decision (its full evidence is in its folder)."""
+    if decision is None:
+        return None
+    return {
+        "decision": decision.choice,
+        "exported_checkpoint": decision.exported,
+        "threshold": decision.threshold,
+        "reranker": os.path.join(out_dir, NO_LM_EXPORT_FOLDER),
+        "over_budget": decision.evidence["costs"]["over_budget"],
+    }
