@@ -55,6 +55,11 @@ def no_lm_seed(name: str) -> str | None:
     return name.removeprefix(NO_LM_PREFIX)
 
 
+def is_seed_export(name: str) -> bool:
+    """A seed's export or its no-LM export (a row the verdicts judge)."""
+    return trained_seed(name) is not None or no_lm_seed(name) is not None
+
+
 def seed_label(seed: str, exported: str | None, no_lm: bool = False) -> str:
     """A demo seed's row as what it plays: ``seed 0, exported zero-shot`` when the export decided a rule
     (the trained model then picks nothing), ``trained reranker, seed 0`` when it exports the model; with

@@ -7,7 +7,7 @@ import textwrap
 from pathlib import Path
 
 from ralm.passage_rules import NO_RETRIEVAL
-from ralm.pipeline.labels import UPPER_BOUNDS, label, no_lm_seed, trained_seed
+from ralm.pipeline.labels import UPPER_BOUNDS, is_seed_export, label
 from ralm.pipeline.plan import FORWARD_ROWS
 from ralm.plots import pyplot, save_figure
 
@@ -31,14 +31,7 @@ def plot(
         changes = [100 * comparisons[n]["vs_no_retrieval"]["change"] for n in names]
         lows = [100 * comparisons[n]["vs_no_retrieval"]["low"] for n in names]
         highs = [100 * comparisons[n]["vs_no_retrieval"]["high"] for n in names]
-        colors = [
-            "#999999"
-            if n in bounds
-            else "#55a868"
-            if trained_seed(n) is not None or no_lm_seed(n) is not None
-            else "#4c72b0"
-            for n in names
-        ]
+        colors = ["#999999" if n in bounds else "#55a868" if is_seed_export(n) else "#4c72b0" for n in names]
         errors = [
             [c - lo for c, lo in zip(changes, lows, strict=True)],
             [h - c for c, h in zip(changes, highs, strict=True)],

@@ -28,7 +28,7 @@ import numpy as np
 from ralm.eval.ppl.records import WindowRecord
 from ralm.eval.ppl.registry import KINDS, references
 from ralm.passage_rules import BM25, CONTEXT_MATCHED, NO_RETRIEVAL, ZERO_SHOT
-from ralm.pipeline.labels import no_lm_seed, seed_label, trained_seed
+from ralm.pipeline.labels import is_seed_export, no_lm_seed, seed_label, trained_seed
 from ralm.statistics import dependent_blocks, format_change, paired_bootstrap
 
 UNRELATED_LIMIT = 0.01
@@ -101,16 +101,14 @@ def verdicts(
         )
     # Rows beside the table (``ralm.pipeline.plan.FORWARD_ROWS``): BM25 with another passage or query.
     for name, c in comparisons.items():
-        if name not in KINDS and trained_seed(name) is None and no_lm_seed(name) is None:
+        if name not in KINDS and not is_seed_export(name):
             lines.append(f"{name} vs BM25's top-1: {_words(c['vs_bm25'])}")
-    exported = {
-        n: c for n, c in comparisons.items() if trained_seed(n) is not None or no_lm_seed(n) is not None
-    }
-    for name, c in exported.items():
-        seed, no_lm = trained_seed(name), no_lm_seed(name)
-        who = seed_label(
-            str(seed if seed is not None else no_lm), (exports or {}).get(name), no_lm is not None
-        )
+    for name, c in comparisons.items():
+        if not is_seed_export(name):
+            continue
+        no_lm = no_lm_seed(name)
+        seed = no_lm if no_lm is not None else trained_seed(name)
+        who = seed_label(str(seed), (exports or {}).get(name), no_lm=no_lm is not None)
         if set_name in PROMISE_SETS:
             ok = is_below(c["vs_no_retrieval"], UNRELATED_LIMIT)
             lines.append(
