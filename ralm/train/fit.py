@@ -203,20 +203,15 @@ def fit_reranker(
     # The step-0 model sits beside, not in, checkpoints/: ModelCheckpoint warns about a non-empty folder.
     best, last = checkpoint_callbacks(os.path.join(output, "checkpoints"), run.save_every)
     history = ValidationHistory()
-    config = _run_config(
-        data,
-        encoder,
-        loader,
-        optim,
-        run,
-        settings,
-        abstain,
-        bm25_prior,
-        seed,
-        margin,
-        max_rerank_lm_inputs,
-        no_lm_export,
-    )
+    flags = {
+        "abstain": abstain,
+        "bm25_prior": bm25_prior,
+        "seed": seed,
+        "margin": margin,
+        "max_rerank_lm_inputs": max_rerank_lm_inputs,
+        "no_lm_export": no_lm_export,
+    }
+    config = _run_config(data, encoder, loader, optim, run, settings, flags)
     export_settings = _export_settings(
         output, rerank_data, module, hardware, config, run, loader, loggers, fitted
     )
@@ -290,26 +285,16 @@ def _run_config(
     optim: OptimOptions,
     run: RunOptions,
     settings: dict,
-    abstain: bool,
-    bm25_prior: bool,
-    seed: int,
-    margin: float,
-    max_rerank_lm_inputs: int | None,
-    no_lm_export: bool,
+    flags: dict,
 ) -> dict:
-    """The run's options as given, for summary.json."""
+    """The run's options as given, for summary.json (`flags`: the export's settings, by their names)."""
     return {
         "encoder": asdict(encoder),
         "loader": asdict(loader),
         "optim": asdict(optim),
         "run": asdict(run),
         "trainer": _json_safe(settings),
-        "abstain": abstain,
-        "bm25_prior": bm25_prior,
-        "seed": seed,
-        "margin": margin,
-        "max_rerank_lm_inputs": max_rerank_lm_inputs,
-        "no_lm_export": no_lm_export,
+        **flags,
         "data": data,
     }
 

@@ -132,7 +132,8 @@ class ExportDecided(Callback):
     """At the end of fit (rank zero): the checkpoint selection chose (best gain recovered on the selection
     prefixes, the step-0 model included) competes with no retrieval, BM25's top-1 and the threshold rule
     on the decision prefixes, which chose nothing (``ralm.train.decision``: the
-    best rule that keeps the promise); the winner is exported to ``OUTPUT/reranker`` and
+    best rule that keeps the promise); the winner is exported to ``OUTPUT/reranker`` (with
+    ``--no-lm-export``, the best rule that reads no frozen LM to ``OUTPUT/reranker-no-lm`` too) and
     ``OUTPUT/summary.json`` written (``self.summary``)."""
 
     def __init__(
