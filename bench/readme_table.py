@@ -21,6 +21,7 @@ import glob
 import json
 import os
 
+from ralm.pipeline.labels import NO_LM_PREFIX, TRAINED_PREFIX
 from ralm.statistics import format_change
 
 REFERENCES = (
@@ -70,10 +71,10 @@ def exports(run: str, short: bool = False) -> dict[str, str]:
             what += f" (T = {summary['threshold']:.1f})"
         elif summary["decision"] == "zero-shot-above":
             what += f" (M = {summary['rank_threshold']:.1f})"
-        out[f"trained-seed{seed}"] = what
+        out[f"{TRAINED_PREFIX}{seed}"] = what
         if no_lm := summary.get("no_lm_export"):  # the best rule with no LM at rerank time
             threshold = f" (T = {no_lm['threshold']:.1f})" if no_lm["decision"] == "bm25-above" else ""
-            out[f"no-lm-seed{seed}"] = f"no LM: exported `{no_lm['decision']}`{threshold}"
+            out[f"{NO_LM_PREFIX}{seed}"] = f"no LM: exported `{no_lm['decision']}`{threshold}"
     return out
 
 
@@ -84,9 +85,9 @@ def label(name: str, metrics: dict, exported: dict[str, str]) -> str:
         return f"zero-shot LM rerank if its y' gain \u2265 {float(metrics['rule']):.2f} nats"
     if name in LABELS:
         return LABELS[name]
-    if not name.startswith(("trained-seed", "no-lm-seed")):
+    if not name.startswith((TRAINED_PREFIX, NO_LM_PREFIX)):
         return name  # the forward-looking rows are keyed by their report label
-    seed = name.removeprefix("trained-seed").removeprefix("no-lm-seed")
+    seed = name.removeprefix(TRAINED_PREFIX).removeprefix(NO_LM_PREFIX)
     return f"seed {seed}, {exported[name]}" if name in exported else f"trained reranker ({name})"
 
 

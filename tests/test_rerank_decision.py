@@ -11,7 +11,7 @@ import pytest
 from ralm.errors import RalmInputError
 from ralm.train.dataset import load_rerank_data
 from ralm.train.settings import LoaderOptions
-from tests.rerank_fixtures import keyword_rows, save_rows
+from tests.rerank_fixtures import KEYWORD_LOGPROB, keyword_rows, save_rows
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER = REPO / "configs" / "train" / "paper.yaml"
@@ -20,6 +20,21 @@ PAPER = REPO / "configs" / "train" / "paper.yaml"
 def test_the_two_held_out_shares_must_leave_prefixes_to_train_on():
     with pytest.raises(RalmInputError, match="decision_fraction=0.5: with val_fraction=0.5"):
         LoaderOptions(val_fraction=0.5, decision_fraction=0.5)
+
+
+ZERO_SHOT_META = {"format": "ralm-rerank-data/2", "rank_tokens": 16, "k": 3}
+
+
+def _zero_shot_best_data(tmp_path, real_documents, meta: dict) -> Path:
+    """40 prefixes of k = 3 whose key-word candidate is the LM's best on the targets (``KEYWORD_LOGPROB``
+    against -9) and on y' (-1 against -2, as with no passage): the zero-shot rule picks the best."""
+    rows = keyword_rows(real_documents, 40, k=3, seed=2)
+    for row in rows:
+        key = max(range(3), key=lambda i: row["lm_logprobs"][i])
+        row["lm_logprobs"] = [KEYWORD_LOGPROB if i == key else -9.0 for i in range(3)]
+        row["lm_rank_logprobs"] = [-1.0 if i == key else -2.0 for i in range(3)]
+        row["no_retrieval_rank_logprob"] = -2.0
+    return save_rows(rows, tmp_path / "data", meta=meta)
 
 
 def _run_paper_config(tmp_path, data: Path, tiny_encoder_dir, *extra: str) -> dict:
@@ -153,14 +168,7 @@ def test_the_lms_own_y_prime_score_is_exported_when_it_is_the_best_rule(
     from ralm.rerank.model_card import DECISION_NOTES
     from tests.rerank_fixtures import KEYWORD_LOGPROB, NO_RETRIEVAL_LOGPROB
 
-    rows = keyword_rows(real_documents, 40, k=3, seed=2)
-    for row in rows:
-        key = max(range(3), key=lambda i: row["lm_logprobs"][i])
-        row["lm_logprobs"] = [KEYWORD_LOGPROB if i == key else -9.0 for i in range(3)]
-        row["lm_rank_logprobs"] = [-1.0 if i == key else -2.0 for i in range(3)]
-        row["no_retrieval_rank_logprob"] = -2.0
-    meta = {"format": "ralm-rerank-data/2", "rank_tokens": 16}
-    data = save_rows(rows, tmp_path / "data", meta=meta)
+    data = _zero_shot_best_data(tmp_path, real_documents, {"format": "ralm-rerank-data/2", "rank_tokens": 16})
     summary = _run_paper_config(
         tmp_path, data, tiny_encoder_dir, "--abstain", "true", "--max-rerank-lm-inputs", "3"
     )
@@ -219,16 +227,8 @@ def test_a_budget_of_no_lm_inputs_keeps_the_zero_shot_rule_from_the_export(
     """The data of the test above, where the zero-shot rule is the best: with --max-rerank-lm-inputs 0 it
     is not exported, the evidence says the budget excluded it, and the card and summary state each rule's
     cost per retrieval."""
-    from tests.rerank_fixtures import KEYWORD_LOGPROB
 
-    rows = keyword_rows(real_documents, 40, k=3, seed=2)
-    for row in rows:
-        key = max(range(3), key=lambda i: row["lm_logprobs"][i])
-        row["lm_logprobs"] = [KEYWORD_LOGPROB if i == key else -9.0 for i in range(3)]
-        row["lm_rank_logprobs"] = [-1.0 if i == key else -2.0 for i in range(3)]
-        row["no_retrieval_rank_logprob"] = -2.0
-    meta = {"format": "ralm-rerank-data/2", "rank_tokens": 16, "k": 3}
-    data = save_rows(rows, tmp_path / "data", meta=meta)
+    data = _zero_shot_best_data(tmp_path, real_documents, ZERO_SHOT_META)
     summary = _run_paper_config(
         tmp_path, data, tiny_encoder_dir, "--abstain", "true", "--max-rerank-lm-inputs", "0"
     )
@@ -250,17 +250,8 @@ def test_the_no_lm_export_is_the_budget_decision_beside_the_best_rule(
     zero-shot export, OUTPUT/reranker-no-lm the rule that a separate run under --max-rerank-lm-inputs 0
     exports from the same seed, with the same evidence of the ranking; summary.json records both."""
     from ralm.rerank.inference import PredictiveReranker
-    from tests.rerank_fixtures import KEYWORD_LOGPROB
 
-    rows = keyword_rows(real_documents, 40, k=3, seed=2)
-    for row in rows:
-        key = max(range(3), key=lambda i: row["lm_logprobs"][i])
-        row["lm_logprobs"] = [KEYWORD_LOGPROB if i == key else -9.0 for i in range(3)]
-        row["lm_rank_logprobs"] = [-1.0 if i == key else -2.0 for i in range(3)]
-        row["no_retrieval_rank_logprob"] = -2.0
-    data = save_rows(
-        rows, tmp_path / "data", meta={"format": "ralm-rerank-data/2", "rank_tokens": 16, "k": 3}
-    )
+    data = _zero_shot_best_data(tmp_path, real_documents, ZERO_SHOT_META)
     both = _run_paper_config(
         tmp_path / "both", data, tiny_encoder_dir, "--abstain", "true", "--no-lm-export", "true"
     )
