@@ -39,8 +39,7 @@ from ralm.eval.ppl.records import WindowScores
 from ralm.passage_rules import rank_gain
 from ralm.pipeline.scale import FULL
 from ralm.train.dataset import load_rerank_data
-from ralm.train.decision import rank_gain_columns
-from ralm.train.scalar_init import read_rule_columns
+from ralm.train.scalar_init import rank_gain_columns, read_rule_columns
 from ralm.train.selection import bagged_threshold, best_threshold
 
 FITS = {

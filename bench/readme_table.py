@@ -64,8 +64,11 @@ def exports(run: str, short: bool = False) -> dict[str, str]:
             summary = json.load(f)
         step = summary["decision_evidence"]["selection"]["step"]
         seed = summary["config"]["seed"]
-        what = f"exported `{summary['decision']}`"
-        if not short:
+        stacked = summary["decision"] == "trained" and summary["config"].get("zero_shot_prior")
+        what = "exported `trained`, stacked" if stacked else f"exported `{summary['decision']}`"
+        if stacked and short:
+            what += f" (step {step})"
+        elif not short:
             what += f" (selected: step {step})"
         elif summary["decision"] == "bm25-above":
             what += f" (T = {summary['threshold']:.1f})"

@@ -187,6 +187,32 @@ def rank_gain(row: Row) -> float:
     return best.rank_logprob - row.no_passage_rank_logprob
 
 
+def stacked_scores(
+    f: Sequence[float], rank: Sequence[float], empty: Sequence[bool], weight: float, bias: float | None
+) -> list[float]:
+    """The stacked reranker's scores (``ralm train --zero-shot-prior``; ``ralm.train.lit_module`` trains
+    them): each passage's f + a * y', the empty passage's f + a * y' + b, f the encoder's score of the pair
+    and y' the LM's log-prob of the prefix's last tokens after the passage (the empty one: after none). With
+    f = 0, a > 0 and b = a * M it is the zero-shot rule abstaining below a y' gain of M."""
+    return [
+        v + weight * r + ((bias or 0.0) if is_empty else 0.0)
+        for v, r, is_empty in zip(f, rank, empty, strict=True)
+    ]
+
+
+def stacked_pick(row: Row, f: Sequence[float], weight: float, bias: float | None) -> int | None:
+    """The stacked reranker's choice in `row` from its encoder's scores `f` (the candidates', then with a
+    `bias`, abstention, the empty passage's): the best of ``stacked_scores``, the earlier candidate on a
+    tie and a passage before no passage, as its ``order`` ranks."""
+    rank = [c.rank_logprob for c in row.candidates]
+    empty = [False] * len(rank)
+    if bias is not None:
+        rank.append(row.no_passage_rank_logprob)
+        empty.append(True)
+    best = best_first(stacked_scores(f, rank, empty, weight, bias))[0]
+    return best if best < len(row.candidates) else None
+
+
 def _ranked_above(row: Row, seed: int, threshold: float | None) -> int | None:
     if threshold is None:
         raise ValueError(f"the {ZERO_SHOT_ABOVE} rule needs its threshold M (nats of y')")

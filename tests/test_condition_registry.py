@@ -63,6 +63,8 @@ def test_every_condition_of_the_demo_table_has_a_label(tmp_path):
     assert label(f"{TRAINED_PREFIX}1") == "trained reranker, seed 1"
     assert label(f"{TRAINED_PREFIX}1", {"exported": "trained"}) == "trained reranker, seed 1"
     assert label(f"{TRAINED_PREFIX}2", {"exported": "zero-shot"}) == "seed 2, exported zero-shot"
+    stacked = label(f"{TRAINED_PREFIX}0", {"exported": "stacked"})  # it reads the LM: the row says so
+    assert stacked == "stacked reranker (zero-shot LM rule + encoder), seed 0"
     assert label("bm25-above", {"rule": "3.25"}) == "BM25 top-1 if score >= 3.2"
     assert label("zero-shot-above", {"rule": "1.5"}) == "zero-shot LM rerank if its y' gain >= 1.5"
 
@@ -176,3 +178,22 @@ def test_a_seeds_no_lm_export_is_compared_with_the_zero_shot_rule_it_does_withou
         "seed 0, no LM: exported bm25-above vs the zero-shot LM rerank, which it does without: "
         "+10.0% [+10.0, +10.0], higher"
     )
+
+
+def test_the_report_names_a_seeds_trained_stacked_export_stacked_and_any_rule_by_its_name(tmp_path):
+    """summary.json's decision as the report's rows read it: a trained model with the zero-shot prior is
+    ``stacked`` (its row then says it reads the LM), a plain one ``trained``, a rule its own name."""
+    import json
+
+    from ralm.pipeline.report import _decision
+
+    cases = [
+        ("trained", True, "stacked"),
+        ("trained", False, "trained"),
+        ("zero-shot-above", True, "zero-shot-above"),
+    ]
+    for decision, stacked, expected in cases:
+        (tmp_path / "summary.json").write_text(
+            json.dumps({"decision": decision, "config": {"zero_shot_prior": stacked}})
+        )
+        assert _decision(tmp_path) == expected

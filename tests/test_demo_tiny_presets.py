@@ -59,17 +59,21 @@ def test_shipped_yaml_spells_out_the_preset(name, preset, books):
     spelled = ScaleOptions(**values["scale"])
     assert bible_scale(values["quick"], spelled) == bible_scale(values["quick"], ScaleOptions())
     form = "retrieved" if values["quick"] else "continuation"  # the Bible demo's (ralm.demo.presets)
-    assert resolve_scale(values["quick"], spelled) == replace(preset, passage_form=form)
+    stacked = not values["quick"]
+    assert resolve_scale(values["quick"], spelled) == replace(preset, passage_form=form, stacked=stacked)
     assert resolve_books(values["quick"], BookOptions(**values["books"])) == books
 
 
-def test_the_full_bible_demo_hands_the_lm_continuations_unless_told_otherwise():
-    """The full Bible demo's passage form (chosen on its dev book) replaces the scale's, the paper's passage,
-    which the quick scale and `ralm run` keep; `--passage-form` still sets it."""
+def test_the_full_bible_demo_hands_the_lm_continuations_and_stacks_unless_told_otherwise():
+    """The full Bible demo's passage form (chosen on its dev book) and stacked reranker (on its training
+    books' decision prefixes) replace the scale's, the paper's passage and the BM25 start, which the quick
+    scale and `ralm run` keep; `--passage-form` and `--stacked` still set them."""
     assert (QUICK.passage_form, FULL.passage_form) == ("retrieved", "retrieved")
+    assert (QUICK.stacked, FULL.stacked) == (False, False)
     assert bible_scale(True, ScaleOptions()) == QUICK
-    assert bible_scale(False, ScaleOptions(k=3)) == replace(FULL, k=3, passage_form="continuation")
-    assert bible_scale(False, ScaleOptions(passage_form="retrieved")) == FULL
+    bible = replace(FULL, passage_form="continuation", stacked=True)
+    assert bible_scale(False, ScaleOptions(k=3)) == replace(bible, k=3)
+    assert bible_scale(False, ScaleOptions(passage_form="retrieved", stacked=False)) == FULL
     continued = ScaleOptions(passage_form="continuation")
     assert bible_scale(True, continued) == replace(QUICK, passage_form="continuation")
 

@@ -421,3 +421,24 @@ def test_the_forward_rows_put_the_other_passage_form_beside_the_table(tmp_path, 
         assert rows["future-query"].arguments.passage_form == form
         assert {stage.arguments.retrieval.k for stage in rows.values()} == {1}
         assert [row.slug for row in forward_rows(form)] == list(rows)
+
+
+def test_the_stacked_option_trains_from_the_zero_shot_rule_and_keys_the_training_only_when_set(
+    tmp_path, texts
+):
+    """`--stacked true`: every seed's `ralm train` starts from the LM's zero-shot rule instead of BM25's
+    (commands.sh spells both flags); left false, the train stage keeps its key (and folder)."""
+    run = tmp_path / "run"
+    plain = plan_pipeline(run, texts, "my-lm", "my-encoder", QUICK, "fp32", thresholds={"bm25-above": 1.0})
+    settings = resolve_scale(True, ScaleOptions(stacked=True))
+    stacked = plan_pipeline(
+        run, texts, "my-lm", "my-encoder", settings, "fp32", thresholds={"bm25-above": 1.0}
+    )
+    for before, after in zip(plain.trains, stacked.trains, strict=True):
+        assert (before.arguments.bm25_prior, before.arguments.zero_shot_prior) == (True, False)
+        assert (after.arguments.bm25_prior, after.arguments.zero_shot_prior) == (False, True)
+        assert "--zero-shot-prior true" in " ".join(after.command)
+        assert "--zero-shot-prior" not in " ".join(before.command)
+        assert after.fingerprint != before.fingerprint
+        assert before.fingerprint == _main_fingerprint(before)
+    assert stacked.data_gen.fingerprint == plain.data_gen.fingerprint  # the labels are the same

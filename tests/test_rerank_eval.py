@@ -160,6 +160,51 @@ def test_a_zero_shot_above_export_run_alone_picks_as_the_compared_rule_with_its_
     assert None in expected and any(e is not None for e in expected)  # the rule both retrieves and abstains
 
 
+def _stacked_export(root: Path, name: str, weight: float, bias: float) -> Path:
+    """The fixture's trained weights as a stacked reranker (``--zero-shot-prior``) with this (a, b)."""
+    import torch
+
+    from ralm.rerank.checkpoints import read_checkpoint
+
+    summary = json.loads((root / "train" / "summary.json").read_text())
+    checkpoint = dict(read_checkpoint(summary["best_checkpoint"]))
+    checkpoint["state_dict"] = {
+        **checkpoint["state_dict"],
+        "zero_shot_weight": torch.tensor([weight]),
+        "zero_shot_bias": torch.tensor([bias]),
+    }
+    checkpoint["hyper_parameters"] = {**checkpoint["hyper_parameters"], "zero_shot_prior": True}
+    path = root / f"{name}.ckpt"
+    torch.save(checkpoint, path)
+    return Path(
+        export_reranker(str(path), str(root / name), hyper_parameters={}, trained_on={}, rank_tokens=8)
+    )
+
+
+def test_a_stacked_export_is_the_lms_zero_shot_rule_plus_its_encoder_in_both_limits(setup, tiny_lm_dir):
+    """Played on the evaluated LM's y' rows with its encoder's scores added: with a huge a (b = a M) the
+    encoder cannot move a pick, and it picks as `zero-shot-above=M`; with a tiny a the LM cannot, and it
+    picks as the same weights without the prior (the trained condition). Both limits in one table, each
+    against an independent condition."""
+    root, plain = setup
+    lm_wins = _stacked_export(root, "stacked-lm", 1e4, 1e4 * 0.015)
+    encoder_wins = _stacked_export(root, "stacked-encoder", 1e-7, 0.0)
+    out = root / "eval-stacked"
+    conditions = f"zero-shot-above=0.015,plain={plain},lm={lm_wins},encoder={encoder_wins}"
+    eval_ppl_main(_eval_args(root, tiny_lm_dir, out, "--compare", conditions, "--rank-tokens", "8"))
+
+    def picks(name: str) -> list:
+        rows = [json.loads(line) for line in (out / name / "windows.jsonl").read_text().splitlines()]
+        return [(r["chosen_rank"], r["nll"]) for r in rows]
+
+    assert picks("lm") == picks("zero-shot-above")
+    assert picks("encoder") == picks("plain")
+    assert picks("lm") != picks("plain")  # the two limits differ, so each comparison says something
+    with pytest.raises(SystemExit):
+        eval_ppl_main(_eval_args(root, tiny_lm_dir, root / "stacked-refused", "--reranker", str(lm_wins)))
+    assert not (root / "stacked-refused" / "results.json").exists()
+
+
 def test_eval_ppl_prepends_the_rerankers_pick(setup, tiny_lm_dir):
     root, reranker_dir = setup
     out = root / "eval"

@@ -18,10 +18,10 @@ from ralm.rerank.inputs import bm25_prior
 from ralm.rerank.model import load_tokenizer
 from ralm.train.batch import GroupCollator
 from ralm.train.dataset import GroupDataset, load_rerank_data
-from ralm.train.fit import STEP0_FILE
 from ralm.train.lit_module import RerankerModule
 from ralm.train.metrics import selection_sums
 from ralm.train.train_command import _print_summary
+from ralm.train.training_callbacks import STEP0_FILE
 from tests.rerank_fixtures import fit_tiny_reranker, keyword_dataset
 
 

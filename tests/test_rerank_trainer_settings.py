@@ -147,11 +147,15 @@ def test_constraints_live_in_the_types():
 
 def test_the_modules_keyword_arguments_are_the_settings_fields_of_their_names():
     hparams = module_hparams(
-        EncoderOptions(name="enc"), OptimOptions(lr=3e-4), abstain=True, bm25_prior=False
+        EncoderOptions(name="enc"),
+        OptimOptions(lr=3e-4),
+        abstain=True,
+        bm25_prior=False,
+        zero_shot_prior=False,
     )
     accepted = set(inspect.signature(RerankerModule.__init__).parameters) - {"self"}
-    # the BM25 standardisation and the threshold start come from the data, not the options
-    from_data = {"bm25_top_mean", "bm25_top_std", "abstain_anchor", "abstain_init"}
+    # the BM25 standardisation and the starts (threshold rule, zero-shot rule) come from the data
+    from_data = {"bm25_top_mean", "bm25_top_std", "abstain_anchor", "abstain_init", "zero_shot_init"}
     assert set(hparams) == accepted - from_data
     assert hparams["encoder_name"] == "enc" and hparams["lr"] == 3e-4 and hparams["abstain"] is True
 

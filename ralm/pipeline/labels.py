@@ -16,6 +16,11 @@ TRAINED_PREFIX = "trained-seed"
 NO_LM_PREFIX = "no-lm-seed"
 """Each seed's export among the rules that read no frozen LM at rerank time (``ralm train --no-lm-export``),
 compared as ``no-lm-seed<seed>``."""
+STACKED_EXPORT = "stacked"
+"""What the report calls a seed's export that is its trained stacked reranker (``ralm train
+--zero-shot-prior``: the LM's zero-shot rule plus an encoder's correction), where a plain trained reranker's
+is ``trained``: the row then says it reads the LM too."""
+STACKED_LABEL = "stacked reranker (zero-shot LM rule + encoder)"
 BASELINES = tuple(k.name for k in KINDS.values() if k.in_demo and k.value == "none")
 """The built-in conditions of the demo's one `ralm eval ppl --compare` table (trained ones go between)."""
 UPPER_BOUNDS = tuple(k.name for k in KINDS.values() if k.reads_targets)
@@ -62,10 +67,13 @@ def is_seed_export(name: str) -> bool:
 
 def seed_label(seed: str, exported: str | None, no_lm: bool = False) -> str:
     """A demo seed's row as what it plays: ``seed 0, exported zero-shot`` when the export decided a rule
-    (the trained model then picks nothing), ``trained reranker, seed 0`` when it exports the model; with
+    (the trained model then picks nothing), ``trained reranker, seed 0`` when it exports the model (the
+    stacked one: ``STACKED_LABEL``); with
     `no_lm`, its export among the rules that read no frozen LM: ``seed 0, no LM: exported bm25-above``."""
     if no_lm:
         return f"seed {seed}, no LM: {'trained reranker' if exported == TRAINED else f'exported {exported}'}"
+    if exported == STACKED_EXPORT:
+        return f"{STACKED_LABEL}, seed {seed}"
     if exported and exported != TRAINED:
         return f"seed {seed}, exported {exported}"
     return f"{KINDS[TRAINED].label}, seed {seed}"

@@ -248,9 +248,10 @@ def _train_stage(
             keep_checkpoints=False,
         ),
         trainer={"log_every_n_steps": 10, **training_precision(dtype)},
-        # Start from BM25's ranking and learn corrections: with a few dozen prefixes a reranker trained from
-        # a random head ranks far worse than BM25 (measured 13.71 ppl against 10.59 at --quick).
-        bm25_prior=True,
+        # Start from a rule and learn corrections: with a few dozen prefixes a reranker trained from a random
+        # head ranks far worse than BM25 (measured 13.71 ppl against 10.59 at --quick).
+        bm25_prior=not settings.stacked,
+        zero_shot_prior=settings.stacked,
         abstain=settings.abstain,
         seed=seed,
         margin=settings.margin,

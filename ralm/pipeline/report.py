@@ -23,7 +23,7 @@ from ralm.passage_rules import BM25, TRAINED, ZERO_SHOT
 
 # The demo's conditions come from the registry through ralm.pipeline.labels; re-exported for importers.
 from ralm.pipeline.labels import BASELINES as BASELINES
-from ralm.pipeline.labels import NO_LM_PREFIX, TRAINED_PREFIX, label, trained_seed
+from ralm.pipeline.labels import NO_LM_PREFIX, STACKED_EXPORT, TRAINED_PREFIX, label, trained_seed
 from ralm.pipeline.labels import UPPER_BOUNDS as UPPER_BOUNDS
 from ralm.pipeline.plan import FORWARD_ROWS
 from ralm.pipeline.report_plot import plot
@@ -79,9 +79,14 @@ def _summary(train_dir: Path) -> dict:
 
 
 def _decision(train_dir: Path) -> str:
-    """What validation chose at export (ralm.train.selection), from the run's summary.json."""
+    """What the export decision chose (ralm.train.decision), from the run's summary.json; a trained stacked
+    reranker (``--zero-shot-prior``) as ``STACKED_EXPORT``, since its row reads the LM too."""
     summary = _summary(train_dir)
-    return summary.get("decision", TRAINED) if summary else "?"
+    if not summary:
+        return "?"
+    decision = summary.get("decision", TRAINED)
+    stacked = decision == TRAINED and (summary.get("config") or {}).get("zero_shot_prior")
+    return STACKED_EXPORT if stacked else decision
 
 
 def _no_lm_decision(train_dir: Path) -> str:

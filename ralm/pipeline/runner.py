@@ -61,8 +61,10 @@ def _run_stages(
     """Run (or reuse) every stage, recording seconds in `times` and printing each stage's progress line
     (`label`, `started`: `run_pipeline`'s); returns each eval set's conditions' results files, the
     rerankers' training folders by seed, the exclusions line, and the bf16 check (or None)."""
-    from ralm.train.decision import fit_rank_threshold  # imports Lightning: not for `--help`
-    from ralm.train.scalar_init import fit_bm25_threshold
+    from ralm.train.scalar_init import (
+        fit_bm25_threshold,
+        fit_rank_threshold,  # imports Lightning: not for `--help`
+    )
 
     dtype = resolved_dtype(settings.dtype)
     plan = plan_pipeline(out, texts, lm, encoder, settings, dtype)

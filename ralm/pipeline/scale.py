@@ -63,6 +63,9 @@ class ScaleSettings:
     """δ of the export's promise: not worse than no retrieval by more than this share of token perplexity."""
     passage_form: PassageForm = RETRIEVED
     """What a retrieved passage hands the LM in data-gen and eval (``ralm.retrieval.passage_forms``)."""
+    stacked: bool = False
+    """Each seed trains the stacked reranker (``ralm train --zero-shot-prior``: the LM's zero-shot rule plus
+    an encoder's correction) instead of BM25's ranking plus one (``--bm25-prior``)."""
 
     def __post_init__(self) -> None:
         if self.val_fraction + self.decision_fraction >= 1:
@@ -204,6 +207,11 @@ class ScaleOptions:
     passage_form: PassageForm | None = None
     """What a retrieved passage hands the LM in data-gen and eval: itself (retrieved, the paper's), or from
     its sentence that best matches the query on into the next passage of its document (continuation)."""
+    stacked: bool | None = None
+    """Each seed's reranker starts as the LM's own zero-shot rule (with abstain, abstaining below a y' gain of
+    M) and learns an encoder's correction of it: the stacked reranker, which reads the LM per candidate at
+    rerank time as that rule does. False: it starts as BM25's ranking (with abstain, the threshold rule) and
+    reads no LM at rerank time."""
     dtype: Dtype | None = None
     """The frozen LM's dtype in data-gen and eval: fastest (bf16 where the device computes it natively and a
     measurement here finds it faster, else fp32; the report states bf16's change in NLL against fp32), auto

@@ -145,6 +145,8 @@ class TrainArguments(StageArguments):
     margin: float
     no_lm_export: bool = keyed_when_set(False)
     """Also export the best rule that reads no frozen LM at rerank time (``reranker-no-lm``)."""
+    zero_shot_prior: bool = keyed_when_set(False)
+    """Start from the LM's zero-shot rule instead of BM25's (the stacked reranker)."""
     output: str | None = writes()
     ckpt_path: str | None = when_resuming("last")
     """A killed run continues from its last checkpoint."""

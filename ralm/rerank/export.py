@@ -16,7 +16,7 @@ from ralm.passage_rules import TRAINED
 from ralm.progress import save_pretrained_quietly
 from ralm.rerank.checkpoints import read_checkpoint
 from ralm.rerank.cross_encoder_files import write_cross_encoder_files
-from ralm.rerank.export_record import BM25Prior, RerankerExport
+from ralm.rerank.export_record import BM25Prior, RerankerExport, ZeroShotPrior
 from ralm.rerank.inputs import PRIOR_RULE
 from ralm.rerank.model import load_cross_encoder, load_tokenizer
 from ralm.rerank.model_card import write_model_card
@@ -52,6 +52,9 @@ def export_reranker(
         max_prefix_tokens=hp["max_prefix_tokens"],
         abstain=bool(hp["abstain"]),
         bm25_prior=_prior_of(checkpoint_path, checkpoint, hp) if checkpoint_path is not None else None,
+        zero_shot_prior=_zero_shot_prior_of(checkpoint_path, checkpoint, hp, rank_tokens)
+        if checkpoint_path is not None
+        else None,
         decision=decision,
         threshold=threshold,
         rank_tokens=rank_tokens,
@@ -117,4 +120,27 @@ def _prior_of(checkpoint_path: str, checkpoint: dict, hp: dict) -> BM25Prior | N
         bm25_top_mean=float(hp["bm25_top_mean"]),
         bm25_top_std=float(hp["bm25_top_std"]),
         anchor=hp.get("abstain_anchor", "zero"),
+    )
+
+
+def _zero_shot_prior_of(
+    checkpoint_path: str, checkpoint: dict, hp: dict, rank_tokens: int | None
+) -> ZeroShotPrior | None:
+    """The ``zero_shot_prior`` record: a and b from the checkpoint, y''s length from the data."""
+    if not hp.get("zero_shot_prior", False):
+        return None
+    state = checkpoint["state_dict"]
+    if "zero_shot_weight" not in state or (hp.get("abstain", False) and "zero_shot_bias" not in state):
+        raise RalmInputError(
+            f"{checkpoint_path}: trained with zero_shot_prior but holds no zero_shot_weight/bias"
+        )
+    if rank_tokens is None:
+        raise RalmInputError(
+            f"{checkpoint_path}: trained with zero_shot_prior on data that records no rank_tokens"
+        )
+    bias = state.get("zero_shot_bias")
+    return ZeroShotPrior(
+        weight=float(state["zero_shot_weight"].detach()),
+        rank_tokens=int(rank_tokens),
+        abstain_bias=float(bias.detach()) if bias is not None else None,
     )

@@ -101,6 +101,38 @@ class BM25Prior:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ZeroShotPrior:
+    """``zero_shot_prior`` (a reranker trained with ``--zero-shot-prior``, the stacked reranker): a
+    passage's score is the model's logit plus ``weight`` times the frozen LM's log-prob of the prefix's last
+    ``rank_tokens`` tokens y' after that passage; with abstention the empty passage's is the logit plus
+    ``weight`` times y''s log-prob with no passage plus ``abstain_bias``."""
+
+    weight: float
+    rank_tokens: int
+    abstain_bias: float | None = None
+
+    def __post_init__(self) -> None:
+        if not _number(self.weight):
+            raise RecordError("field 'zero_shot_prior.weight' must be a number")
+        if not (_integer(self.rank_tokens) and self.rank_tokens > 0):
+            raise RecordError("field 'zero_shot_prior.rank_tokens' must be a positive integer")
+        if self.abstain_bias is not None and not _number(self.abstain_bias):
+            raise RecordError("field 'zero_shot_prior.abstain_bias' must be a number")
+
+    @classmethod
+    def from_dict(cls, data) -> ZeroShotPrior:
+        """The prior of a parsed record (its unknown keys ignored)."""
+        if not isinstance(data, dict):
+            raise RecordError(
+                "field 'zero_shot_prior' must be null or {'weight': number, 'rank_tokens': int}"
+            )
+        return cls(**{f.name: data.get(f.name) for f in fields(cls)})
+
+    def to_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+
+@dataclass(frozen=True, kw_only=True)
 class RerankerExport:
     """``ralm_reranker.json`` (docs/formats.md §5): its fields in the file's order, checked on construction
     (a RecordError names the field; ``from_json`` and ``read`` add the file)."""
@@ -113,6 +145,8 @@ class RerankerExport:
     abstain: bool = False
     """Trained with the empty passage as a candidate: callers offer it too."""
     bm25_prior: BM25Prior | None = None
+    zero_shot_prior: ZeroShotPrior | None = None
+    """Trained with ``--zero-shot-prior``: scoring needs the frozen LM's y' log-probs (written only then)."""
     decision: str = TRAINED
     threshold: float | None = None
     """The ``bm25-above`` decision's T, or the ``zero-shot-above`` decision's M (only under those)."""
@@ -144,6 +178,13 @@ class RerankerExport:
             for key in ABSTAIN_FIELDS:
                 if getattr(self.bm25_prior, key) is None:
                     raise RecordError(f"field 'bm25_prior.{key}' must be a number (abstain is true)")
+        if self.zero_shot_prior is not None:
+            if not isinstance(self.zero_shot_prior, ZeroShotPrior):
+                raise RecordError("field 'zero_shot_prior' must be an object")
+            if self.bm25_prior is not None:
+                raise RecordError("fields 'bm25_prior' and 'zero_shot_prior' are two starts: one at most")
+            if self.abstain and self.zero_shot_prior.abstain_bias is None:
+                raise RecordError("field 'zero_shot_prior.abstain_bias' must be a number (abstain is true)")
         if self.decision not in DECISIONS:
             raise RecordError(f"field 'decision' is {self.decision!r}, expected one of {DECISIONS}")
         needs = self.needs
@@ -168,6 +209,8 @@ class RerankerExport:
             values.setdefault(name, None)  # refused by __post_init__, naming the field
         if values.get("bm25_prior") is not None:
             values["bm25_prior"] = BM25Prior.from_dict(values["bm25_prior"])
+        if values.get("zero_shot_prior") is not None:
+            values["zero_shot_prior"] = ZeroShotPrior.from_dict(values["zero_shot_prior"])
         return cls(**values)
 
     @classmethod
@@ -203,7 +246,9 @@ class RerankerExport:
             value = getattr(self, f.name)
             if f.name in DECISION_FIELDS and f.name not in self.needs:
                 continue
-            out[f.name] = value.to_dict() if isinstance(value, BM25Prior) else value
+            if f.name == "zero_shot_prior" and value is None:  # exports before it stay byte-identical
+                continue
+            out[f.name] = value.to_dict() if isinstance(value, BM25Prior | ZeroShotPrior) else value
         return out
 
     def to_json(self) -> str:

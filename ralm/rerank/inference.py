@@ -2,11 +2,13 @@
 
 No Lightning here: the folder is a plain Hugging Face model plus ``ralm_reranker.json``, and the input
 rule is the one training used (``ralm.rerank.inputs``). Reranking k passages costs k encoder passes,
-batched, and no LM pass.
+batched, and no LM pass; a stacked reranker (``zero_shot_prior``) also needs the frozen LM's y' log-prob
+under each passage, which its caller computes (``ralm eval ppl`` scores them with the evaluated LM).
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 
@@ -15,7 +17,15 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from ralm.devices import resolve_device, resolve_dtype
 from ralm.errors import RalmInputError
-from ralm.passage_rules import BM25, BM25_ABOVE, NO_RETRIEVAL, TRAINED, ZERO_SHOT, ZERO_SHOT_ABOVE
+from ralm.passage_rules import (
+    BM25,
+    BM25_ABOVE,
+    NO_RETRIEVAL,
+    TRAINED,
+    ZERO_SHOT,
+    ZERO_SHOT_ABOVE,
+    stacked_scores,
+)
 from ralm.progress import library_bars_quiet_in_logs
 from ralm.ranking import best_first
 from ralm.rerank.export_record import RerankerExport
@@ -52,6 +62,9 @@ class PredictiveReranker:
         self.rank_tokens: int | None = export.rank_tokens
         """The y' length of the ``zero-shot`` and ``zero-shot-above`` decisions (the prefix's last tokens the
         LM scores)."""
+        self.zero_shot_prior = export.zero_shot_prior
+        """Trained with ``--zero-shot-prior`` (the stacked reranker): ``score`` needs the frozen LM's y'
+        log-probs and adds ``weight`` times them (``stacked_scores``)."""
         self.decision: str = export.decision
         """``bm25``: ``rank``/``order`` give BM25's order (candidate 0 first); ``no-retrieval``: they always
         decline (the held-out decision prefixes preferred that rule to the trained picks)."""
@@ -88,21 +101,17 @@ class PredictiveReranker:
         prefixes: Sequence[str],
         candidates: Sequence[Sequence[str]],
         bm25_scores: Sequence[Sequence[float | None]] | None = None,
+        rank_logprobs: Sequence[Sequence[float]] | None = None,
     ) -> list[list[float]]:
         """Scores for each prefix's candidates (higher is better), same nesting as ``candidates``.
 
         ``bm25_scores`` (same nesting) are required by a reranker trained with the BM25 prior and
         ignored otherwise. The empty string is the empty passage (``--abstain``): with the prior, its
         BM25 value is ignored, the others are standardised without it, and it gets the abstention terms.
+        ``rank_logprobs`` (same nesting: the frozen LM's log-prob of the prefix's last ``rank_tokens``
+        tokens after each passage, the empty one's with no passage) are required by a stacked reranker
+        (``--zero-shot-prior``) and ignored otherwise.
         """
-        if len(prefixes) != len(candidates):
-            raise ValueError(f"{len(prefixes)} prefixes but {len(candidates)} candidate lists")
-        if self.model is None:
-            raise RalmInputError(
-                f"{DECISION_NOTES.get(self.decision, 'this export holds no model')}; "
-                "the folder holds no model "
-                "weights to score with (rank and order apply the decision)"
-            )
         if self.prior_weight is not None:
             if bm25_scores is None:
                 raise ValueError("this reranker was trained with the BM25 prior: pass bm25_scores")
@@ -112,6 +121,36 @@ class PredictiveReranker:
                 raise ValueError(
                     "this reranker was trained with the BM25 prior: every passage needs its BM25 score"
                 )
+        if self.zero_shot_prior is not None:
+            _check_rank_logprobs(rank_logprobs, candidates, self.zero_shot_prior.rank_tokens)
+        out = self.encoder_scores(prefixes, candidates)
+        if self.prior_weight is not None:
+            out = [
+                self._with_prior(group_f, passages, list(s))
+                for group_f, passages, s in zip(out, candidates, bm25_scores, strict=True)
+            ]
+        if self.zero_shot_prior is not None:
+            prior = self.zero_shot_prior
+            out = [
+                stacked_scores(f, list(r), [p == "" for p in passages], prior.weight, prior.abstain_bias)
+                for f, r, passages in zip(out, rank_logprobs, candidates, strict=True)
+            ]
+        return out
+
+    @torch.inference_mode()
+    def encoder_scores(
+        self, prefixes: Sequence[str], candidates: Sequence[Sequence[str]]
+    ) -> list[list[float]]:
+        """The encoder's own score f of each (prefix, passage) pair, before any prior (``score`` adds them);
+        same nesting as ``candidates``, the empty string the empty passage."""
+        if len(prefixes) != len(candidates):
+            raise ValueError(f"{len(prefixes)} prefixes but {len(candidates)} candidate lists")
+        if self.model is None:
+            raise RalmInputError(
+                f"{DECISION_NOTES.get(self.decision, 'this export holds no model')}; "
+                "the folder holds no model "
+                "weights to score with (rank and order apply the decision)"
+            )
         out: list[list[float]] = []
         # Chunk by prefixes so each prefix is cut once and a chunk holds about batch_size pairs.
         i = 0
@@ -125,11 +164,6 @@ class PredictiveReranker:
                 out.append(flat[: len(group)])
                 flat = flat[len(group) :]
             i = j
-        if self.prior_weight is not None:
-            out = [
-                self._with_prior(group_f, passages, list(s))
-                for group_f, passages, s in zip(out, candidates, bm25_scores, strict=True)
-            ]
         return out
 
     def _with_prior(self, f: list[float], passages: Sequence[str], bm25: list[float]) -> list[float]:
@@ -150,6 +184,7 @@ class PredictiveReranker:
         prefixes: Sequence[str] | str,
         candidates: Sequence[Sequence[str]] | Sequence[str],
         bm25_scores: Sequence[Sequence[float | None]] | Sequence[float | None] | None = None,
+        rank_logprobs: Sequence[Sequence[float]] | Sequence[float] | None = None,
     ) -> list[int | None] | int | None:
         """The chosen candidate per prefix (index into its passages), or None for no passage.
 
@@ -158,14 +193,17 @@ class PredictiveReranker:
         """
         if isinstance(prefixes, str):
             scores = None if bm25_scores is None else [bm25_scores]
-            return self.rank([prefixes], [candidates], scores)[0]
-        return [best[0] if best else None for best in self.order(prefixes, candidates, bm25_scores)]
+            ranks = None if rank_logprobs is None else [rank_logprobs]
+            return self.rank([prefixes], [candidates], scores, ranks)[0]
+        orders = self.order(prefixes, candidates, bm25_scores, rank_logprobs)
+        return [best[0] if best else None for best in orders]
 
     def order(
         self,
         prefixes: Sequence[str],
         candidates: Sequence[Sequence[str]],
         bm25_scores: Sequence[Sequence[float | None]] | None = None,
+        rank_logprobs: Sequence[Sequence[float]] | None = None,
     ) -> list[list[int | None]]:
         """Each prefix's candidates best first (indices into its passages), None standing for no passage.
 
@@ -196,12 +234,20 @@ class PredictiveReranker:
             if self.decision == BM25:
                 return [list(range(len(c))) + ([None] if self.abstain else []) for c in candidates]
             return self._above_threshold(candidates, bm25_scores)
+        if self.zero_shot_prior is not None and rank_logprobs is None:
+            raise RalmInputError(
+                "this reranker is stacked on the frozen LM's zero-shot score (--zero-shot-prior): ordering "
+                "needs the LM's log-prob of y' = the prefix's last "
+                f"{self.zero_shot_prior.rank_tokens} tokens after each passage (with abstention, then with "
+                "none): pass rank_logprobs "
+                "(ralm eval ppl --reranker FOLDER scores them; ralm eval qa|flare cannot)"
+            )
         groups = [list(c) + ([""] if self.abstain else []) for c in candidates]
         bm25 = None
         if bm25_scores is not None:
             bm25 = [list(s) + ([0.0] if self.abstain else []) for s in bm25_scores]
         orders: list[list[int | None]] = []
-        for real, scores in zip(candidates, self.score(prefixes, groups, bm25), strict=True):
+        for real, scores in zip(candidates, self.score(prefixes, groups, bm25, rank_logprobs), strict=True):
             orders.append([i if i < len(real) else None for i in best_first(scores)])
         return orders
 
@@ -236,3 +282,18 @@ class PredictiveReranker:
     ) -> int | None:
         """``rank`` for one prefix: the chosen candidate's index, or None for no passage."""
         return self.rank([prefix], [candidates], None if bm25_scores is None else [bm25_scores])[0]
+
+
+def _check_rank_logprobs(
+    rank_logprobs: Sequence[Sequence[float]] | None, candidates: Sequence[Sequence[str]], rank_tokens: int
+) -> None:
+    """A stacked reranker's y' log-probs: given, nested as the candidates, every one a finite number."""
+    if rank_logprobs is None:
+        raise ValueError(
+            f"this reranker was trained with the zero-shot prior: pass rank_logprobs, the frozen LM's "
+            f"log-prob of the prefix's last {rank_tokens} tokens after each passage"
+        )
+    if [len(g) for g in rank_logprobs] != [len(g) for g in candidates]:
+        raise ValueError("rank_logprobs must have the same nesting as candidates")
+    if not all(isinstance(v, int | float) and math.isfinite(v) for g in rank_logprobs for v in g):
+        raise ValueError("rank_logprobs must be finite numbers")

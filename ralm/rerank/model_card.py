@@ -82,6 +82,21 @@ def _prior_text(prior: dict | None) -> str:
     return text
 
 
+def _zero_shot_prior_lines(prior: dict | None) -> list[str]:
+    """The stacked reranker's prior (``--zero-shot-prior``): what a caller adds to the model's logit."""
+    if not prior:
+        return []
+    text = (
+        f"score = logit + a * y', a = {prior['weight']:.4f}, y' = the frozen LM's log-probability (nats) of "
+        f"the prefix's last {prior['rank_tokens']} tokens after the passage; pass them to `rank` "
+        "(`rank_logprobs=`): this reranker needs the LM that labelled the data at rerank time."
+    )
+    if prior.get("abstain_bias") is not None:
+        b = prior["abstain_bias"]
+        text += f" The empty passage scores logit + a * y' + b (y' with no passage), b = {b:.4f}."
+    return [f"- **Zero-shot prior (stacked on the LM's own rerank)**: {text}"]
+
+
 def decision_lines(evidence: dict) -> list[str]:
     """The selection and decision parts (sizes, document overlap) and one line per comparison."""
     sel, dec = evidence.get("selection") or {}, evidence.get("decision") or {}
@@ -187,6 +202,7 @@ def _summary_lines(info: dict) -> list[str]:
         "- **Abstention**: "
         f"{'the empty passage is a candidate (no retrieval)' if info.get('abstain') else 'no'}",
         f"- **BM25 prior**: {_prior_text(info.get('bm25_prior'))}",
+        *_zero_shot_prior_lines(info.get("zero_shot_prior")),
         f"- **Validation of the selected step**: {validation}",
         f"- **Export decision**: `{info.get('decision')}`",
         *decision_lines(info.get("decision_evidence") or {}),
@@ -242,7 +258,7 @@ def _sentence_transformers_usage(info: dict, warn: list[str]) -> list[str]:
         f"cuts each prefix to its last {info.get('max_prefix_tokens')} tokens "
         f"and then the passage to fit {info.get('max_length')} tokens, "
         "as ralm does, so `predict` returns ralm's model score; "
-        "add the BM25 prior above yourself when it is not "
+        "add the BM25 prior (or the zero-shot prior) above yourself when it is not "
         'None (abstention: score the empty passage `""` too).',
         "",
         remote_code_note(info.get("max_prefix_tokens")),

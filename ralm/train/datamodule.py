@@ -7,7 +7,7 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from ralm.train.batch import GroupCollator
-from ralm.train.dataset import GroupDataset, RerankData
+from ralm.train.dataset import RerankData
 from ralm.train.sampling import ShardBatchSampler, StreamBatchSampler
 
 
@@ -82,23 +82,9 @@ class RerankDataModule(pl.LightningDataModule):
             world_size=world,
             start=start,
         )
-        return self._loader(
-            GroupDataset(
-                self.data.path,
-                self.data.train_rows,
-                abstain=self.data.abstain,
-                bm25_prior=self.data.bm25_prior,
-                rank_target=self.rank_target,
-            ),
-            sampler,
-        )
+        return self._loader(self.data.groups(self.data.train_rows, rank_target=self.rank_target), sampler)
 
     def val_dataloader(self) -> torch.utils.data.DataLoader:
         rank, world = self._rank_world()
         sampler = ShardBatchSampler(len(self.data.val_rows), self.val_batch_size, rank=rank, world_size=world)
-        return self._loader(
-            GroupDataset(
-                self.data.path, self.data.val_rows, abstain=self.data.abstain, bm25_prior=self.data.bm25_prior
-            ),
-            sampler,
-        )
+        return self._loader(self.data.groups(self.data.val_rows), sampler)

@@ -51,6 +51,9 @@ class RerankData:
     columns: list[str] = field(default_factory=list)
     bm25_prior: bool = False
     """Groups carry the standardised BM25 scores (``--bm25-prior``)."""
+    zero_shot_prior: bool = False
+    """Groups carry the LM's y' log-probs wherever they are read (``--zero-shot-prior``: the model's score
+    adds them)."""
     decision_rows: list[int] = field(default_factory=list)
     """Ordered by (document, position in document): neighbours in the list are neighbours in the text,
     which the decision's block bootstrap needs."""
@@ -60,6 +63,17 @@ class RerankData:
     """Distinct documents of each part's rows: ``train``, ``selection``, ``decision``."""
     overlap: int = 0
     """Documents with rows in more than one part, counted from the rows themselves (0 by construction)."""
+
+    def groups(self, rows: list[int], *, rank_target: bool = False) -> GroupDataset:
+        """The candidate groups of `rows`, carrying what this data's model reads (the BM25 prior, y' with
+        the zero-shot prior) and y' as a target too with `rank_target`."""
+        return GroupDataset(
+            self.path,
+            rows,
+            abstain=self.abstain,
+            bm25_prior=self.bm25_prior,
+            rank_target=rank_target or self.zero_shot_prior,
+        )
 
 
 def _load(path: str):
@@ -139,12 +153,13 @@ def load_rerank_data(
     max_val_prefixes: int | None = None,
     bm25_prior: bool = False,
     decision_fraction: float = DECISION_FRACTION,
+    zero_shot_prior: bool = False,
 ) -> RerankData:
     """Check every row, drop groups of fewer than 2 candidates, split training / selection / decision by
     ``doc_id`` (the fractions are shares of the usable rows, each in (0, 1), summing below 1:
-    ``LoaderOptions`` checks them)."""
+    ``LoaderOptions`` checks them). `zero_shot_prior`: the rows must hold y' (``ralm-rerank-data/2``)."""
     meta = read_meta(path)
-    ds = open_dataset(path, abstain=abstain, bm25_prior=bm25_prior)
+    ds = open_dataset(path, abstain=abstain, bm25_prior=bm25_prior, rank_target=zero_shot_prior)
     table = ds.data.table if hasattr(ds.data, "table") else ds.data
     n_texts = _checked_candidates(path, table, abstain=abstain, bm25_prior=bm25_prior)
     sizes = n_texts + (1 if abstain else 0)
@@ -182,6 +197,7 @@ def load_rerank_data(
         abstain=abstain,
         columns=list(ds.column_names),
         bm25_prior=bm25_prior,
+        zero_shot_prior=zero_shot_prior,
         decision_rows=decision_rows,
         decision_documents=[doc_ids[i] for i in decision_rows],
         documents={name: len(found) for name, found in parts.items()},

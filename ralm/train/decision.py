@@ -73,9 +73,7 @@ from ralm.passage_rules import (
     TRAINED,
     ZERO_SHOT,
     ZERO_SHOT_ABOVE,
-    Scored,
-    ScoredRow,
-    picks,
+    Cost,
 )
 from ralm.rerank.checkpoints import read_checkpoint
 from ralm.rerank.model import load_tokenizer
@@ -87,11 +85,10 @@ from ralm.statistics import (
     paired_mean_difference,
 )
 from ralm.train.batch import GroupCollator
-from ralm.train.dataset import GroupDataset, RerankData
+from ralm.train.dataset import RerankData
 from ralm.train.lit_module import RerankerModule
 from ralm.train.metrics import gain_recovered, per_prefix_logprobs
-from ralm.train.scalar_init import read_rule_columns
-from ralm.train.selection import bagged_threshold
+from ralm.train.scalar_init import rank_gain_columns, read_rule_columns, zero_shot_picks
 
 CHOICES = EXPORTABLE
 """Simplest first; an exact tie between two rules that keep the promise goes to the later one."""
@@ -356,7 +353,7 @@ def score_decision_prefixes(
     """What each rule's choice gives on `rows` (the decision prefixes by default; ``trained`` None without a
     module; ``above`` is left to the caller, who knows T)."""
     rows = data.decision_rows if rows is None else rows
-    groups = GroupDataset(data.path, rows, abstain=data.abstain, bm25_prior=data.bm25_prior)
+    groups = data.groups(rows)
     collate = None
     if module is not None:
         hp = module.hparams
@@ -488,8 +485,11 @@ def _decide_within(
     (the others are left out, as unavailable ones are), with its evidence."""
     data, selected, k = scored.data, scored.selected, int(scored.data.meta.get("k") or 0)
     candidates = dict(scored.candidates)
+    stacked = data.zero_shot_prior
     over_budget = [
-        n for n, v in candidates.items() if v is not None and not within_budget(n, k, max_lm_inputs)
+        n
+        for n, v in candidates.items()
+        if v is not None and not within_budget(n, k, max_lm_inputs, stacked=stacked, abstain=data.abstain)
     ]
     candidates.update(dict.fromkeys(over_budget))
     outcome = export_decision(
@@ -511,7 +511,7 @@ def _decide_within(
     )
     evidence["costs"] = {
         "per_retrieval": rule_costs(
-            k, abstain=data.abstain, lm_ms=_lm_ms(data.meta), encoder_ms=scored.encoder_ms
+            k, abstain=data.abstain, lm_ms=_lm_ms(data.meta), encoder_ms=scored.encoder_ms, stacked=stacked
         ),
         "max_lm_inputs": max_lm_inputs,
         "over_budget": over_budget,
@@ -620,14 +620,31 @@ COSTS_MEASURED = (
 """How ``rule_costs``' milliseconds were measured (summary.json's ``decision_evidence.costs``)."""
 
 
-def rule_costs(k: int, *, abstain: bool, lm_ms: float | None, encoder_ms: float | None) -> dict[str, dict]:
+def rule_cost(rule: str, *, stacked: bool = False, abstain: bool = True) -> Cost:
+    """`rule`'s cost per retrieval (``ralm.passage_rules``); a reranker trained with the zero-shot prior
+    (`stacked`) reads the frozen LM as the zero-shot rule does (and, with `abstain`, the prefix alone) beside
+    its encoder pairs."""
+    cost = RULES[rule].cost
+    if rule != TRAINED or not stacked:
+        return cost
+    lm = RULES[ZERO_SHOT_ABOVE if abstain else ZERO_SHOT].cost
+    return replace(
+        cost,
+        lm_inputs_per_candidate=lm.lm_inputs_per_candidate,
+        lm_inputs_per_retrieval=lm.lm_inputs_per_retrieval,
+    )
+
+
+def rule_costs(
+    k: int, *, abstain: bool, lm_ms: float | None, encoder_ms: float | None, stacked: bool = False
+) -> dict[str, dict]:
     """Per rule the decision may export, what one retrieval of `k` BM25 candidates costs beyond the search:
-    frozen-LM inputs read to choose (``ralm.passage_rules.Cost``), encoder pairs scored (a trained reranker
-    with `abstain` also scores the empty passage) and the milliseconds they take at `lm_ms` per LM input and
-    `encoder_ms` per pair (None where a rate it needs is unknown)."""
+    frozen-LM inputs read to choose (``rule_cost``), encoder pairs scored (a trained reranker with `abstain`
+    also scores the empty passage) and the milliseconds they take at `lm_ms` per LM input and `encoder_ms`
+    per pair (None where a rate it needs is unknown)."""
     costs = {}
     for name in EXPORTABLE:
-        cost = RULES[name].cost
+        cost = rule_cost(name, stacked=stacked, abstain=abstain)
         lm_inputs, pairs = cost.lm_inputs(k), cost.encoder_pairs(k + int(abstain))
         known = (lm_inputs == 0 or lm_ms is not None) and (pairs == 0 or encoder_ms is not None)
         ms = lm_inputs * (lm_ms or 0.0) + pairs * (encoder_ms or 0.0) if known else None
@@ -639,12 +656,15 @@ def rule_costs(k: int, *, abstain: bool, lm_ms: float | None, encoder_ms: float 
     return costs
 
 
-def within_budget(rule: str, k: int, max_lm_inputs: int | None) -> bool:
+def within_budget(
+    rule: str, k: int, max_lm_inputs: int | None, *, stacked: bool = False, abstain: bool = True
+) -> bool:
     """Whether `rule` reads at most `max_lm_inputs` frozen-LM inputs per retrieval of `k` candidates
-    (None: no budget). A user who cannot run the LM at rerank time sets 0."""
+    (None: no budget; `stacked`: the trained reranker has the zero-shot prior). A user who cannot run the LM
+    at rerank time sets 0."""
     if max_lm_inputs is None:
         return True
-    cost = RULES[rule].cost
+    cost = rule_cost(rule, stacked=stacked, abstain=abstain)
     # k unknown (a dataset without it): a rule that reads the LM per candidate reads at least one input
     return cost.lm_inputs(max(k, 1)) <= max_lm_inputs
 
@@ -653,15 +673,6 @@ def _lm_ms(meta: dict) -> float | None:
     """Milliseconds per frozen-LM input, from data-gen's measured pairs per second (one input a pair)."""
     rate = (meta.get("summary") or {}).get("pairs_per_second")
     return 1000.0 / rate if isinstance(rate, int | float) and math.isfinite(rate) and rate > 0 else None
-
-
-def zero_shot_picks(rank_logprobs: list[list[float]]) -> list[int]:
-    """The zero-shot rule's candidate per row (``ralm.passage_rules``: the highest log p(y' | [d_i; x]), the
-    earlier, higher-BM25, candidate on a tie, as ``ralm eval ppl``'s zero-shot condition)."""
-    rows = [
-        ScoredRow(i, tuple(Scored(rank_logprob=v) for v in values)) for i, values in enumerate(rank_logprobs)
-    ]
-    return picks(ZERO_SHOT, rows)
 
 
 def zero_shot_logprobs(path: str, rows: list[int]) -> np.ndarray | None:
@@ -675,53 +686,6 @@ def zero_shot_logprobs(path: str, rows: list[int]) -> np.ndarray | None:
     table = ds.select_columns(["lm_logprobs", "lm_rank_logprobs"]).select(rows)
     picks = zero_shot_picks(table["lm_rank_logprobs"])
     return _float64([lp[i] for lp, i in zip(table["lm_logprobs"], picks, strict=True)])
-
-
-@dataclass(frozen=True)
-class RankGainColumns:
-    """Per row, what the ``zero-shot-above`` rule reads and gives: the zero-shot pick's y' gain over no
-    passage (nats), the target's log-prob under that pick and with no passage."""
-
-    gain: np.ndarray
-    picked: np.ndarray
-    none: np.ndarray
-    docs: list[str]
-    """Each row's source document (the fit resamples whole documents)."""
-
-    def fit(self) -> float:
-        """M on these rows: the y' gain from which retrieving gains most in sum (``bagged_threshold``)."""
-        return bagged_threshold(self.gain.tolist(), (self.picked - self.none).tolist(), self.docs)
-
-    def above(self, threshold: float) -> np.ndarray:
-        """The rule's log-prob per row: the zero-shot pick when its y' gain is at least M, else none."""
-        return np.where(self.gain >= threshold, self.picked, self.none)
-
-
-def rank_gain_columns(path: str, rows: list[int] | None = None) -> RankGainColumns | None:
-    """``RankGainColumns`` of `rows` (in their order; None: every row); None for data without y' scored with
-    no passage."""
-    import datasets
-
-    ds = datasets.load_from_disk(path)
-    needed = ["lm_logprobs", "lm_rank_logprobs", "no_retrieval_rank_logprob", "no_retrieval_logprob"]
-    if any(c not in ds.column_names for c in needed):
-        return None
-    table = ds.select_columns([*needed, "doc_id"])
-    table = table if rows is None else table.select(rows)
-    ranks, none_rank, none = (table[c] for c in needed[1:])
-    # A prefix whose query found nothing has no pick: the rule prepends nothing there, whatever M.
-    chosen = [zero_shot_picks([r])[0] if r else None for r in ranks]
-    gain = [-math.inf if i is None else r[i] - n for r, i, n in zip(ranks, chosen, none_rank, strict=True)]
-    picked = [n if i is None else lp[i] for lp, i, n in zip(table["lm_logprobs"], chosen, none, strict=True)]
-    docs = [str(d) for d in table["doc_id"]]
-    return RankGainColumns(gain=_float64(gain), picked=_float64(picked), none=_float64(none), docs=docs)
-
-
-def fit_rank_threshold(data_dir: str) -> float | None:
-    """M of ``zero-shot-above`` on every row of a ``ralm data-gen`` dataset (``RankGainColumns.fit``; the
-    pipeline's eval rule, as ``fit_bm25_threshold`` is for T); None for data without y'."""
-    columns = rank_gain_columns(data_dir)
-    return None if columns is None else columns.fit()
 
 
 def on_every_prefix(data: RerankData, rule: str) -> PairedSample:

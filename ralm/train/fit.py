@@ -36,13 +36,13 @@ from ralm.train.scalar_init import FittedStart, fit_start
 from ralm.train.selection import ValidationHistory
 from ralm.train.settings import EncoderOptions, LoaderOptions, OptimOptions, RunOptions, trainer_settings
 from ralm.train.training_callbacks import (
-    STEP0_FILE,
-    BM25Fallback,
     ExportDecided,
     ExportSettings,
+    StartFallback,
     ValidateAtEnd,
     checkpoint_callbacks,
     early_stopping,
+    step0_file,
 )
 
 
@@ -170,6 +170,7 @@ def fit_reranker(
     trainer: dict | None = None,
     abstain: bool = False,
     bm25_prior: bool = False,
+    zero_shot_prior: bool = False,
     ckpt_path: str | None = None,
     seed: int = 0,
     margin: float = DEFAULT_MARGIN,
@@ -185,11 +186,14 @@ def fit_reranker(
     accelerator, precision = resolve_hardware(settings)
     hardware = {"accelerator": accelerator, "precision": precision, "strategy": settings["strategy"]}
     loader = with_global_batch(loader, settings)
-    rerank_data = _split_rows(data, loader, abstain=abstain, bm25_prior=bm25_prior, seed=seed)
+    if bm25_prior and zero_shot_prior:
+        raise RalmInputError("--bm25-prior and --zero-shot-prior are two starts of the reranker: give one")
+    priors = {"bm25_prior": bm25_prior, "zero_shot_prior": zero_shot_prior}
+    rerank_data = _split_rows(data, loader, abstain=abstain, seed=seed, **priors)
     if optim.rank_weight > 0:  # the y' target needs data-gen's ranking columns: refused now, not in a worker
         open_dataset(data, abstain=abstain, rank_target=True)
-    hparams = module_hparams(encoder, optim, abstain=abstain, bm25_prior=bm25_prior)
-    fitted = fit_start(data, rerank_data, optim, abstain=abstain, bm25_prior=bm25_prior)
+    hparams = module_hparams(encoder, optim, abstain=abstain, **priors)
+    fitted = fit_start(data, rerank_data, optim, abstain=abstain, **priors)
     hparams.update(fitted.hparams)
     resume = _checked_resume(ckpt_path, output, hparams)
     os.makedirs(output, exist_ok=True)
@@ -205,7 +209,7 @@ def fit_reranker(
     history = ValidationHistory()
     flags = {
         "abstain": abstain,
-        "bm25_prior": bm25_prior,
+        **priors,
         "seed": seed,
         "margin": margin,
         "max_rerank_lm_inputs": max_rerank_lm_inputs,
@@ -216,9 +220,8 @@ def fit_reranker(
         output, rerank_data, module, hardware, config, run, loader, loggers, fitted
     )
     export = ExportDecided(export_settings, best, last, history)
-    fallback = (
-        [BM25Fallback(os.path.join(output, STEP0_FILE), resuming=resume is not None)] if bm25_prior else []
-    )
+    step0 = step0_file(output, **priors)
+    fallback = [StartFallback(step0, resuming=resume is not None)] if step0 else []
     callbacks = [best, last, history, *fallback, *extra_callbacks, export]
     fitter = build_trainer(run, settings, hardware, output, loggers, callbacks)
     started = time.time()
@@ -230,7 +233,7 @@ def fit_reranker(
 
 
 def _split_rows(
-    data: str, loader: LoaderOptions, *, abstain: bool, bm25_prior: bool, seed: int
+    data: str, loader: LoaderOptions, *, abstain: bool, bm25_prior: bool, zero_shot_prior: bool, seed: int
 ) -> RerankData:
     """The dataset's rows, checked and split into training, validation and decision prefixes."""
     return load_rerank_data(
@@ -240,6 +243,7 @@ def _split_rows(
         seed=seed,
         max_val_prefixes=loader.max_val_prefixes,
         bm25_prior=bm25_prior,
+        zero_shot_prior=zero_shot_prior,
         decision_fraction=loader.decision_fraction,
     )
 
@@ -321,7 +325,7 @@ def _export_settings(
         config=config,
         seed=config["seed"],
         abstain=config["abstain"],
-        bm25_prior=config["bm25_prior"],
+        step0=step0_file(output, bm25_prior=config["bm25_prior"], zero_shot_prior=config["zero_shot_prior"]),
         keep_checkpoints=run.keep_checkpoints,
         loggers=loggers,
         val_batch_size=loader.val_batch_size,

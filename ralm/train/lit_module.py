@@ -19,7 +19,7 @@ from ralm.train.batch import RankBatch, scatter_scores
 from ralm.train.losses import rank_target_loss, rerank_loss
 from ralm.train.metrics import SelectionSums, per_prefix_logprobs, selection_sums
 
-SCALAR_PARAMETERS = ("prior_weight", "abstain_bias", "abstain_weight")
+SCALAR_PARAMETERS = ("prior_weight", "abstain_bias", "abstain_weight", "zero_shot_weight", "zero_shot_bias")
 
 
 def gather_rows(rows: list[torch.Tensor]) -> torch.Tensor:
@@ -59,6 +59,8 @@ class RerankerModule(pl.LightningModule):
         bm25_top_std: float = 1.0,
         abstain_anchor: str = "zero",
         abstain_init: tuple[float, float] | None = None,
+        zero_shot_prior: bool = False,
+        zero_shot_init: tuple[float, float] | None = None,
     ):
         super().__init__()
         # Stored in every checkpoint: resuming checks them, export writes them to ralm_reranker.json.
@@ -94,6 +96,21 @@ class RerankerModule(pl.LightningModule):
                 bias, slope = abstain_init or (0.0, 0.0)
                 self.abstain_bias = torch.nn.Parameter(torch.full((1,), float(bias)))
                 self.abstain_weight = torch.nn.Parameter(torch.full((1,), float(slope)))
+        self.zero_shot_weight: torch.nn.Parameter | None = None
+        self.zero_shot_bias: torch.nn.Parameter | None = None
+        if zero_shot_prior:
+            if bm25_prior:
+                raise ValueError("zero_shot_prior and bm25_prior are two starts: choose one")
+            # The stacked reranker: score = f(x, d) + a * log p(y' | [d; x]) for a passage and
+            # f(x, "") + a * log p(y' | x) + b for the empty one. With f's head zeroed, a > 0 and b = a * M
+            # the untrained model IS the zero-shot rule that abstains below a y' gain of M
+            # (``zero-shot-above``; without --abstain, ``zero-shot``): training learns a correction of the
+            # LM's own rerank (ralm.train.scalar_init.zero_shot_start fits a and M on the training prefixes).
+            zero_output_head(self.encoder)
+            weight, bias = zero_shot_init or (1.0, 0.0)
+            self.zero_shot_weight = torch.nn.Parameter(torch.full((1,), float(weight)))
+            if abstain:
+                self.zero_shot_bias = torch.nn.Parameter(torch.full((1,), float(bias)))
         self._val_sums = SelectionSums()
         self._val_loss_sum = 0.0
         self._val_rows: list[torch.Tensor] = []
@@ -120,7 +137,23 @@ class RerankerModule(pl.LightningModule):
             if self.hparams.abstain_anchor == "top":  # candidate 0, BM25's top-1, has the group's largest z
                 empty = empty + self.prior_weight * batch.bm25_prior[:, :1]
             scores = scores + empty * batch.is_empty.to(scores.dtype)
+        if self.zero_shot_weight is not None:
+            scores = scores + self._zero_shot_terms(batch)
         return scores
+
+    def _zero_shot_terms(self, batch: RankBatch) -> torch.Tensor:
+        """a * y' (the LM's log-prob of the prefix's last tokens under each passage, or none) plus b on the
+        empty passage; 0 on padding, whose MASKED score stays far below every real one."""
+        rank = batch.rank_logprobs
+        if rank is None:
+            raise ValueError(
+                "a module trained with the zero-shot prior needs batches with y' "
+                "(RerankData(zero_shot_prior=True).groups(...))"
+            )
+        terms = self.zero_shot_weight * torch.where(batch.mask, rank, torch.zeros_like(rank))
+        if self.zero_shot_bias is not None:
+            terms = terms + self.zero_shot_bias * batch.is_empty.to(terms.dtype)
+        return terms
 
     def _loss(self, scores: torch.Tensor, batch: RankBatch) -> torch.Tensor:
         hp = self.hparams
@@ -197,6 +230,9 @@ class RerankerModule(pl.LightningModule):
             scalars = [self.prior_weight]
             if self.abstain_bias is not None:
                 scalars += [self.abstain_bias, self.abstain_weight]
+            groups.append({"params": scalars, "weight_decay": 0.0, "lr": hp.prior_lr})
+        if self.zero_shot_weight is not None:  # the same reasons: scalars of order 1, decay would pull
+            scalars = [p for p in (self.zero_shot_weight, self.zero_shot_bias) if p is not None]
             groups.append({"params": scalars, "weight_decay": 0.0, "lr": hp.prior_lr})
         optimizer = torch.optim.AdamW(groups, lr=hp.lr)
         schedule = get_linear_schedule_with_warmup(optimizer, hp.warmup_steps, hp.max_steps)

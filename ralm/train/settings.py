@@ -110,7 +110,7 @@ class OptimOptions:
     head_lr: PositiveFloat | None = None
     """Peak learning rate of the new one-logit output layer (default: lr)."""
     prior_lr: NonNegativeFloat = 1e-2
-    """Peak learning rate of the BM25 prior's weight (--bm25-prior); same warmup and decay."""
+    """Peak learning rate of a prior's scalars (--bm25-prior, --zero-shot-prior); same warmup and decay."""
     weight_decay: NonNegativeFloat = 0.01
     """AdamW weight decay (not on biases and LayerNorm)."""
     warmup_steps: NonNegativeInt = 1000

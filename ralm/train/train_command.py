@@ -61,6 +61,7 @@ def train(
     trainer: dict[str, Any] | None = None,
     abstain: bool = False,
     bm25_prior: bool = False,
+    zero_shot_prior: bool = False,
     ckpt_path: str | None = None,
     seed: int = 0,
     margin: HalfOpenUnitInterval = DEFAULT_MARGIN,
@@ -91,6 +92,13 @@ def train(
         bm25_prior: Score = f + w * (BM25 score standardised in its group), f starting at 0 and w at 1,
             so the untrained reranker ranks like BM25 and training learns corrections; with abstain it
             starts as the threshold rule (T fitted on the training prefixes), a candidate of selection.
+        zero_shot_prior: The stacked reranker: score = f + a * log p(y' | [d; x]), the empty passage's
+            f + a * log p(y' | x) + b (y' the prefix's last tokens, scored by the frozen LM in data-gen), f
+            starting at 0, a and b so that the untrained reranker is the zero-shot rule that abstains below
+            a y' gain of M (fitted on the training prefixes; without abstain the zero-shot rule). Training
+            learns the encoder's correction of the LM's own rerank; the start is a candidate of selection.
+            It reads the frozen LM per candidate at rerank time, as the zero-shot rule does, plus the
+            encoder. Needs data with y' (ralm-rerank-data/2); not with bm25_prior.
         margin: δ, the promise's margin: the exported rule may be worse than no retrieval (without
             abstain, BM25) by at most this share of token perplexity (0.01: 1%).
         max_rerank_lm_inputs: Export only a rule that reads at most this many frozen-LM inputs per
@@ -130,6 +138,7 @@ def train(
         trainer=trainer,
         abstain=abstain,
         bm25_prior=bm25_prior,
+        zero_shot_prior=zero_shot_prior,
         ckpt_path=ckpt_path,
         seed=seed,
         margin=margin,

@@ -36,6 +36,16 @@ from ralm.train.selection import ValidationHistory
 BEST_METRIC = "val/gain_recovered"
 STEP0_FILE = "step0-bm25.ckpt"
 """The untrained ``--bm25-prior`` model (exactly BM25's ranking): exported when no step beats it."""
+ZERO_SHOT_STEP0_FILE = "step0-zero-shot.ckpt"
+"""The untrained ``--zero-shot-prior`` model (exactly the zero-shot rule, abstaining below M)."""
+
+
+def step0_file(output: str, *, bm25_prior: bool, zero_shot_prior: bool) -> str | None:
+    """Where a run with a prior keeps its untrained model, which competes in checkpoint selection; None
+    without a prior (an untrained head is no rule worth keeping)."""
+    if zero_shot_prior:
+        return os.path.join(output, ZERO_SHOT_STEP0_FILE)
+    return os.path.join(output, STEP0_FILE) if bm25_prior else None
 
 
 class ValidateAtEnd(Callback):
@@ -79,9 +89,11 @@ def early_stopping(patience: int | None) -> list[Callback]:
     return [EarlyStopping(BEST_METRIC, mode="max", patience=patience, check_on_train_epoch_end=False)]
 
 
-class BM25Fallback(Callback):
-    """Saves the untrained prior model, which IS BM25's ranking (gain recovered exactly 0), before the
-    first step of a fresh run, so the export is never worse than BM25 on validation."""
+class StartFallback(Callback):
+    """Saves the untrained prior model before the first step of a fresh run: with the BM25 prior it IS
+    BM25's ranking (gain recovered exactly 0, or the threshold rule with --abstain), with the zero-shot prior
+    the LM's own rule; it competes in selection, so training never exports a model worse than its start on
+    the selection prefixes."""
 
     def __init__(self, path: str, resuming: bool):
         self.path, self.resuming = path, resuming
@@ -110,7 +122,8 @@ class ExportSettings:
     summary.json."""
     seed: int
     abstain: bool
-    bm25_prior: bool
+    step0: str | None
+    """The untrained prior model's file (``step0_file``), None without a prior."""
     keep_checkpoints: bool
     loggers: list = field(default_factory=list)
     val_batch_size: int = 32
@@ -156,7 +169,7 @@ class ExportDecided(Callback):
 
     def _selected(self, step0: str | None, device: torch.device) -> Selected:
         """The checkpoint callback's best, with its step and score from the validation history; the step-0
-        model (`step0`, the ``--bm25-prior`` start) competes too, and wins a tie (it is the simpler)."""
+        model (`step0`, the start of a prior) competes too, and wins a tie (it is the simpler)."""
         best = self.best
         score = finite_or_none(float(best.best_model_score)) if best.best_model_score is not None else None
         validations = len(self.history.steps)
@@ -178,8 +191,7 @@ class ExportDecided(Callback):
     def _export(self, trainer: pl.Trainer, seconds: float) -> dict:
         """Decide, export the winner, drop what the export no longer needs, write and log summary.json."""
         s = self.settings
-        step0 = os.path.join(s.out_dir, STEP0_FILE)
-        step0 = step0 if s.bm25_prior and os.path.exists(step0) else None
+        step0 = s.step0 if s.step0 is not None and os.path.exists(s.step0) else None
         selected = self._selected(step0, trainer.strategy.root_device)
         decision = decide_export(
             s.rerank_data,

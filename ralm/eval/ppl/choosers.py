@@ -86,6 +86,30 @@ def trained_reranker(
     return chosen
 
 
+def stacked_corrections(
+    reranker: PredictiveReranker,
+    lm: LanguageModel,
+    tokens: Sequence[int],
+    windows: Sequence[Window],
+    candidates: Sequence[Sequence[Candidate]],
+    tail_tokens: int = 512,
+) -> list[tuple[float, ...] | None]:
+    """A stacked reranker's encoder scores per window of `windows` (its candidates', then with abstention
+    the empty passage's; None where the window does not retrieve): what ``ralm.passage_rules.stacked_pick``
+    adds to the evaluated LM's y' scores once they are in the row."""
+    slots = [pos for pos, w in enumerate(windows) if w.retrieves and candidates[w.index]]
+    todo = [windows[pos] for pos in slots]
+    scores: list[tuple[float, ...] | None] = [None] * len(windows)
+    if not todo:
+        return scores
+    prefixes = context_texts(lm, tokens, todo, tail_tokens)
+    empty = [""] if reranker.abstain else []
+    texts = [[c.text for c in candidates[w.index]] + empty for w in todo]
+    for pos, f in zip(slots, reranker.encoder_scores(prefixes, texts), strict=True):
+        scores[pos] = tuple(f)
+    return scores
+
+
 def zero_shot_other_lm(
     rerank_lm: LanguageModel,
     lm: LanguageModel,

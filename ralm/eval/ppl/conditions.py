@@ -20,10 +20,7 @@ from typing import TYPE_CHECKING
 
 from ralm.errors import RalmInputError
 from ralm.eval.ppl.registry import KINDS, ConditionKind, listed, reranker_values
-from ralm.passage_rules import (
-    NO_RETRIEVAL,
-    TRAINED,
-)
+from ralm.passage_rules import NO_RETRIEVAL, TRAINED, stacked_pick
 
 __all__ = [
     "Condition",
@@ -60,6 +57,10 @@ class Condition:
     part of the spec."""
     played_threshold: float | None = field(default=None, compare=False)
     """trained, played as a rule with a threshold: the export's (its ``ralm_reranker.json``)."""
+    stacked: tuple[float, float | None] | None = field(default=None, compare=False)
+    """trained, a stacked export (``ralm train --zero-shot-prior``): its (a, b). It is played as the zero-shot
+    rule it stacks on (``played_as``: the evaluated LM scores y' of every candidate, and with b of no passage)
+    plus its encoder's correction, computed before the LM scores (``ralm.passage_rules.stacked_pick``)."""
 
     @property
     def declared(self) -> ConditionKind:
@@ -93,6 +94,12 @@ class Condition:
     def chooses_first(self) -> bool:
         """Its model chooses before the evaluated LM scores the window (a reranker, or another LM)."""
         return self.played_as is None and self.declared.model_chooses and self.model is not None
+
+    @property
+    def encoder_first(self) -> bool:
+        """Its reranker's encoder scores the window's pairs before the LM does: it chooses first, or it is
+        a stacked export whose encoder corrects the LM's zero-shot scores."""
+        return self.chooses_first or self.stacked is not None
 
     @property
     def reads_every_candidate(self) -> bool:
@@ -190,12 +197,15 @@ def pick(condition: Condition, row: WindowScores, chosen: int | None = None, see
     """The candidate `condition` prepends in one window's row (None: nothing).
 
     `row` is a table row (``ralm.eval.ppl.records.WindowScores``); `chosen` is the pick of a condition that
-    chooses first. Only a condition that ``reads_every_candidate`` reads the row's LM scores.
+    chooses first, or a stacked export's encoder scores of the window's pairs. Only a condition that
+    ``reads_every_candidate`` reads the row's LM scores.
     """
     if not row.candidates:
         return None
     if condition.chooses_first:
         return chosen
+    if condition.stacked is not None:
+        return stacked_pick(row, chosen, *condition.stacked)
     threshold = condition.played_threshold if condition.played_as else condition.threshold
     return condition.playing.pick(row, seed, threshold)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ralm.atomic_files import write_json_atomic
-from ralm.eval.ppl.choosers import choose_first
+from ralm.eval.ppl.choosers import choose_first, stacked_corrections
 from ralm.eval.ppl.conditions import Condition, pick, plan_rows
 from ralm.eval.ppl.eval_text import EvalText
 from ralm.eval.ppl.outputs import RESULTS_FILE, WindowLog, config_key, point_results
@@ -29,8 +29,9 @@ from ralm.lm.interface import LanguageModel
 from ralm.lm.scoring import ScoringSettings
 from ralm.progress import progress as progress_bar
 
-Chosen = dict[str, dict[int, int | None]]
-"""Condition name -> window index -> the pick of a condition that chooses first."""
+Chosen = dict[str, dict[int, Any]]
+"""Condition name -> window index -> the pick of a condition that chooses first (int or None), or a stacked
+export's encoder scores of the window's pairs (``choosers.stacked_corrections``)."""
 
 
 @dataclass(frozen=True)
@@ -166,7 +167,12 @@ def _choose(
     seconds: dict[str, float] = {}
     for condition in conditions:
         started = time.perf_counter()
-        if condition.chooses_first:
+        if condition.stacked is not None:
+            f = stacked_corrections(
+                models[condition.name], point.lm, point.text.tokens, windows, point.candidates
+            )
+            chosen[condition.name] = {w.index: scores for w, scores in zip(windows, f, strict=True)}
+        elif condition.chooses_first:
             picks = choose_first(
                 condition,
                 models[condition.name],
