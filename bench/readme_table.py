@@ -21,7 +21,7 @@ import glob
 import json
 import os
 
-from ralm.pipeline.labels import NO_LM_PREFIX, TRAINED_PREFIX
+from ralm.pipeline.labels import NO_LM_PREFIX, STACKED_EXPORT, TRAINED_PREFIX, exported_as
 from ralm.statistics import format_change
 
 REFERENCES = (
@@ -64,7 +64,7 @@ def exports(run: str, short: bool = False) -> dict[str, str]:
             summary = json.load(f)
         step = summary["decision_evidence"]["selection"]["step"]
         seed = summary["config"]["seed"]
-        stacked = summary["decision"] == "trained" and summary["config"].get("zero_shot_prior")
+        stacked = exported_as(summary) == STACKED_EXPORT
         what = "exported `trained`, stacked" if stacked else f"exported `{summary['decision']}`"
         if stacked and short:
             what += f" (step {step})"

@@ -60,6 +60,14 @@ def no_lm_seed(name: str) -> str | None:
     return name.removeprefix(NO_LM_PREFIX)
 
 
+def exported_as(summary: dict) -> str:
+    """A seed's export as its row names it, from its ``ralm train`` summary.json: the decision, or
+    ``STACKED_EXPORT`` for a trained stacked reranker (``--zero-shot-prior``), whose row reads the LM too."""
+    decision = summary.get("decision", TRAINED)
+    stacked = decision == TRAINED and (summary.get("config") or {}).get("zero_shot_prior")
+    return STACKED_EXPORT if stacked else decision
+
+
 def is_seed_export(name: str) -> bool:
     """A seed's export or its no-LM export (a row the verdicts judge)."""
     return trained_seed(name) is not None or no_lm_seed(name) is not None

@@ -19,11 +19,11 @@ from ralm.eval.ppl.compare_stats import TableRow, format_compare_table
 from ralm.eval.ppl.outputs import read_config, read_windows
 from ralm.eval.ppl.registry import kind_named
 from ralm.lm.special_tokens import describe as describe_special_tokens
-from ralm.passage_rules import BM25, TRAINED, ZERO_SHOT
+from ralm.passage_rules import BM25, ZERO_SHOT
 
 # The demo's conditions come from the registry through ralm.pipeline.labels; re-exported for importers.
 from ralm.pipeline.labels import BASELINES as BASELINES
-from ralm.pipeline.labels import NO_LM_PREFIX, STACKED_EXPORT, TRAINED_PREFIX, label, trained_seed
+from ralm.pipeline.labels import NO_LM_PREFIX, TRAINED_PREFIX, exported_as, label, trained_seed
 from ralm.pipeline.labels import UPPER_BOUNDS as UPPER_BOUNDS
 from ralm.pipeline.plan import FORWARD_ROWS
 from ralm.pipeline.report_plot import plot
@@ -82,11 +82,7 @@ def _decision(train_dir: Path) -> str:
     """What the export decision chose (ralm.train.decision), from the run's summary.json; a trained stacked
     reranker (``--zero-shot-prior``) as ``STACKED_EXPORT``, since its row reads the LM too."""
     summary = _summary(train_dir)
-    if not summary:
-        return "?"
-    decision = summary.get("decision", TRAINED)
-    stacked = decision == TRAINED and (summary.get("config") or {}).get("zero_shot_prior")
-    return STACKED_EXPORT if stacked else decision
+    return exported_as(summary) if summary else "?"
 
 
 def _no_lm_decision(train_dir: Path) -> str:
@@ -280,7 +276,8 @@ def build_report(
     `results` maps each eval set's name to its conditions' results.json paths."""
     sets, sections = {}, []
     # What each seed's row plays: its export decision, by the condition name the eval compared it under.
-    exported = {f"{TRAINED_PREFIX}{n.removeprefix('seed ')}": _decision(d) for n, d in train_dirs.items()}
+    decisions = {name: _decision(folder) for name, folder in train_dirs.items()}
+    exported = {f"{TRAINED_PREFIX}{n.removeprefix('seed ')}": decision for n, decision in decisions.items()}
     exported |= {
         f"{NO_LM_PREFIX}{n.removeprefix('seed ')}": _no_lm_decision(d) for n, d in train_dirs.items()
     }
@@ -290,7 +287,7 @@ def build_report(
     title = f"ralm demo, {texts.get('split', 'test')} split"
     inputs = inputs_line(results)
     table = _report_table(title, sections, train_dirs, times, texts, total_seconds, dtype_check, inputs)
-    curves = {f"{name}: exported {_decision(d)}": read_gain_curve(d) for name, d in train_dirs.items()}
+    curves = {f"{name}: exported {decisions[name]}": read_gain_curve(d) for name, d in train_dirs.items()}
     plot(
         {n: s["retrieving"] for n, s in sets.items()},
         curves,

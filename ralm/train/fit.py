@@ -216,11 +216,11 @@ def fit_reranker(
         "no_lm_export": no_lm_export,
     }
     config = _run_config(data, encoder, loader, optim, run, settings, flags)
+    step0 = step0_file(output, **priors)
     export_settings = _export_settings(
-        output, rerank_data, module, hardware, config, run, loader, loggers, fitted
+        output, rerank_data, module, hardware, config, run, loader, loggers, fitted, step0
     )
     export = ExportDecided(export_settings, best, last, history)
-    step0 = step0_file(output, **priors)
     fallback = [StartFallback(step0, resuming=resume is not None)] if step0 else []
     callbacks = [best, last, history, *fallback, *extra_callbacks, export]
     fitter = build_trainer(run, settings, hardware, output, loggers, callbacks)
@@ -313,9 +313,10 @@ def _export_settings(
     loader: LoaderOptions,
     loggers: list,
     fitted: FittedStart,
+    step0: str | None,
 ) -> ExportSettings:
     """What the export callback needs; the data, flags, seed and margin are the run's, as `config`
-    (``_run_config``) records them."""
+    (``_run_config``) records them; `step0` the start's file (``step0_file``)."""
     return ExportSettings(
         out_dir=output,
         data=config["data"],
@@ -325,7 +326,7 @@ def _export_settings(
         config=config,
         seed=config["seed"],
         abstain=config["abstain"],
-        step0=step0_file(output, bm25_prior=config["bm25_prior"], zero_shot_prior=config["zero_shot_prior"]),
+        step0=step0,
         keep_checkpoints=run.keep_checkpoints,
         loggers=loggers,
         val_batch_size=loader.val_batch_size,

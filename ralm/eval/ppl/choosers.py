@@ -60,6 +60,15 @@ def context_texts(
     return [lm.decode(s) for s in spans]
 
 
+def _retrieving(
+    windows: Sequence[Window], candidates: Sequence[Sequence[Candidate]]
+) -> tuple[list[int], list[Window]]:
+    """The positions in `windows` of those that retrieve and found candidates, and those windows: the ones
+    a trained reranker's encoder reads."""
+    slots = [pos for pos, w in enumerate(windows) if w.retrieves and candidates[w.index]]
+    return slots, [windows[pos] for pos in slots]
+
+
 def trained_reranker(
     reranker: PredictiveReranker,
     lm: LanguageModel,
@@ -73,8 +82,7 @@ def trained_reranker(
     The result lines up with `windows` (which may be a resumed run's remaining subset), not with window
     indices.
     """
-    slots = [pos for pos, w in enumerate(windows) if w.retrieves and candidates[w.index]]
-    todo = [windows[pos] for pos in slots]
+    slots, todo = _retrieving(windows, candidates)
     chosen: list[int | None] = [None] * len(windows)
     if not todo:
         return chosen
@@ -97,8 +105,7 @@ def stacked_corrections(
     """A stacked reranker's encoder scores per window of `windows` (its candidates', then with abstention
     the empty passage's; None where the window does not retrieve): what ``ralm.passage_rules.stacked_pick``
     adds to the evaluated LM's y' scores once they are in the row."""
-    slots = [pos for pos, w in enumerate(windows) if w.retrieves and candidates[w.index]]
-    todo = [windows[pos] for pos in slots]
+    slots, todo = _retrieving(windows, candidates)
     scores: list[tuple[float, ...] | None] = [None] * len(windows)
     if not todo:
         return scores
