@@ -1,7 +1,8 @@
-"""Data-gen labels from two LM engines, torch and llama.cpp, in one process: pairs/s and the labels' change.
+"""Data-gen labels from LM engines (torch eager, torch compiled, llama.cpp) in one process: pairs/s and the
+labels' change.
 
     OMP_NUM_THREADS=2 .venv/bin/python bench/lm_engines.py --data RUN/rerank-data-KEY \
-        [--gguf FILE.gguf ...] [--prefixes 24] [--rounds 2]
+        [--gguf FILE.gguf ...] [--prefixes 24] [--rounds 2] [--compiled --warm-rounds 1]
 
 A second engine behind ``ralm.lm.interface.LanguageModel`` pays only if it scores data-gen's inputs faster
 than torch on the CPU at hand, with labels close to fp32's. This measures both on data-gen's own rows: the
@@ -11,12 +12,14 @@ score_prefix``, as data-gen scores them. Engines: torch in fp32 (the exactness r
 llama.cpp (``llama-cpp-python``, not a ralm dependency) on each `--gguf` file: the demo's Q4_K_M file by
 default, whose weights torch reads de-quantised, and e.g. a bf16 GGUF of the same weights (llama.cpp's
 ``convert_hf_to_gguf.py --outtype bf16`` on the de-quantised folder in ``$RALM_CACHE/gguf``). The engines
-take turns prefix by prefix, so a change in the machine's load hits them alike.
+take turns prefix by prefix, so a change in the machine's load hits them alike. `--compiled` adds torch bf16
+through ``torch.compile`` (``LMOptions.compile``); `--warm-rounds 1` then scores every prefix once untimed
+first, so every input shape is compiled before the clock runs (its seconds are printed).
 
 llama.cpp runs here with the tokenizer and the protocol of the torch LM (same token ids); only ``logits``
 goes to llama.cpp: one sequence per ``llama_decode``, its logits computed at the scored positions only.
 Prints each engine's pairs/s (k per prefix, as data-gen counts them; a prefix costs k + 1 LM inputs) and its
-ratio to torch's best, and against fp32: the mean and largest change of a summed 32-token label, and how
+ratio to torch's eager bf16, and against fp32: the mean and largest change of a summed 32-token label, and how
 often the best candidate (the oracle's pick, on the targets y) and the zero-shot pick (on y') are the same.
 """
 
@@ -102,12 +105,21 @@ def data_gen_prefixes(lm: FrozenLM, folder: Path, n: int, query_tokens: int):
     return out
 
 
-def score_in_turns(engines: dict, prefixes: list, settings: ScoringSettings, rounds: int = 1):
+def score_in_turns(
+    engines: dict, prefixes: list, settings: ScoringSettings, rounds: int = 1, warm_rounds: int = 0
+):
     """Each engine's ``score_prefix`` of every (PrefixTokens, passages), the engines taking turns prefix by
-    prefix so a change in the machine's load hits them alike, after one warm-up each: ({name: the first
-    round's PrefixScores per prefix}, {name: seconds over all rounds})."""
-    for engine in engines.values():
-        score_prefix(engine, *prefixes[0], settings)  # warm-up
+    prefix so a change in the machine's load hits them alike, after one warm-up each (or `warm_rounds`
+    untimed rounds over every prefix, which compile every input shape a compiled engine meets): ({name: the
+    first timed round's PrefixScores per prefix}, {name: seconds over the timed rounds}, {name: warm-up
+    seconds})."""
+    warm = dict.fromkeys(engines, 0.0)
+    for name, engine in engines.items():
+        start = time.perf_counter()
+        for tokens, passages in prefixes if warm_rounds else prefixes[:1]:
+            for _ in range(max(1, warm_rounds)):
+                score_prefix(engine, tokens, passages, settings)
+        warm[name] = time.perf_counter() - start
     scored = {name: [] for name in engines}
     seconds = dict.fromkeys(engines, 0.0)
     for round_ in range(rounds):
@@ -118,7 +130,7 @@ def score_in_turns(engines: dict, prefixes: list, settings: ScoringSettings, rou
                 seconds[name] += time.perf_counter() - start
                 if round_ == 0:
                     scored[name].append(scores)
-    return scored, seconds
+    return scored, seconds, warm
 
 
 def _labels(scores) -> tuple[list[float], list[float]]:
@@ -133,6 +145,10 @@ def main() -> None:
     parser.add_argument("--gguf", nargs="*", default=None, help="llama.cpp's files (default: --lm)")
     parser.add_argument("--prefixes", type=int, default=24)
     parser.add_argument("--rounds", type=int, default=2, help="times each prefix is scored by each engine")
+    parser.add_argument(
+        "--compiled", action="store_true", help="add torch bf16 through torch.compile (LMOptions.compile)"
+    )
+    parser.add_argument("--warm-rounds", type=int, default=0, help="untimed rounds over every prefix first")
     args = parser.parse_args()
     from ralm.pipeline.models import default_lm
 
@@ -144,6 +160,8 @@ def main() -> None:
     )
     lm_path = args.lm or default_lm()
     engines = {f"torch {d}": load_lm(lm_path, dtype=d, device="cpu") for d in ("fp32", "bf16")}
+    if args.compiled:
+        engines["torch bf16, compiled"] = load_lm(lm_path, dtype="bf16", device="cpu", compile=True)
     reference = engines["torch fp32"]
     threads = torch.get_num_threads()
     for gguf in args.gguf if args.gguf is not None else [lm_path]:
@@ -153,14 +171,15 @@ def main() -> None:
     print(
         f"{len(prefixes)} data-gen prefixes of {args.data} x ({k} candidates + no passage), input "
         f"{settings.input_length} tokens, passages cut at {settings.max_passage_tokens}, {threads} threads, "
-        f"torch CPU capability {torch.backends.cpu.get_cpu_capability()}, {args.rounds} rounds"
+        f"torch CPU capability {torch.backends.cpu.get_cpu_capability()}, {args.rounds} timed rounds"
     )
-    scored, seconds = score_in_turns(engines, prefixes, settings, args.rounds)
+    scored, seconds, warm = score_in_turns(engines, prefixes, settings, args.rounds, args.warm_rounds)
+    print("warm-up s: " + ", ".join(f"{name} {s:.0f}" for name, s in warm.items()))
     labels = {name: [_labels(s) for s in scores] for name, scores in scored.items()}
     pairs = args.rounds * len(prefixes) * k
-    best_torch = min(v for n, v in seconds.items() if n.startswith("torch"))
+    eager_bf16 = seconds["torch bf16"]
     print(
-        f"{'engine':<40} {'pairs/s':>8} {'vs best torch':>13} {'label change mean / max':>24} "
+        f"{'engine':<40} {'pairs/s':>8} {'vs torch bf16':>13} {'label change mean / max':>24} "
         f"{'best same':>10} {'zero-shot same':>15}"
     )
     for name in engines:
@@ -171,7 +190,7 @@ def main() -> None:
             zero += int(np.argmax(ref_rank) == np.argmax(got_rank))
         n = len(prefixes)
         print(
-            f"{name:<40} {pairs / seconds[name]:8.2f} {best_torch / seconds[name]:12.2f}x "
+            f"{name:<40} {pairs / seconds[name]:8.2f} {eager_bf16 / seconds[name]:12.2f}x "
             f"{np.mean(changes):13.3f} / {max(changes):.3f} {best:>5} / {n} {zero:>9} / {n}"
         )
 

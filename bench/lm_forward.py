@@ -7,9 +7,10 @@ The input has data-gen's shape: `--rows` inputs of `--tokens` tokens (k = 4 cand
 of one prefix at the demo's 512; consecutive chunks of the World English Bible's Genesis), the LM head at the
 last 48 positions (y' and the targets), as ``ralm.lm.hf_forward.scored_logits`` asks for them. Prints the
 eager forward's time and tokens/s and the share of each aten op in its CPU time (``torch.profiler``). With
-`--compile`: the compiled forward's time, its speed-up and the compile's seconds, and what each does to the
-labels: the log-probability of each scored position's true next token against the same LM in fp32 (mean
-and largest absolute change, in nats).
+`--compile`: the forward compiled by inductor as is and with freezing (what ``--compile`` runs:
+``ralm.lm.hf_forward.compiled_for_scoring``), each one's time, speed-up and compile seconds, and what each
+does to the labels: the log-probability of each scored position's true next token against the same LM in
+fp32 (mean and largest absolute change, in nats).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import time
 
 import torch
 
-from ralm.lm.hf_forward import scored_logits
+from ralm.lm.hf_forward import compiled_for_scoring, scored_logits
 from ralm.lm.loading import load_lm
 
 
@@ -70,22 +71,33 @@ def main() -> None:
         print(f"  {event.key:<50} {event.self_cpu_time_total / total:6.1%}")
     if args.compile:
         eager = forward(lm.model)
-        started = time.perf_counter()
-        compiled = torch.compile(lm.model, dynamic=False)
-        out = forward(compiled)
-        compile_s = time.perf_counter() - started
-        compiled_s = _timed(lambda: forward(compiled), args.repeats)
-        print(
-            f"compiled: {compiled_s * 1000:.0f} ms per forward, {eager_s / compiled_s:.2f}x eager; "
-            f"compile {compile_s:.0f} s"
-        )
         exact = forward(load_lm(args.lm, dtype="fp32").model)
-        for name, labels_of in (("eager", eager), ("compiled", out)):
-            change = (labels_of - exact).abs()
+        _compare(lm.model, "eager", eager, exact)
+        # Inductor as is first: `compiled_for_scoring` sets freezing for the rest of the process.
+        for name, compile_model in (
+            ("compiled (inductor)", lambda: torch.compile(lm.model)),
+            ("compiled, freezing (--compile)", lambda: compiled_for_scoring(lm.model, lm.device)),
+        ):
+            torch._dynamo.reset()  # dynamo caches per code object: the second must not reuse the first
+            started = time.perf_counter()
+            compiled = compile_model()
+            out = forward(compiled)
+            compile_s = time.perf_counter() - started
+            compiled_s = _timed(lambda compiled=compiled: forward(compiled), args.repeats)
             print(
-                f"  {name} {args.dtype} labels against fp32: mean |change| {float(change.mean()):.4f}, "
-                f"largest {float(change.max()):.3f} nats"
+                f"{name}: {compiled_s * 1000:.0f} ms per forward, {eager_s / compiled_s:.2f}x eager; "
+                f"compile {compile_s:.0f} s"
             )
+            _compare(compiled, name, out, exact)
+
+
+def _compare(model, name: str, labels_of: torch.Tensor, exact: torch.Tensor) -> None:
+    """The scored labels' change against the same LM in fp32 (nats)."""
+    change = (labels_of - exact).abs()
+    print(
+        f"  {name} labels against fp32: mean |change| {float(change.mean()):.4f}, "
+        f"largest {float(change.max()):.3f} nats"
+    )
 
 
 if __name__ == "__main__":

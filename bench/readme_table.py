@@ -17,9 +17,9 @@ Reads only the JSON files.
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
+import re
 
 from ralm.pipeline.labels import NO_LM_PREFIX, STACKED_EXPORT, TRAINED_PREFIX, exported_as
 from ralm.statistics import format_change
@@ -54,12 +54,20 @@ SHORT_DROPS = ("no-retrieval-matched", "random", "bm25-above", "oracle-or-none")
 """Conditions the README's table (``--short``) leaves to docs/results.md's full one."""
 
 
+def _summaries(run: str) -> list[str]:
+    """The summary.json of each reranker this run's ``commands.sh`` trains: a run folder may also hold the
+    reranker folders of earlier settings (other keys), which must not stand for a seed."""
+    with open(os.path.join(run, "commands.sh")) as f:
+        trained = re.findall(r"\bralm train .*--output (\S+)", f.read())
+    return [os.path.join(run, os.path.basename(folder), "summary.json") for folder in trained]
+
+
 def exports(run: str, short: bool = False) -> dict[str, str]:
     """``trained-seedN`` -> what seed N's training exported and the step selection chose (summary.json), and
     ``no-lm-seedN`` -> its export with no LM at rerank time;
     `short`: the export alone, with the threshold T of a ``bm25-above`` export (M of ``zero-shot-above``)."""
     out = {}
-    for path in glob.glob(os.path.join(run, "reranker-*", "summary.json")):
+    for path in _summaries(run):
         with open(path) as f:
             summary = json.load(f)
         step = summary["decision_evidence"]["selection"]["step"]

@@ -50,7 +50,19 @@ Dtype = Literal["auto", "fastest", "config", "fp32", "bf16", "fp16", "float32", 
 and `ralm demo`'s, ``ralm.devices.DTYPES``): auto and fastest (``ralm.devices``' rules), config (the model
 config's dtype, as the authors' eval_lm.py loads it: fp16 for OPT), or a precision by name."""
 
+ADDED_LATER = "ralm: added after run folders were keyed"
+"""Field metadata of an option-group field that a stage's key holds only when it is not the default."""
+
+
+def added_later(default: Any) -> Any:
+    """An option-group field added after run folders were keyed: ``ralm.pipeline.stage_keys`` keys it only
+    when it is set to something other than `default`, so the folders of runs that never set it keep their
+    keys and are reused (a stage's own later arguments: ``ralm.pipeline.stage_arguments.keyed_when_set``)."""
+    return dataclasses.field(default=default, metadata={ADDED_LATER: True})
+
+
 __all__ = [
+    "ADDED_LATER",
     "AtLeastTwoInt",
     "Dtype",
     "ClosedUnitInterval",
@@ -60,6 +72,7 @@ __all__ = [
     "OpenUnitInterval",
     "PositiveFloat",
     "PositiveInt",
+    "added_later",
     "check_arguments",
     "check_fields",
     "constraints",

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from ralm.lm import hf_forward, scoring
-from ralm.lm.loading import load_lm
+from ralm.lm.loading import compiled_record, load_lm
 from ralm.lm.scoring import ScoreRequest, ScoringSettings, compose, score_continuations
 from ralm.testing import reference_logprobs
 
@@ -148,3 +148,18 @@ def test_cuda_bf16_scores_track_cpu_fp32(tiny_lm_dir):
     for a, b in zip(fast, ref, strict=True):
         assert a.dtype == torch.float32 and a.device.type == "cpu"
         torch.testing.assert_close(a, b, rtol=0.05, atol=0.1)
+
+
+@pytest.mark.slow
+def test_compiled_scoring_matches_the_naive_reference(tiny_lm_dir):
+    """``--compile``: the same per-token log-probs through ``torch.compile`` (freezing on a CPU), across
+    the several input shapes that make it recompile, and a run that records it."""
+    lm = load_lm(tiny_lm_dir, compile=True)
+    requests = random_requests(random.Random(2), lm.vocab_size, 12)
+    got = score_continuations(lm, requests, SETTINGS)
+    assert lm._compiled is not None
+    for request, scores in zip(requests, got, strict=True):
+        ref = reference_logprobs(lm.model, request.passage, request.prefix, request.target, 128, 64)
+        torch.testing.assert_close(scores.double(), ref, rtol=1e-4, atol=1e-4)
+    assert compiled_record(lm) == {"lm_compiled": True}
+    assert compiled_record(load_lm(tiny_lm_dir)) == {}  # eager runs record nothing: their keys stay

@@ -17,6 +17,7 @@ from ralm.cli.command_args import parse
 from ralm.cli.command_render import command_line
 from ralm.cli.commands import PIPELINE_STAGES
 from ralm.cli.main import load_command
+from ralm.config_types import ADDED_LATER
 from ralm.demo.flare_demo import QUICK_FLARE, flare_stage
 from ralm.eval.ppl.conditions import Condition
 from ralm.fingerprints import fingerprint
@@ -284,7 +285,12 @@ def _main_keyed(value, identities: dict[str, str]):
     """A value as main keyed it before the conditions were typed (then `compare` was their text): paths by
     their identities, also inside a string (a reranker folder in ``NAME=FOLDER``)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _main_keyed(getattr(value, f.name), identities) for f in dataclasses.fields(value)}
+        # An option-group field added later (``added_later``) and left at its default: as main had none.
+        return {
+            f.name: _main_keyed(getattr(value, f.name), identities)
+            for f in dataclasses.fields(value)
+            if not (f.metadata.get(ADDED_LATER) and getattr(value, f.name) == f.default)
+        }
     if isinstance(value, dict):
         return {str(k): _main_keyed(v, identities) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -390,6 +396,16 @@ def test_stage_keys_stay_those_of_finished_run_folders(tmp_path, texts):
     assert Path(evaluate.arguments.retrieval_cache).name == "retrieval-cache-67c9531b.jsonl"
 
 
+def test_an_option_group_field_added_later_is_keyed_only_when_set():
+    """``added_later`` (``LMOptions.compile``): left at its default, a stage's key holds no trace of the field
+    (the pinned keys above stay); set, the key holds it, so a compiled run never reuses an eager run's
+    folder."""
+    plain = keyed_arguments({"lm": LMOptions(model="m")}, (), {})
+    compiled = keyed_arguments({"lm": LMOptions(model="m", compile=True)}, (), {})
+    assert "compile" not in plain["lm"]
+    assert compiled["lm"] == {**plain["lm"], "compile": True}
+
+
 def test_the_passage_form_reaches_data_gen_and_eval_and_keys_them_only_when_set(tmp_path, texts):
     """`--passage-form continuation` is a data-gen and an eval argument (commands.sh spells it); left at the
     paper's `retrieved`, the stages keep the keys (and folders) they had before the option existed."""
@@ -426,8 +442,8 @@ def test_the_forward_rows_put_the_other_passage_form_beside_the_table(tmp_path, 
 def test_the_stacked_option_trains_from_the_zero_shot_rule_and_keys_the_training_only_when_set(
     tmp_path, texts
 ):
-    """`--stacked true`: every seed's `ralm train` starts from the LM's zero-shot rule instead of BM25's
-    (commands.sh spells both flags); left false, the train stage keeps its key (and folder)."""
+    """`--stacked true`: every seed's `ralm train` starts from the LM's zero-shot rule instead of BM25's, its
+    scalars fixed (commands.sh spells the flags); left false, the train stage keeps its key (and folder)."""
     run = tmp_path / "run"
     plain = plan_pipeline(run, texts, "my-lm", "my-encoder", QUICK, "fp32", thresholds={"bm25-above": 1.0})
     settings = resolve_scale(True, ScaleOptions(stacked=True))
@@ -439,6 +455,8 @@ def test_the_stacked_option_trains_from_the_zero_shot_rule_and_keys_the_training
         assert (after.arguments.bm25_prior, after.arguments.zero_shot_prior) == (False, True)
         assert "--zero-shot-prior true" in " ".join(after.command)
         assert "--zero-shot-prior" not in " ".join(before.command)
+        assert (before.arguments.optim.prior_lr, after.arguments.optim.prior_lr) == (1e-2, 0.0)
+        assert "--prior-lr 0.0" in " ".join(after.command)
         assert after.fingerprint != before.fingerprint
         assert before.fingerprint == _main_fingerprint(before)
     assert stacked.data_gen.fingerprint == plain.data_gen.fingerprint  # the labels are the same

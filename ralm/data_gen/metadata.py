@@ -18,6 +18,7 @@ from ralm.data_gen.options import GenerationSettings
 from ralm.data_gen.schema import FORMAT
 from ralm.errors import RalmInputError
 from ralm.lm.interface import LanguageModel
+from ralm.lm.loading import compiled_record
 from ralm.lm.special_tokens import special_tokens_record
 from ralm.retrieval.index_meta import index_fingerprint
 
@@ -108,6 +109,7 @@ def describe_run(
     )
     if model.special_prefix:  # how inputs start is part of every row (recorded, keyed: a resume cannot mix)
         config.update(special_tokens_record(model.special_prefix, model.special_tokens))
+    config.update(compiled_record(model))  # compiled kernels move bf16 labels: a resume cannot mix them
     meta = {
         "format": FORMAT,
         "config": config,

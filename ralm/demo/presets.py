@@ -50,7 +50,8 @@ decision prefixes of its training books (docs/results.md, "The stacked reranker"
 read with it: with the same data and seeds, each seed's stacked export was at least as good there as the
 BM25-started one's (seed 0 exported the trained stacked model, a tie with the rule it starts from; seeds 1
 and 2 exported the same rules as before), and the no-LM exports are the same. The quick scale and ``ralm
-run`` keep the BM25 start (no LM at rerank time for a trained model; not measured at the quick scale)."""
+run`` keep the BM25 start (no LM at rerank time for a trained model; not measured at the quick scale). Its
+scalars stay fixed (``ralm.pipeline.plan.STACKED_PRIOR_LR``: chosen on the dev book)."""
 
 QUICK_BOOKS = BookSplit(dev_books=("Mark",), related_books=("2Chr",), unrelated_books=("Ruth",))
 FULL_BOOKS = replace(QUICK_BOOKS, unrelated_books=("Ruth", "Jonah", "Phil"))

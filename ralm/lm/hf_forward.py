@@ -18,14 +18,37 @@ import torch
 _KEEP_MODE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+def compiled_for_scoring(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
+    """`model` behind ``torch.compile`` for ``scored_logits`` (``LMOptions.compile``).
+
+    On a CPU inductor's ``freezing`` treats the frozen weights as constants: the linear layers' weights are
+    packed once for oneDNN, and the elementwise work around them (Gemma's fp32 RMSNorm round trips, GELU) is
+    fused into a few kernels. Shapes follow torch's
+    automatic dynamic rule: the first input shape compiles static, a second one a dynamic graph.
+
+    Freezing is set in inductor's process-wide config, not as ``torch.compile(options=...)``: compiled
+    lazily at the first call and again at each new shape, the graph must see it every time, and as an
+    option it did not take (no faster than inductor without it; bench/lm_forward.py). Every later compile
+    in the process freezes too, which a frozen LM's process wants.
+    """
+    if torch.device(device).type == "cpu":
+        import torch._inductor.config as inductor_config
+
+        inductor_config.freezing = True
+    return torch.compile(model)
+
+
 def scored_logits(model, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-    """Logits (B, K, V) at `positions` (B, K) of each row, computing the head only where needed."""
-    mode = _KEEP_MODE.get(model)
+    """Logits (B, K, V) at `positions` (B, K) of each row, computing the head only where needed.
+
+    `model` may be a ``torch.compile`` wrapper; how it takes ``logits_to_keep`` is the wrapped model's."""
+    key = getattr(model, "_orig_mod", model)
+    mode = _KEEP_MODE.get(key)
     if mode in (None, "2d"):
         try:
             logits = model(input_ids=input_ids, logits_to_keep=positions, use_cache=False).logits
             if logits.ndim == 3 and logits.shape[:2] == positions.shape:
-                _KEEP_MODE[model] = "2d"
+                _KEEP_MODE[key] = "2d"
                 return logits
         except torch.OutOfMemoryError:
             raise  # a real failure, not a sign that this model lacks per-row logits_to_keep
@@ -38,12 +61,12 @@ def scored_logits(model, input_ids: torch.Tensor, positions: torch.Tensor) -> to
         keep = input_ids.shape[1] - first
         try:
             logits = model(input_ids=input_ids, logits_to_keep=keep, use_cache=False).logits
-            _KEEP_MODE[model] = "int"
+            _KEEP_MODE[key] = "int"
             return torch.take_along_dim(logits, (positions - first)[..., None], dim=1)
         except TypeError:
             if mode == "int":
                 raise
-    _KEEP_MODE[model] = "none"
+    _KEEP_MODE[key] = "none"
     logits = model(input_ids=input_ids, use_cache=False).logits
     return torch.take_along_dim(logits, positions[..., None], dim=1)
 

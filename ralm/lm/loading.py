@@ -114,6 +114,9 @@ class FrozenLM:
     extra: dict = field(default_factory=dict)
     special_prefix: tuple[int, ...] = ()
     special_tokens: SpecialTokens = "every-input"
+    compile: bool = False
+    """Score through ``torch.compile`` (``LMOptions.compile``); compiled at the first ``logits`` call."""
+    _compiled: Any = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         check_special_tokens(self.special_tokens)
@@ -161,7 +164,10 @@ class FrozenLM:
         return self.tokenizer.decode(list(ids))
 
     def logits(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        return hf_forward.scored_logits(self.model, input_ids, positions)
+        if self.compile and self._compiled is None:
+            self._compiled = hf_forward.compiled_for_scoring(self.model, self.device)
+        model = self.model if self._compiled is None else self._compiled
+        return hf_forward.scored_logits(model, input_ids, positions)
 
     def start_decoding(self) -> hf_forward.HFDecoding:
         return hf_forward.HFDecoding(self.model)
@@ -169,6 +175,12 @@ class FrozenLM:
     @property
     def vocab_size(self) -> int:
         return int(self.model.get_output_embeddings().weight.shape[0])
+
+
+def compiled_record(model: object) -> dict:
+    """The config key a run records when its LM scores through ``torch.compile`` (none otherwise, so eager
+    runs' files and resume keys stay as they were)."""
+    return {"lm_compiled": True} if getattr(model, "compile", False) else {}
 
 
 def cache_root() -> Path:
@@ -299,11 +311,13 @@ def load_lm(
     dtype: str | torch.dtype = "auto",
     gguf_file: str | None = None,
     special_tokens: SpecialTokens = "every-input",
+    compile: bool = False,
 ) -> FrozenLM:
     """A frozen causal LM by Hugging Face id, local folder, or GGUF file (converted once and cached).
 
     SDPA attention is requested (the fast fused kernels on CPU and GPU); an architecture without it falls
-    back to its default attention. `special_tokens`: how inputs without a passage start (`FrozenLM.lead`).
+    back to its default attention. `special_tokens`: how inputs without a passage start (`FrozenLM.lead`);
+    `compile`: score through ``torch.compile`` (``LMOptions.compile``).
     """
     check_special_tokens(special_tokens)
     from transformers import AutoTokenizer
@@ -333,6 +347,7 @@ def load_lm(
         extra={"folder": folder, "gguf_file": gguf_path},
         special_prefix=default_special_prefix(tokenizer),
         special_tokens=special_tokens,
+        compile=compile,
     )
 
 

@@ -25,6 +25,7 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ralm.config_types import ADDED_LATER
 from ralm.eval.ppl.conditions import Condition, conditions_spec
 from ralm.fingerprints import fingerprint, path_fingerprint
 
@@ -49,7 +50,11 @@ def _keyed(value: Any, identities: Identities) -> Any:
     if isinstance(value, list | tuple) and value and all(isinstance(v, Condition) for v in value):
         return _keyed_conditions(value, identities)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _keyed(getattr(value, f.name), identities) for f in dataclasses.fields(value)}
+        return {
+            f.name: _keyed(getattr(value, f.name), identities)
+            for f in dataclasses.fields(value)
+            if not (f.metadata.get(ADDED_LATER) and getattr(value, f.name) == f.default)
+        }
     if isinstance(value, Mapping):
         return {str(k): _keyed(v, identities) for k, v in value.items()}
     if isinstance(value, list | tuple):

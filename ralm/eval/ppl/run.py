@@ -31,6 +31,7 @@ from ralm.eval.ppl.retrieval_cache import index_key, retrieve_cached
 from ralm.eval.ppl.sweep import SWEPT_ATTRIBUTE, Sweep
 from ralm.eval.ppl.windows import Window, strided_windows
 from ralm.lm.interface import LanguageModel
+from ralm.lm.loading import compiled_record
 from ralm.lm.scoring import ScoringSettings
 from ralm.lm.special_tokens import special_tokens_record
 from ralm.passage_rules import BM25, ZERO_SHOT
@@ -216,6 +217,7 @@ def _point_config(
     }
     if model.special_prefix:  # how inputs start is part of every row (recorded, keyed: a resume cannot mix)
         config.update(special_tokens_record(model.special_prefix, model.special_tokens))
+    config.update(compiled_record(model))  # compiled kernels move bf16 labels: a resume cannot mix them
     return config
 
 
