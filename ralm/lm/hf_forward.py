@@ -23,8 +23,8 @@ def compiled_for_scoring(model: torch.nn.Module, device: torch.device) -> torch.
 
     On a CPU inductor's ``freezing`` treats the frozen weights as constants: the linear layers' weights are
     packed once for oneDNN, and the elementwise work around them (Gemma's fp32 RMSNorm round trips, GELU) is
-    fused into a few kernels. Shapes follow torch's
-    automatic dynamic rule: the first input shape compiles static, a second one a dynamic graph.
+    fused into a few kernels. Shapes follow torch's automatic dynamic rule: the first input shape compiles
+    static, a second one a dynamic graph.
 
     Freezing is set in inductor's process-wide config, not as ``torch.compile(options=...)``: compiled
     lazily at the first call and again at each new shape, the graph must see it every time, and as an
