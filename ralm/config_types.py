@@ -20,6 +20,7 @@ into that one line).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import re
@@ -51,14 +52,25 @@ and `ralm demo`'s, ``ralm.devices.DTYPES``): auto and fastest (``ralm.devices``'
 config's dtype, as the authors' eval_lm.py loads it: fp16 for OPT), or a precision by name."""
 
 ADDED_LATER = "ralm: added after run folders were keyed"
-"""Field metadata of an option-group field that a stage's key holds only when it is not the default."""
+"""Field metadata of a field that a stage's key holds only when it is not the default (`added_later`)."""
 
 
 def added_later(default: Any) -> Any:
-    """An option-group field added after run folders were keyed: ``ralm.pipeline.stage_keys`` keys it only
-    when it is set to something other than `default`, so the folders of runs that never set it keep their
-    keys and are reused (a stage's own later arguments: ``ralm.pipeline.stage_arguments.keyed_when_set``)."""
+    """A field added after run folders were keyed, of a stage's arguments or of an option group inside
+    them: ``ralm.pipeline.stage_keys`` keys it only when it is set to something other than `default`
+    (`left_at_default`), so the folders of runs that never set it keep their keys and are reused. A default
+    that is a mutable option group (a dataclass instance) is copied for each record."""
+    if dataclasses.is_dataclass(default):
+        return dataclasses.field(default_factory=lambda: copy.copy(default), metadata={ADDED_LATER: True})
     return dataclasses.field(default=default, metadata={ADDED_LATER: True})
+
+
+def left_at_default(record: Any, field: dataclasses.Field) -> bool:
+    """`field` of the dataclass `record` is `added_later` and holds its default: no key sees it."""
+    if not field.metadata.get(ADDED_LATER):
+        return False
+    default = field.default_factory() if field.default is dataclasses.MISSING else field.default
+    return getattr(record, field.name) == default
 
 
 __all__ = [
@@ -76,6 +88,7 @@ __all__ = [
     "check_arguments",
     "check_fields",
     "constraints",
+    "left_at_default",
     "option_name",
     "violation",
 ]

@@ -17,7 +17,7 @@ from ralm.cli.command_args import parse
 from ralm.cli.command_render import command_line
 from ralm.cli.commands import PIPELINE_STAGES
 from ralm.cli.main import load_command
-from ralm.config_types import ADDED_LATER
+from ralm.config_types import left_at_default
 from ralm.demo.flare_demo import QUICK_FLARE, flare_stage
 from ralm.eval.ppl.conditions import Condition
 from ralm.fingerprints import fingerprint
@@ -289,7 +289,7 @@ def _main_keyed(value, identities: dict[str, str]):
         return {
             f.name: _main_keyed(getattr(value, f.name), identities)
             for f in dataclasses.fields(value)
-            if not (f.metadata.get(ADDED_LATER) and getattr(value, f.name) == f.default)
+            if not left_at_default(value, f)
         }
     if isinstance(value, dict):
         return {str(k): _main_keyed(v, identities) for k, v in value.items()}

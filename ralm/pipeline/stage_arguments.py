@@ -9,17 +9,19 @@ stage's key hashes (``ralm.pipeline.stage_keys``), so the keys of finished run f
 
 A field has one of three roles: an argument of the stage's identity (the default); what the stage writes
 (`writes`: its output, a cache; left out of the identity and named by a later stage's key through this
-stage's fingerprint); or a value given only when a killed run left partial work (`when_resuming`).
+stage's fingerprint); or a value given only when a killed run left partial work (`when_resuming`). A field
+added after run folders were keyed (``ralm.config_types.added_later``) is part of the identity only when
+set.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
+from ralm.config_types import added_later, left_at_default
 from ralm.eval.ppl.options import QueryOptions
 from ralm.retrieval.passage_forms import RETRIEVED, PassageForm
 
@@ -34,7 +36,6 @@ if TYPE_CHECKING:
 _ROLE = "stage role"
 _WRITTEN = "written"
 _RESUME = "resume"
-_LATER = "keyed when set"
 
 
 def writes() -> Any:
@@ -46,19 +47,6 @@ def when_resuming(value: Any) -> Any:
     """A field that is None (the function's default, so no option in ``commands.sh``) unless the call
     continues a killed run's partial work, when it is `value`; never part of the identity."""
     return field(default=None, metadata={_ROLE: _RESUME, _RESUME: value})
-
-
-def keyed_when_set(default: Any) -> Any:
-    """A field added after run folders were keyed: part of the stage's identity only when it is not
-    `default`, so the folders of runs that did not set it keep their keys and are reused. A default that
-    is a mutable option group (a dataclass instance) is copied for each record."""
-    if dataclasses.is_dataclass(default):
-        return field(default_factory=lambda: copy.copy(default), metadata={_ROLE: _LATER})
-    return field(default=default, metadata={_ROLE: _LATER})
-
-
-def _default(f: dataclasses.Field) -> Any:
-    return f.default_factory() if f.default is dataclasses.MISSING else f.default
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,9 +74,8 @@ class StageArguments:
 
     def unkeyed_now(self) -> frozenset[str]:
         """The fields left out of these arguments' identity: `unkeyed`, and the later fields left at their
-        default (``keyed_when_set``)."""
-        later = (f for f in dataclasses.fields(self) if f.metadata.get(_ROLE) == _LATER)
-        return self.unkeyed() | {f.name for f in later if getattr(self, f.name) == _default(f)}
+        default (``ralm.config_types.added_later``, as in an option group inside them)."""
+        return self.unkeyed() | {f.name for f in dataclasses.fields(self) if left_at_default(self, f)}
 
     def resumed(self) -> Self:
         """These arguments for a call that continues a killed run's partial work."""
@@ -122,7 +109,7 @@ class DataGenArguments(StageArguments):
     sampling: SamplingOptions
     window: WindowOptions
     sharding: ShardingOptions
-    passage_form: PassageForm = keyed_when_set(RETRIEVED)
+    passage_form: PassageForm = added_later(RETRIEVED)
     """What each candidate hands the LM (``ralm.retrieval.passage_forms``)."""
     output: str | None = writes()
 
@@ -143,9 +130,9 @@ class TrainArguments(StageArguments):
     abstain: bool
     seed: int
     margin: float
-    no_lm_export: bool = keyed_when_set(False)
+    no_lm_export: bool = added_later(False)
     """Also export the best rule that reads no frozen LM at rerank time (``reranker-no-lm``)."""
-    zero_shot_prior: bool = keyed_when_set(False)
+    zero_shot_prior: bool = added_later(False)
     """Start from the LM's zero-shot rule instead of BM25's (the stacked reranker)."""
     output: str | None = writes()
     ckpt_path: str | None = when_resuming("last")
@@ -165,9 +152,9 @@ class EvalPplArguments(StageArguments):
     retrieval_cache: str | None = writes()
     compare: list[Condition]
     print_table: bool
-    passage_form: PassageForm = keyed_when_set(RETRIEVED)
+    passage_form: PassageForm = added_later(RETRIEVED)
     """What each candidate hands the LM (``ralm.retrieval.passage_forms``)."""
-    query: QueryOptions = keyed_when_set(QueryOptions())
+    query: QueryOptions = added_later(QueryOptions())
     """Each retrieving window's query (``ralm.eval.ppl.queries``)."""
     output: str | None = writes()
 

@@ -25,7 +25,7 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ralm.config_types import ADDED_LATER
+from ralm.config_types import left_at_default
 from ralm.eval.ppl.conditions import Condition, conditions_spec
 from ralm.fingerprints import fingerprint, path_fingerprint
 
@@ -53,7 +53,7 @@ def _keyed(value: Any, identities: Identities) -> Any:
         return {
             f.name: _keyed(getattr(value, f.name), identities)
             for f in dataclasses.fields(value)
-            if not (f.metadata.get(ADDED_LATER) and getattr(value, f.name) == f.default)
+            if not left_at_default(value, f)
         }
     if isinstance(value, Mapping):
         return {str(k): _keyed(v, identities) for k, v in value.items()}
