@@ -116,9 +116,8 @@ def score_in_turns(
     warm = dict.fromkeys(engines, 0.0)
     for name, engine in engines.items():
         start = time.perf_counter()
-        for tokens, passages in prefixes if warm_rounds else prefixes[:1]:
-            for _ in range(max(1, warm_rounds)):
-                score_prefix(engine, tokens, passages, settings)
+        for tokens, passages in prefixes * warm_rounds if warm_rounds else prefixes[:1]:
+            score_prefix(engine, tokens, passages, settings)
         warm[name] = time.perf_counter() - start
     scored = {name: [] for name in engines}
     seconds = dict.fromkeys(engines, 0.0)
