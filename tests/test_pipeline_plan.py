@@ -309,7 +309,7 @@ def _main_fingerprint(stage: StagePlan) -> str:
     """The stage's key as main computed it, from the arguments main passed (`compare` as its text)."""
     unkeyed = stage.arguments.unkeyed_now()  # a later field left at its default: as main had no such field
     arguments = {name: value for name, value in stage.arguments.keywords().items() if name not in unkeyed}
-    if "compare" in arguments:
+    if arguments.get("compare") is not None:
         arguments["compare"] = ",".join(c.spec for c in arguments["compare"])
     keyed = _main_keyed(arguments, dict(stage.identities))
     return fingerprint({"command": list(stage.words), "arguments": keyed})
@@ -372,14 +372,16 @@ PINNED_KEYS = {
     "data-gen": "dde951abdd367af90913dd3c51090bca2ab81f0c23ddd5ffdd55c043b5f0c966",
     "train": "9033b4ade4265575b0d70a28a7145a7bbe8d2d8818f5988aee9333f870a6d604",
     "eval": "0206dcd6812f76b256c2b4be645104ae03e99ec1190a593cc025db77dd5b51b5",
-    "forward eval continuation": "6a4d99b59e30e7d9c5003e2d76ee0fe6a975a88f9bf2ad5ba6facc7749c7aa49",
-    "forward eval future-query": "813b300591794308a53274766b6d20c1721ff354f1582372e39c97d67bd31812",
+    "forward eval continuation": "56f3cb2cda733f238eac580a6bbad3637949b5b0c0bd0d8484a699f0da20303b",
+    "forward eval future-query": "47d944335ccf7dad073f9d92f6b1b4dec4ea75220d53cccad30f4636179b1c37",
 }
 """Every stage's key for the `texts` fixture at the quick scale. The index's and data-gen's are ralm
 0.2.0's; train's (and so the eval's, which reads the trained reranker) changed twice: with the training
 settings `optim.rank_weight` and `optim.rank_temperature`, and with `no_lm_export` (each seed's second export,
 the best rule with no LM at rerank time, a row of the table): a run folder finished earlier reuses its index
-and labels and retrains. The forward-looking rows' stages came later, beside the others' unchanged keys."""
+and labels and retrains. The forward-looking rows' stages came later, beside the others' unchanged keys,
+and changed once: from one-condition tables (which scored each window's no-passage row too) to plain runs
+of BM25's top-1."""
 
 
 def test_stage_keys_stay_those_of_finished_run_folders(tmp_path, texts):
@@ -424,7 +426,8 @@ def test_the_passage_form_reaches_data_gen_and_eval_and_keys_them_only_when_set(
 
 def test_the_forward_rows_put_the_other_passage_form_beside_the_table(tmp_path, texts):
     """A run in one passage form gets BM25's top-1 in the other beside its table (the table's BM25 row is its
-    own form) and the future-query bound in its own form; each row is one BM25 candidate per window."""
+    own form) and the future-query bound in its own form; each row is one BM25 candidate per window, one LM
+    input per retrieving window."""
     run = tmp_path / "run"
     for form, other in (("retrieved", "continuation"), ("continuation", "retrieved")):
         settings = resolve_scale(True, ScaleOptions(passage_form=form))
@@ -436,6 +439,10 @@ def test_the_forward_rows_put_the_other_passage_form_beside_the_table(tmp_path, 
         assert rows[other].arguments.passage_form == other
         assert rows["future-query"].arguments.passage_form == form
         assert {stage.arguments.retrieval.k for stage in rows.values()} == {1}
+        # a plain run of BM25's top-1, no table: it scores no no-passage row (the set's table holds it;
+        # tests/test_ppl_compare_table.py counts the rows at the LM)
+        assert all(s.arguments.compare is None and "--compare" not in s.command for s in rows.values())
+        assert {stage.output.name for stage in rows.values()} == {"results.json"}
         assert [row.slug for row in forward_rows(form)] == list(rows)
 
 
@@ -460,3 +467,23 @@ def test_the_stacked_option_trains_from_the_zero_shot_rule_and_keys_the_training
         assert after.fingerprint != before.fingerprint
         assert before.fingerprint == _main_fingerprint(before)
     assert stacked.data_gen.fingerprint == plain.data_gen.fingerprint  # the labels are the same
+
+
+def test_the_related_set_and_its_forward_rows_score_related_eval_tokens_and_the_others_eval_tokens(tmp_path):
+    """The full demo scores 16,384 tokens of the related set (the text the corpus retells) and 4,096 of the
+    others; its forward-looking rows pair window by window with its table, so they score the same text. A
+    user's run (one set, ``eval``) and the quick demo score eval_tokens everywhere."""
+    for name in ("corpus.jsonl", "train.jsonl", "related.txt", "unrelated.txt"):
+        (tmp_path / name).write_text('{"id": "a", "title": "A", "text": "words"}\n')
+    sets = {"related": tmp_path / "related.txt", "unrelated": tmp_path / "unrelated.txt"}
+    texts = PipelineTexts(tmp_path / "corpus.jsonl", tmp_path / "train.jsonl", sets, {})
+    expected = {False: {"related": 16384, "unrelated": 4096}, True: {"related": 2560, "unrelated": 2560}}
+    for quick, tokens in expected.items():
+        settings = resolve_scale(quick, ScaleOptions())
+        plan = plan_pipeline(tmp_path / "run", texts, "lm", "enc", settings, "fp32", thresholds={})
+        evals = {name: stage.arguments.max_tokens for name, stage in zip(sets, plan.evals, strict=True)}
+        forwards = {name: stage.arguments.max_tokens for name, _, stage in plan.forwards}
+        assert evals == forwards == tokens
+        assert f"--max-tokens {tokens['related']}" in " ".join(plan.evals[0].command)
+    settings = resolve_scale(False, ScaleOptions(related_eval_tokens=8192))
+    assert settings.eval_tokens_of("related") == 8192 and settings.eval_tokens_of("eval") == 4096

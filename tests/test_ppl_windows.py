@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -15,6 +16,7 @@ from ralm.eval.ppl.records import CandidateScores, WindowRecord, WindowScores
 from ralm.eval.ppl.retrieval_cache import read_cache, retrieve_cached
 from ralm.eval.ppl.sweep import parse_sweep
 from ralm.eval.ppl.windows import ranking_span, retrieving_windows, strided_windows
+from ralm.pipeline.report import run_copies
 from ralm.retrieval.types import Hit
 
 
@@ -159,6 +161,10 @@ def test_a_window_retrieves_when_its_query_found_a_candidate_in_every_count():
     ]
     stats = condition_statistics(table, rows, resamples=10)
     assert stats["retrieving_windows"] == 2 and stats["copy_rate"] == 0.5
+    # a run of one condition counts the copying window too, and the report reads its rate as the table's
+    assert results.counts.copy_windows == stats["copy_windows"] == 1
+    copies = run_copies(dataclasses.asdict(results.counts))
+    assert copies == {"copy_windows": 1, "copy_rate": stats["copy_rate"]}
 
 
 def test_sweep_spec():

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from ralm.pipeline.scale import QUICK
-from ralm.pipeline.stage_progress import StageProgress, eval_per_data_gen_input
+from ralm.pipeline.stage_progress import StageProgress, eval_per_data_gen_input, eval_set_size
 
 KEYS = ["index", "data-gen", "train seed 0", "train seed 1", "eval related", "eval unrelated"]
 
@@ -62,3 +64,20 @@ def test_the_cost_model_matches_the_quick_demo_stage_times():
     # README, quick demo: data-gen 88 s, eval sets 81 s and 82 s on the same machine.
     assert 0.8 < eval_per_data_gen_input(QUICK) * 88 / 81 < 1.2
     assert eval_per_data_gen_input(replace(QUICK, eval_tokens=None)) is None
+
+
+def test_a_larger_eval_set_is_estimated_by_its_windows():
+    """The full demo's related set scores 16,384 tokens, the others 4,096: after the unrelated set's 100 s,
+    the related one is estimated at 100 s x (16,384 − 512) / (4,096 − 512) = 100 x 496 / 112 s, and a
+    measured related set gives the others its seconds per window."""
+    settings = replace(QUICK, eval_tokens=4096, max_length=512, stride=32, related_eval_tokens=16384)
+    sizes = {key: eval_set_size(settings, key.split()[1]) for key in ("eval related", "eval unrelated")}
+    assert sizes == {"eval related": pytest.approx(496 / 112), "eval unrelated": 1.0}
+    clock = Clock()
+    keys = ["eval unrelated", "eval related"]
+    progress = StageProgress("demo", 0.0, eval_ratio=None, keys=keys, clock=clock, sizes=sizes)
+    _run(progress, clock, "eval unrelated", 100)
+    assert progress.estimate("eval related") == pytest.approx(100 * 496 / 112)
+    first_related = StageProgress("demo", 0.0, eval_ratio=None, keys=keys[::-1], clock=clock, sizes=sizes)
+    _run(first_related, clock, "eval related", 443)
+    assert first_related.estimate("eval unrelated") == pytest.approx(443 * 112 / 496)

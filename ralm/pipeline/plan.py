@@ -17,10 +17,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ralm.eval.ppl.compare import COMPARE_FILE
-from ralm.eval.ppl.conditions import Condition
 from ralm.eval.ppl.options import FUTURE, QueryOptions
+from ralm.eval.ppl.outputs import RESULTS_FILE
 from ralm.lm.options import LMOptions, WindowOptions
-from ralm.passage_rules import BM25
 from ralm.pipeline.labels import NO_LM_PREFIX, TRAINED_PREFIX, demo_conditions
 from ralm.pipeline.scale import ScaleSettings
 from ralm.pipeline.stage_arguments import DataGenArguments, EvalPplArguments, IndexArguments, TrainArguments
@@ -303,7 +302,7 @@ def eval_stage(
         text=str(text),
         lm=lm,
         window=window_options(settings),
-        max_tokens=settings.eval_tokens,
+        max_tokens=settings.eval_tokens_of(name),
         retrieval=retrieval,
         compare=demo_conditions(thresholds, trained),
         print_table=False,
@@ -332,13 +331,14 @@ def forward_stage(
 ) -> StagePlan:
     """BM25's top-1 on eval set `name`'s windows with `row`'s passage form or query: one condition, paired
     window by window with the set's table in the report. It shares the set's retrieval cache (keyed by query
-    text) and depends on no reranker. It retrieves one candidate (k = 1), so each window costs the LM two
-    inputs (the passage's and the comparison's no-passage row) instead of the table's k + 2."""
+    text) and depends on no reranker. It retrieves one candidate (k = 1) and is no comparison table (no
+    ``--compare``): each retrieving window costs the LM one input, the passage's, where a one-condition
+    table also scored the no-passage row that the set's own table already holds."""
     base = eval_stage(run_dir, name, text, retrieval, lm, settings, {}, None, key="", known=known)
     arguments = replace(
         base.arguments,
         retrieval=replace(retrieval, k=1),
-        compare=[Condition(BM25, BM25)],
+        compare=None,
         passage_form=row.passage_form or settings.passage_form,
         query=row.query or QueryOptions(),
         output=None,
@@ -346,4 +346,4 @@ def forward_stage(
     draft = replace(base, key=f"forward {name} {row.slug}", arguments=arguments)
     folder = run_dir / f"forward-{name}-{row.slug}-{draft.fingerprint[:8]}"
     arguments = replace(arguments, output=str(folder))
-    return replace(draft, arguments=arguments, output=folder / COMPARE_FILE)
+    return replace(draft, arguments=arguments, output=folder / RESULTS_FILE)

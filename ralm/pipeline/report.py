@@ -52,11 +52,21 @@ def read_metrics(results_paths: dict[str, Path]) -> dict[str, dict]:
             "text_tokens": int(counts.get("text_tokens", counts["tokens"])),
             "windows": int(counts["windows"]),
             "retrieval_rate": float(metrics.get("retrieval_rate") or 0.0),
-            "comparison": results.get("comparison", {}),
+            "comparison": results.get("comparison") or run_copies(counts),
             "rule": results["config"].get("reranker") if kind_named(condition).value == "threshold" else None,
             "rerank_seconds": float(results.get("timings", {}).get("rerank_s") or 0.0),
         }
     return out
+
+
+def run_copies(counts: dict) -> dict:
+    """A run of one condition (a forward-looking row) has no comparison statistics: its copy count and rate
+    in the keys a table's statistics give them (``compare_stats.condition_statistics``)."""
+    if "copy_windows" not in counts:
+        return {}
+    retrieving = counts["retrieving_windows"]
+    copies = counts["copy_windows"]
+    return {"copy_windows": copies, "copy_rate": copies / retrieving if retrieving else 0.0}
 
 
 def read_gain_curve(train_dir: Path) -> list[tuple[int, float]]:

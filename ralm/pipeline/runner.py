@@ -8,12 +8,17 @@ import time
 from pathlib import Path
 
 from ralm.eval.ppl.compare import COMPARE_FILE
-from ralm.passage_rules import BM25, BM25_ABOVE, ZERO_SHOT_ABOVE
+from ralm.passage_rules import BM25_ABOVE, ZERO_SHOT_ABOVE
 from ralm.pipeline.dtype_check import check_dtype, resolved_dtype
 from ralm.pipeline.plan import plan_pipeline
 from ralm.pipeline.report import build_report
 from ralm.pipeline.scale import ScaleSettings
-from ralm.pipeline.stage_progress import CountingStageRunner, StageProgress, eval_per_data_gen_input
+from ralm.pipeline.stage_progress import (
+    CountingStageRunner,
+    StageProgress,
+    eval_per_data_gen_input,
+    eval_set_size,
+)
 from ralm.pipeline.texts import PipelineTexts
 
 
@@ -70,7 +75,9 @@ def _run_stages(
     plan = plan_pipeline(out, texts, lm, encoder, settings, dtype)
     # The planned stages are the count; the bf16 check joins them if it runs.
     keys = [stage.key for stage in plan.stages]
-    progress = StageProgress(label, started, eval_per_data_gen_input(settings), keys)
+    sizes = {s.key: eval_set_size(settings, name) for name, s in zip(texts.evals, plan.evals, strict=True)}
+    sizes |= {stage.key: eval_set_size(settings, name) for name, _, stage in plan.forwards}
+    progress = StageProgress(label, started, eval_per_data_gen_input(settings), keys, sizes=sizes)
     runner = CountingStageRunner(out, progress)
     for stage in (plan.index, plan.data_gen, *plan.trains):
         times[stage.key] = runner.run(stage)
@@ -93,7 +100,7 @@ def _run_stages(
     # The forward-looking rows join their set's table under the row's name (paired window by window).
     for name, row, stage in plan.forwards:
         times[stage.key] = runner.run(stage)
-        results[name][row.name] = _condition_results(stage)[BM25]
+        results[name][row.name] = stage.output
     dtype_check = check_dtype(runner, plan.evals[0], settings, times)
     train_dirs = {
         f"seed {seed}": stage.output.parent

@@ -141,7 +141,8 @@ class TrainArguments(StageArguments):
 
 @dataclass(frozen=True, kw_only=True)
 class EvalPplArguments(StageArguments):
-    """``ralm eval ppl --compare`` on one eval text: every condition's perplexity from one table."""
+    """``ralm eval ppl --compare`` on one eval text: every condition's perplexity from one table (or, with
+    no `compare`, BM25's top-1 alone: a forward-looking row, ``ralm.pipeline.plan.forward_stage``)."""
 
     words: ClassVar[tuple[str, ...]] = ("eval", "ppl")
     text: str
@@ -150,7 +151,7 @@ class EvalPplArguments(StageArguments):
     max_tokens: int | None
     retrieval: RetrievalOptions
     retrieval_cache: str | None = writes()
-    compare: list[Condition]
+    compare: list[Condition] | None
     print_table: bool
     passage_form: PassageForm = added_later(RETRIEVED)
     """What each candidate hands the LM (``ralm.retrieval.passage_forms``)."""

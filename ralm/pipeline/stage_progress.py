@@ -8,9 +8,10 @@ printed only for the stages that have a basis (the rest are named as not timed y
 lower bound, "over ~"):
 
 - a stage of a kind that has run (or was reused: ``stages.json`` holds the seconds it took when it ran)
-  takes the mean of that kind's seconds: the seeds of one scale train the same steps on the same data, and
-  the eval sets score the same number of tokens (`ScaleSettings.eval_tokens`); early stopping can end a
-  seed sooner, so this errs long;
+  takes the mean of that kind's seconds per unit of size, times its own size: the seeds of one scale train
+  the same steps on the same data (size 1), and an eval or forward stage's size is its set's retrieving
+  windows over those of eval_tokens (`eval_set_size`: the full demo's related set scores 4x
+  the tokens of the others); early stopping can end a seed sooner, so this errs long;
 - an eval set before any has run takes data-gen's seconds per LM input times its own LM inputs, by the
   scale's cost model (``ralm.pipeline.scale``): data-gen scores num_prefixes x (k + 1) inputs, an eval set
   about (eval_tokens - max_length) / stride x (k + 2), all of max_length tokens. The README's demo runs
@@ -24,7 +25,7 @@ joins the count only when it runs: the eval's recorded dtype decides it (``ralm.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from ralm.pipeline.scale import ScaleSettings
 from ralm.pipeline.stages import StagePlan, StageRunner
@@ -41,12 +42,24 @@ def kind(key: str) -> str:
     return first if first in REPEATED else key
 
 
+def _windows(settings: ScaleSettings, tokens: int) -> float:
+    return max(0, tokens - settings.max_length) / settings.stride
+
+
 def eval_per_data_gen_input(settings: ScaleSettings) -> float | None:
     """An eval set's LM inputs per data-gen LM input (the cost model above), or None without eval_tokens."""
     if not settings.eval_tokens:
         return None
-    windows = max(0, settings.eval_tokens - settings.max_length) / settings.stride
+    windows = _windows(settings, settings.eval_tokens)
     return windows * (settings.k + 2) / (settings.num_prefixes * (settings.k + 1))
+
+
+def eval_set_size(settings: ScaleSettings, eval_set: str) -> float:
+    """Eval set `eval_set`'s retrieving windows over those of eval_tokens (1 where either is unknown)."""
+    own = settings.eval_tokens_of(eval_set)
+    if own is None or not settings.eval_tokens or not _windows(settings, settings.eval_tokens):
+        return 1.0
+    return _windows(settings, own) / _windows(settings, settings.eval_tokens)
 
 
 class StageProgress:
@@ -59,20 +72,24 @@ class StageProgress:
         eval_ratio: float | None,
         keys: Sequence[str] = (),
         clock: Callable[[], float] = time.perf_counter,
+        sizes: Mapping[str, float] | None = None,
     ) -> None:
         self.label, self.started, self.eval_ratio = label, started, eval_ratio
         self.keys, self.clock = list(keys), clock
-        # Each kind's seconds so far: of the stages that ran, or what a reused one took when it ran.
+        self.sizes = dict(sizes or {})
+        """A stage's size relative to others of its kind (absent: 1; ``eval_set_size``)."""
+        # Each kind's seconds per unit of size so far: of the stages that ran, or what a reused one took.
         self.seconds: dict[str, list[float]] = {}
 
     def estimate(self, key: str) -> float | None:
         """Seconds the stage `key` should take, or None without a basis (the module's docstring)."""
+        size = self.sizes.get(key, 1.0)
         done = self.seconds.get(kind(key))
         if done:
-            return sum(done) / len(done)
+            return sum(done) / len(done) * size
         data_gen = self.seconds.get("data-gen")
         if kind(key) == "eval" and data_gen and self.eval_ratio is not None:
-            return sum(data_gen) / len(data_gen) * self.eval_ratio
+            return sum(data_gen) / len(data_gen) * self.eval_ratio * size
         return None
 
     def start(self, key: str) -> str:
@@ -85,7 +102,7 @@ class StageProgress:
         return f"{line}, {self._left(self.keys[position:])}"
 
     def finish(self, key: str, seconds: float) -> None:
-        self.seconds.setdefault(kind(key), []).append(seconds)
+        self.seconds.setdefault(kind(key), []).append(seconds / self.sizes.get(key, 1.0))
 
     def _left(self, remaining: list[str]) -> str:
         estimates = {key: self.estimate(key) for key in remaining}

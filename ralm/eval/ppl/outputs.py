@@ -94,6 +94,7 @@ def point_results(
         retrieving_windows=retrieving,
         windows_with_passage=sum(1 for r in rows if r.passage_id is not None),
         resumed_windows=resumed,
+        copy_windows=sum(1 for r in rows if r.passage_id is not None and r.copies_target),
     )
     return PointResults(RESULTS_FORMAT, config, counts, metrics, timings)
 

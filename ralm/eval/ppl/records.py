@@ -95,6 +95,10 @@ class Counts:
     """Windows whose query found a candidate (``windows.retrieving_windows``)."""
     windows_with_passage: int
     resumed_windows: int
+    copy_windows: int = 0
+    """Windows given a passage that holds 8 consecutive tokens of the text from their targets on
+    (``windows.jsonl``'s ``copies_target``): what a comparison table's statistics count too, so a run of one
+    condition says it as well."""
 
 
 @dataclass(frozen=True)
