@@ -163,7 +163,8 @@ class ScaleOptions:
     """Score only the first this-many LM tokens of each eval set (the first max_length of them have no
     passage)."""
     related_eval_tokens: AtLeastTwoInt | None = None
-    """The demo's related set (text the corpus retells) scores this many tokens instead of eval_tokens."""
+    """The demo's related set (text the corpus retells) scores this many tokens instead of eval_tokens
+    (`ralm run`'s one eval set scores eval_tokens)."""
     stride: PositiveInt | None = None
     """s: retrieve every s tokens (eval) and predict s tokens (data-gen)."""
     query_tokens: PositiveInt | None = None
