@@ -244,3 +244,35 @@ def test_eval_ppl_hands_the_lm_each_hits_continuation(bigram, corpus):
     assert any(
         not c["passage_id"].endswith("@0") for _, c in pairs if c["passage_id"]
     )  # not all from the top
+
+
+def test_flare_and_qa_passages_are_handed_on_as_continuations(corpus):
+    """`PassageSource(passage_form="continuation")` (``ralm eval flare --passage-form``): each hit from its
+    sentence that best matches the query issued, on into the next passage of its document, the same hits in
+    the same order as the passages as retrieved."""
+    from ralm.eval.qa.retrieval import PassageSource
+    from ralm.retrieval.index import open_index
+
+    retriever = open_index(corpus["index"], corpus["passages"])
+    queries = [corpus["text"][200:320], corpus["text"][400:520]]
+    plain = PassageSource(retriever).search(queries, 3)
+    handed = PassageSource(retriever, passage_form="continuation").search(queries, 3)
+    rows = read_passages(corpus["passages"])
+    row_of = {p.id: i for i, p in enumerate(rows)}
+    starts = []
+    for query, as_retrieved, continued in zip(queries, plain, handed, strict=True):
+        assert [p.id for p in as_retrieved] == [p.id.partition("@")[0] for p in continued]
+        for p in continued:
+            passage_id, _, start = p.id.partition("@")
+            # independently: split the body into sentences, keep from the one sharing most query words
+            body = rows[row_of[passage_id]].contents.split("\n", 1)[1].strip()
+            said = re.split(r"(?<=[.!?])\s+", body)
+            query_words = set(re.findall(r"[^\W_]+", query.lower()))
+            overlaps = [len(set(re.findall(r"[^\W_]+", s.lower())) & query_words) for s in said]
+            assert int(start) == overlaps.index(max(overlaps))
+            i = row_of[passage_id]
+            same_document = i + 1 < len(rows) and rows[i + 1].doc_id == rows[i].doc_id
+            following = rows[i + 1].contents.split("\n", 1)[1].strip() if same_document else ""
+            assert p.text == " ".join([*said[int(start) :], following]).strip()
+            starts.append(int(start))
+    assert any(starts)  # not every passage from its first sentence

@@ -72,7 +72,14 @@ def test_every_rendered_stage_command_parses_back_to_its_typed_arguments(tmp_pat
     flare = flare_stage(
         tmp_path / "run", "dev", texts.corpus, "flare", 0.25, lm, retrieval, QUICK_FLARE, known
     )
-    stages = [*plan.stages, flare]
+    continued = dataclasses.replace(QUICK_FLARE, passage_form="continuation")
+    flare_continued = flare_stage(
+        tmp_path / "run", "dev", texts.corpus, "flare", 0.25, lm, retrieval, continued, known
+    )
+    # the passage form joins the key only when set: `ralm demo --flare`'s finished runs keep theirs
+    assert flare.fingerprint == _main_fingerprint(flare) != flare_continued.fingerprint
+    assert "--passage-form continuation" in " ".join(flare_continued.command)
+    stages = [*plan.stages, flare, flare_continued]
     assert {stage.words for stage in stages} == set(STAGE_FUNCTIONS)
     for stage in stages:
         parsed = _parsed(stage)

@@ -49,6 +49,7 @@ from ralm.pipeline.stage_arguments import EvalFlareArguments
 from ralm.pipeline.stage_keys import identities_of
 from ralm.pipeline.stages import StagePlan
 from ralm.retrieval.options import RetrievalOptions
+from ralm.retrieval.passage_forms import RETRIEVED, PassageForm
 
 METRICS = ("rouge_l", "f1", "name_recall")
 METRIC_NAMES = {"rouge_l": "ROUGE-L F1", "f1": "token F1", "name_recall": "name recall"}
@@ -74,6 +75,9 @@ class FlareDemoSettings:
     query_tokens: int = 32
     max_length: int = 512
     batch_size: int = 8
+    passage_form: PassageForm = RETRIEVED
+    """What each retrieved passage hands the LM (``ralm eval flare --passage-form``): the paper's passage,
+    or its continuation into the next passage of its document."""
 
 
 # Cost (2-core Xeon, bf16): single and no retrieval decode 8 prompts at once, ~1.5 s a prompt; stride ~8 s
@@ -206,6 +210,7 @@ def flare_stage(
         format="continuation",
         flare=flare_options(settings, method, theta),
         batch_size=settings.batch_size,
+        passage_form=settings.passage_form,
     )
     identities = identities_of([str(data), retrieval.index, retrieval.passages, lm.model], known)
     draft = StagePlan(f"flare {split} {method}", arguments, out, identities=identities)
@@ -335,7 +340,8 @@ def flare_report(
     prompts = len(next(iter(scores.values()))["rouge_l"])
     lines = [
         f"Long-form generation on {book}: {prompts} prompts of {settings.prompt_tokens} tokens, "
-        f"{settings.new_tokens} new tokens each, one passage per search",
+        f"{settings.new_tokens} new tokens each, one passage per search"
+        + (f" ({settings.passage_form} passages)" if settings.passage_form != RETRIEVED else ""),
         f"theta {theta:.4f}, chosen on the dev book ({sentences} look-ahead sentences of single retrieval: "
         f"{settings.dev_rate:.0%} would retrieve)",
         f"on dev ({dev_prompts} prompts), ROUGE-L: {on_dev}",

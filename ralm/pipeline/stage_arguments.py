@@ -183,6 +183,8 @@ class EvalFlareArguments(StageArguments):
     format: str
     flare: FlareOptions
     batch_size: int
+    passage_form: PassageForm = added_later(RETRIEVED)
+    """What each retrieved passage hands the LM (``ralm.retrieval.passage_forms``)."""
     output: str | None = writes()
 
 

@@ -33,6 +33,7 @@ from ralm.lm.options import LMOptions
 from ralm.passage_rules import NO_RETRIEVAL
 from ralm.progress import progress
 from ralm.retrieval.options import RetrievalOptions
+from ralm.retrieval.passage_forms import RETRIEVED, PassageForm
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,7 @@ def eval_flare(
     limit: PositiveInt | None = None,
     overwrite: bool = False,
     sweep: str | None = None,
+    passage_form: PassageForm = RETRIEVED,
 ) -> dict:
     """FLARE active retrieval and its baselines (no-retrieval, single, window, sentence) on QA data.
 
@@ -105,6 +107,9 @@ def eval_flare(
         sweep: FLARE over several values of one setting, e.g. theta=0.2,0.4,0.6,0.8,1.0: one run per value
             in OUTPUT/theta=V plus single-time and no retrieval as references, then sweep.json and
             sweep.png (EM and F1 against the share of sentences that retrieved).
+        passage_form: What each retrieved passage hands the LM: itself (retrieved) or from its sentence that
+            best matches the query issued on into the next passage of its document (continuation, as
+            `ralm eval ppl --passage-form`), cut to the room the prompt leaves.
     """
     arguments = dict(locals())  # taken first: exactly the parameters
     check_arguments(eval_flare, arguments)  # the CLI checked them already; a Python caller has not
@@ -123,12 +128,14 @@ def eval_flare(
         **recorded,
         "data": str(Path(data).resolve()),
         "flare": asdict(flare),
+        # recorded only when not the paper's passage: earlier runs' settings (and resumes) stay as they were
+        **({"passage_form": passage_form} if passage_form != RETRIEVED else {}),
     }
     model = lm.load()
     input_length = lm.input_length(model.context_length)  # the one cap rule, applied once
     # No retrieval needs no index (and no reranker), unless a sweep runs the retrieving methods too.
     needs_source = flare.method != NO_RETRIEVAL or plan is not None
-    source = open_source(retrieval, model, reranker, input_length) if needs_source else None
+    source = open_source(retrieval, model, reranker, input_length, passage_form) if needs_source else None
     run = FlareRun(model, source, examples, shots, batch_size, input_length, overwrite, layout)
     if plan is not None:
         return run_flare_sweep(plan, output, lambda cfg, out: run_flare(run, cfg, out, settings))

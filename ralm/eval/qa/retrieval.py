@@ -9,6 +9,10 @@ Rerankers (``--reranker``):
   candidates against the query actually issued (in FLARE: the masked look-ahead sentence or the LM's
   question, so the reranker and BM25 judge the same text). If it was trained to abstain, the empty passage
   is a candidate too and, when it ranks among the top ``docs``, fewer passages are shown.
+
+With ``passage_form="continuation"`` each candidate is handed on from its sentence that best matches the
+query issued, into the next passage of its document (``ralm.retrieval.passage_forms``), as ``ralm eval
+ppl --passage-form continuation`` and data-gen hand them to the LM; the prompt builder cuts it to the room.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from ralm.errors import RalmInputError
 from ralm.eval.qa.prompts import PromptPassage, input_length_for
 from ralm.passage_rules import NO_RETRIEVAL, ZERO_SHOT
 from ralm.ranking import best_first
+from ralm.retrieval.passage_forms import CONTINUATION, RETRIEVED, PassageForm, continued, passage_store
 from ralm.retrieval.types import Hit
 
 if TYPE_CHECKING:
@@ -44,7 +49,8 @@ class PassageSource:
 
     `input_length`: the LM input length zero-shot scoring fits in, used as given (the command's
     ``LMOptions.input_length``; default: that rule with the default options). `threads`: threads for each
-    batched search (a batch of questions, or FLARE's explicit questions)."""
+    batched search (a batch of questions, or FLARE's explicit questions). `passage_form`: each hit as
+    retrieved or as its continuation (the module's docstring)."""
 
     def __init__(
         self,
@@ -55,6 +61,7 @@ class PassageSource:
         input_length: int | None = None,
         max_passage_tokens: int = 256,
         threads: int = 1,
+        passage_form: PassageForm = RETRIEVED,
     ):
         self.retriever = retriever
         self.lm = lm
@@ -64,6 +71,9 @@ class PassageSource:
         self.max_passage_tokens = max_passage_tokens
         self.threads = threads
         self.searches = 0
+        self.passage_form = passage_form
+        self._store = passage_store(retriever) if passage_form == CONTINUATION else None
+        self._following: dict[str, str | None] = {}  # each passage's successor, read once
         self._reranker = None
         if rerank not in ("none", ZERO_SHOT):
             if not Path(rerank).is_dir():
@@ -81,6 +91,10 @@ class PassageSource:
             return [[] for _ in queries]  # validation preferred no passage to every pick
         fetch = k if self.rerank == "none" else max(k, self.candidates)
         hits = self.retriever.search(list(queries), fetch, threads=self.threads)
+        if self._store is not None:
+            hits = [
+                continued(row, q, self._store, self._following) for q, row in zip(queries, hits, strict=True)
+            ]
         if self.rerank == "none":
             return [[hit_to_passage(h) for h in row[:k]] for row in hits]
         if self.rerank == ZERO_SHOT:
@@ -128,10 +142,15 @@ RENAMED_OPTIONS = {"rerank": "reranker", "candidates": "k"}
 
 
 def open_source(
-    retrieval: RetrievalOptions, lm: LanguageModel | None, rerank: str, input_length: int | None = None
+    retrieval: RetrievalOptions,
+    lm: LanguageModel | None,
+    rerank: str,
+    input_length: int | None = None,
+    passage_form: PassageForm = RETRIEVED,
 ) -> PassageSource | None:
     """Open the index of `retrieval` (none: no retrieval) and wrap it with the chosen reranker, which
-    fetches `retrieval.k` candidates and scores (zero-shot) within `input_length` tokens."""
+    fetches `retrieval.k` candidates and scores (zero-shot) within `input_length` tokens; `passage_form`:
+    what each hit hands the LM."""
     if retrieval.index is None:
         if rerank != "none":
             raise RalmInputError("--reranker needs --index")
@@ -143,4 +162,5 @@ def open_source(
         candidates=retrieval.k,
         input_length=input_length,
         threads=retrieval.threads,
+        passage_form=passage_form,
     )
