@@ -38,6 +38,7 @@ from ralm.retrieval.passage_forms import CONTINUATION, continued, passage_store
 from ralm.retrieval.types import Hit
 from ralm.statistics import dependent_blocks, format_change, paired_bootstrap, paired_mean_difference
 from ralm.train.decision import decision_blocks
+from ralm.train.scalar_init import rank_gain_columns, read_rule_columns
 from ralm.train.selection import bagged_threshold
 
 FOLDS = 5
@@ -51,18 +52,23 @@ def cosines(encoder: DenseEncoder, queries: list[str], candidates: list[list[str
     return np.einsum("nd,nkd->nk", query_vectors, passage_vectors.reshape(len(queries), k, -1))
 
 
-def training_features(rows, encoder: DenseEncoder) -> tuple[dict, np.ndarray, np.ndarray, list[str]]:
-    """Per rule, (feature, pick) per data-gen prefix; the targets' log-prob per candidate and with none."""
-    logprobs, none = np.asarray(rows["lm_logprobs"]), np.asarray(rows["no_retrieval_logprob"])
-    rank, rank_none = np.asarray(rows["lm_rank_logprobs"]), np.asarray(rows["no_retrieval_rank_logprob"])
+def training_features(path: Path, rows, encoder: DenseEncoder) -> tuple[dict, list[str]]:
+    """Per rule, (feature, the targets' gain over no passage under its pick) per data-gen prefix; the two
+    pipeline rules' columns read as ralm reads them to fit T and M (``ralm.train.scalar_init``)."""
+    rule, rank = read_rule_columns(str(path)), rank_gain_columns(str(path))
+    if rank is None:
+        raise SystemExit(f"{path}: no y' columns (ralm-rerank-data/1): the zero-shot rule cannot be fitted")
+    if rule.docs != [str(d) for d in rows["doc_id"]]:
+        raise SystemExit(f"{path}: the rule columns are not in the dataset's row order")
+    logprobs = np.asarray(rows["lm_logprobs"])
     cos = cosines(encoder, rows["query"], rows["candidate_texts"])
-    n = len(none)
+    cosine_gain = logprobs[np.arange(len(logprobs)), cos.argmax(1)] - rule.none
     features = {
-        "bm25-above": (np.asarray(rows["bm25_scores"])[:, 0], np.zeros(n, dtype=int)),
-        "zero-shot-above": ((rank - rank_none[:, None]).max(1), rank.argmax(1)),
-        "cosine-above": (cos.max(1), cos.argmax(1)),
+        "bm25-above": (rule.best_bm25, rule.top1 - rule.none),
+        "zero-shot-above": (rank.gain, rank.picked - rank.none),
+        "cosine-above": (cos.max(1), cosine_gain),
     }
-    return features, logprobs, none, [str(d) for d in rows["doc_id"]]
+    return features, rule.docs
 
 
 def cross_fitted(feature: np.ndarray, gain: np.ndarray, docs: list[str]) -> np.ndarray:
@@ -117,13 +123,12 @@ def main() -> None:
 
     encoder = DenseEncoder(args.encoder or default_encoder(), pooling="mean", normalize=True)
     rows = load_from_disk(str(args.data))
-    features, logprobs, none, docs = training_features(rows, encoder)
-    n, k = logprobs.shape
+    features, docs = training_features(args.data, rows, encoder)
+    n, k = len(docs), len(rows[0]["lm_logprobs"])
     print(f"{args.data}: {n} prefixes of {len(set(docs))} documents, k = {k}")
     print(f"{'rule':<16} {'threshold':>9}  {'cross-fitted vs no passage, nats per target':<44} retrieves")
     thresholds = {}
-    for name, (feature, pick) in features.items():
-        gain = logprobs[np.arange(n), pick] - none
+    for name, (feature, gain) in features.items():
         thresholds[name] = bagged_threshold(feature, gain, docs)
         out = cross_fitted(feature, gain, docs)
         blocks, _ = decision_blocks(out, docs)

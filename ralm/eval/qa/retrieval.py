@@ -71,7 +71,6 @@ class PassageSource:
         self.max_passage_tokens = max_passage_tokens
         self.threads = threads
         self.searches = 0
-        self.passage_form = passage_form
         self._store = passage_store(retriever) if passage_form == CONTINUATION else None
         self._following: dict[str, str | None] = {}  # each passage's successor, read once
         self._reranker = None
